@@ -1,0 +1,304 @@
+//! The command line of `steward` (product.md §5): clap definitions and the
+//! help text that teaches them. Parsing only — what each command does lives
+//! in [`crate::commands`].
+//!
+//! Not here yet: `run`, `reload`, `stop`, `start` and `status --watch`,
+//! which need the live controller.
+
+use std::path::PathBuf;
+
+use clap::builder::PossibleValuesParser;
+use clap::{Args, Parser, Subcommand};
+use steward_schema::desired::CliOptions;
+
+use crate::offline::Inputs;
+use crate::output::Format;
+
+const TOP_AFTER_HELP: &str = "\
+Files read (HOME_DIR is $QWEN_HOME if set, else ~/.qwen; WS is --workspace):
+  $QWEN_CODE_SYSTEM_DEFAULTS_PATH or /etc/qwen-code/system-defaults.json   settings, lowest layer
+  HOME_DIR/settings.json                                                user settings
+  WS/.qwen/settings.json                                                workspace settings (gated scope)
+  $QWEN_CODE_SYSTEM_SETTINGS_PATH or /etc/qwen-code/settings.json          settings, highest layer
+  WS/.mcp.json                                                          project MCP servers (gated scope)
+  WS/.lsp.json                                                          language servers
+  HOME_DIR/extensions/*/qwen-extension.json                             extension servers
+  $QWEN_CODE_TRUSTED_FOLDERS_PATH or HOME_DIR/trustedFolders.json          folder trust rules
+  $QWEN_CODE_MCP_APPROVALS_PATH or HOME_DIR/mcpApprovals.json              approvals (written by approve/reject)
+
+Steward never creates or writes a file inside the workspace.
+
+Environment:
+  QWEN_HOME      HOME_DIR (default ~/.qwen)
+  STEWARD_NOW    pin \"now\" to an RFC 3339 time (for tests and reproducible output)
+
+Exit codes:
+  0  ok
+  1  error, or invalid input (validate found problems)
+  2  usage error (unknown command, option or name)
+
+Try:
+  steward status --offline          what would run here, and why not
+  steward validate                  check every configuration file
+  steward approve --all             approve this workspace's pending servers";
+
+/// Steward keeps an AI agent's MCP and LSP servers running exactly as the
+/// workspace's configuration files declare.
+#[derive(Debug, Parser)]
+#[command(
+    name = "steward",
+    version,
+    about = "Keep an AI agent's MCP and LSP servers in step with the workspace's configuration files",
+    long_about = "Steward is a per-workspace controller: it reads the workspace's and the user's \
+configuration files (settings.json layers, .mcp.json, .lsp.json, extensions), normalizes them into \
+McpServer and LspServer resources, decides which of them may run (trust, allow-lists, exclusions, \
+approvals) and keeps exactly those running.",
+    after_help = "Run `steward --help` for the files read, the environment and the exit codes.",
+    after_long_help = TOP_AFTER_HELP,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// The workspace root (default: the current directory). Symlinks are
+    /// resolved once; approvals and trust rules are keyed by that canonical path.
+    #[arg(long, global = true, value_name = "DIR", default_value = ".")]
+    pub workspace: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the JSON Schema of a source format or resource kind
+    #[command(long_about = "\
+Print the JSON Schema (Draft 2020-12) of a source format or a resource kind, as pretty JSON. \
+Every field carries a description and its default; point an editor at it with \"$schema\".
+
+Without NAME (or with `all`), prints every schema as one JSON object keyed by name. With --out, \
+writes each schema to DIR/<name>.schema.json (creating DIR) and prints the paths written.
+
+Examples:
+  steward schema mcp-json > mcp-json.schema.json
+  steward schema all --out crds-like-specs")]
+    Schema(SchemaArgs),
+
+    /// Check configuration files strictly; print every problem as path:line:col
+    #[command(long_about = "\
+Check configuration files with the strict rules a hot reload applies: a file with any problem \
+would be rejected whole. Prints every problem as `path:line:col: message (at /json/pointer)`, one \
+per line, on stdout, and exits 1 if there is any.
+
+Without FILE, checks every source of the workspace (absent files are fine). With FILE, the format \
+comes from the file name: settings.json, .mcp.json / mcp.json / *.mcp.json, .lsp.json / *.lsp.json, \
+trustedFolders.json, mcpApprovals.json, qwen-extension.json.
+
+Examples:
+  steward validate
+  steward validate .mcp.json ~/.qwen/settings.json
+  steward validate --workspace ~/src/app --mcp-config extra.mcp.json")]
+    Validate(ValidateArgs),
+
+    /// Show every server, its spec, hashes and why it is (not) running
+    #[command(long_about = "\
+Show the WorkspaceStatus of the workspace: every McpServer and LspServer with its spec, hashes \
+and status (Blocked with a reason, or Pending when admitted), whether the workspace is trusted, \
+and every source file with its state (Valid, Invalid, Absent) and error.
+
+--offline computes it from the files alone, as a cold start of `steward run` with the same flags \
+would. No controller exists yet in this version, so without --offline the offline view is shown \
+too (with a note on stderr). In the table view, invalid sources are reported as warnings on stderr.
+
+Examples:
+  steward status --offline
+  steward status --offline -o yaml --allowed-mcp-server-names github,time
+  steward status --offline -o json | jq '.items[] | select(.status.phase == \"Blocked\")'")]
+    Status(StatusArgs),
+
+    /// Approve gated MCP servers (from .mcp.json or workspace settings)
+    #[command(long_about = "\
+Approve MCP servers that come from the project's .mcp.json (scope project) or the workspace's \
+.qwen/settings.json (scope workspace): such servers never run before they are approved. The \
+decision is bound to the server's current approvalHash, so editing its entry asks again, while \
+removing and re-adding the identical entry keeps it. Decisions are stored in the approvals file \
+under the canonical workspace root.
+
+--all approves every gated server not yet approved for its current configuration.
+
+Examples:
+  steward approve github
+  steward approve --all --workspace ~/src/app")]
+    Approve(DecisionArgs),
+
+    /// Reject gated MCP servers (they stay stopped until their entry changes)
+    #[command(long_about = "\
+Reject MCP servers from the project's .mcp.json or the workspace's .qwen/settings.json. A \
+rejected server stays blocked (reason Rejected) until its entry is edited (which asks again) or \
+it is approved.
+
+--all rejects every gated server that is pending a decision.
+
+Examples:
+  steward reject untrusted-tool
+  steward reject --all")]
+    Reject(DecisionArgs),
+}
+
+/// `steward schema`.
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// Which schema (default: all)
+    #[arg(value_name = "NAME", value_parser = schema_names())]
+    pub name: Option<String>,
+
+    /// Write the schema files to DIR (created if needed) instead of stdout
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+fn schema_names() -> PossibleValuesParser {
+    let mut names: Vec<&'static str> = steward_schema::schemas::NAMES
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    names.push("all");
+    PossibleValuesParser::new(names)
+}
+
+/// Inputs that change the desired state; `steward run` takes the same ones,
+/// so `status --offline` with them shows what `run` would admit.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DesiredArgs {
+    /// MCP servers from a file or inline JSON ({"mcpServers": {...}}), highest
+    /// precedence; repeatable
+    #[arg(long = "mcp-config", value_name = "FILE_OR_JSON")]
+    pub mcp_config: Vec<String>,
+
+    /// Upper bound on which MCP servers may run (names or */? globs,
+    /// comma-separated and/or repeated); an empty value allows none
+    #[arg(long, value_name = "A,B")]
+    pub allowed_mcp_server_names: Option<Vec<String>>,
+
+    /// Upper bound on which language servers may run (like
+    /// --allowed-mcp-server-names)
+    #[arg(long, value_name = "A,B")]
+    pub allowed_lsp_server_names: Option<Vec<String>>,
+
+    /// Run no language server at all
+    #[arg(long)]
+    pub no_lsp: bool,
+}
+
+impl DesiredArgs {
+    /// The loader/admission inputs these flags stand for.
+    pub fn inputs(&self) -> Inputs {
+        Inputs {
+            mcp_config: self.mcp_config.clone(),
+            cli: CliOptions {
+                allowed_mcp: self.allowed_mcp_server_names.as_deref().map(split_names),
+                allowed_lsp: self.allowed_lsp_server_names.as_deref().map(split_names),
+                lsp_enabled: !self.no_lsp,
+            },
+        }
+    }
+}
+
+/// Every comma-separated name of every occurrence; `""` contributes none, so
+/// `--allowed-mcp-server-names ''` is the deny-all list `[]`.
+pub fn split_names(values: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for name in values.iter().flat_map(|v| v.split(',')).map(str::trim) {
+        if !name.is_empty() && !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
+
+/// `steward validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Files to check (format from the file name); default: every source of the workspace
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub desired: DesiredArgs,
+}
+
+/// `steward status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+
+    /// Compute the status from the files alone (no controller needed)
+    #[arg(long)]
+    pub offline: bool,
+
+    #[command(flatten)]
+    pub desired: DesiredArgs,
+}
+
+/// `steward approve` / `steward reject`.
+#[derive(Debug, Args)]
+pub struct DecisionArgs {
+    /// Server names
+    #[arg(value_name = "NAME", required_unless_present = "all", conflicts_with = "all")]
+    pub names: Vec<String>,
+
+    /// Every gated server that needs this decision
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn allow_list_flags_split_and_empty_means_deny_all() {
+        let cli = Cli::try_parse_from([
+            "steward",
+            "status",
+            "--allowed-mcp-server-names",
+            "a,b",
+            "--allowed-mcp-server-names",
+            "c",
+            "--allowed-lsp-server-names=",
+        ])
+        .unwrap();
+        let Command::Status(args) = cli.command else {
+            panic!("expected status")
+        };
+        let inputs = args.desired.inputs();
+        assert_eq!(inputs.cli.allowed_mcp, Some(vec!["a".into(), "b".into(), "c".into()]));
+        assert_eq!(inputs.cli.allowed_lsp, Some(vec![]));
+        assert!(inputs.cli.lsp_enabled);
+    }
+
+    #[test]
+    fn absent_allow_list_flag_allows_all() {
+        let cli = Cli::try_parse_from(["steward", "validate", "--no-lsp"]).unwrap();
+        let Command::Validate(args) = cli.command else {
+            panic!("expected validate")
+        };
+        let inputs = args.desired.inputs();
+        assert_eq!(inputs.cli.allowed_mcp, None);
+        assert!(!inputs.cli.lsp_enabled);
+    }
+
+    #[test]
+    fn approve_needs_names_or_all_but_not_both() {
+        assert!(Cli::try_parse_from(["steward", "approve"]).is_err());
+        assert!(Cli::try_parse_from(["steward", "approve", "a", "--all"]).is_err());
+        assert!(Cli::try_parse_from(["steward", "approve", "--all"]).is_ok());
+        assert!(Cli::try_parse_from(["steward", "reject", "a", "b"]).is_ok());
+    }
+}

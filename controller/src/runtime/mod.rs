@@ -1,0 +1,2 @@
+//! Runtime: the processes and protocol connections Steward owns.
+pub mod process;

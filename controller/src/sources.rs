@@ -1,0 +1,144 @@
+//! Reading sources from disk: the only place file contents enter the pure
+//! pipeline of `steward-schema`. Everything here is plain blocking I/O on
+//! small files; callers on the async side use `spawn_blocking` or accept it.
+
+use std::path::{Path, PathBuf};
+
+use steward_schema::desired::SourceSet;
+use steward_schema::load::{self, FileText, LoadContext, LoadMode, ParsedSource};
+use steward_schema::resource::{SourceKind, SourceStatus};
+
+use crate::paths::Paths;
+
+/// Read a file as the loaders want it: absent, text, or unreadable.
+pub fn read_file(path: &Path) -> FileText {
+    match std::fs::read(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => FileText::Text(text),
+            Err(_) => FileText::Unreadable("the file is not valid UTF-8".to_owned()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => FileText::Absent,
+        // A path component that is not a directory: the file cannot exist.
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => FileText::Absent,
+        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {
+            FileText::Unreadable("it is a directory".to_owned())
+        }
+        Err(e) => FileText::Unreadable(e.to_string()),
+    }
+}
+
+fn reader() -> impl Fn(&Path) -> FileText {
+    |p: &Path| read_file(p)
+}
+
+/// Extension directories under `extensions_dir`, sorted (missing dir → none).
+pub fn extension_dirs(extensions_dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(extensions_dir) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join("qwen-extension.json").is_file())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// Which single source a path is, for loading it alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceRef {
+    Settings(SourceKind),
+    McpJson,
+    LspJson,
+    TrustedFolders,
+    Approvals,
+    Extension(PathBuf),
+}
+
+/// Load one source of the workspace.
+pub fn load_one(
+    which: &SourceRef,
+    paths: &Paths,
+    cx: &LoadContext<'_>,
+) -> ParsedSource {
+    match which {
+        SourceRef::Settings(kind) => {
+            let path = match kind {
+                SourceKind::SystemDefaults => &paths.system_defaults,
+                SourceKind::UserSettings => &paths.user_settings,
+                SourceKind::WorkspaceSettings => &paths.workspace_settings,
+                _ => &paths.system_settings,
+            };
+            load::load_settings(*kind, path, &read_file(path), cx)
+        }
+        SourceRef::McpJson => load::load_mcp_json(&paths.mcp_json, &read_file(&paths.mcp_json), cx),
+        SourceRef::LspJson => load::load_lsp_json(&paths.lsp_json, &read_file(&paths.lsp_json), cx),
+        SourceRef::TrustedFolders => load::load_trusted_folders(
+            &paths.trusted_folders,
+            &read_file(&paths.trusted_folders),
+            cx,
+        ),
+        SourceRef::Approvals => {
+            load::load_approvals(&paths.approvals, &read_file(&paths.approvals), cx)
+        }
+        SourceRef::Extension(dir) => load::load_extension(
+            dir,
+            &read_file(&dir.join("qwen-extension.json")),
+            &reader(),
+            cx,
+        ),
+    }
+}
+
+/// Load every source of the workspace (extensions and `--mcp-config` included).
+pub fn load_all(paths: &Paths, mcp_config: &[String], cx: &LoadContext<'_>) -> SourceSet {
+    let one = |which: SourceRef| load_one(&which, paths, cx);
+    SourceSet {
+        system_defaults: one(SourceRef::Settings(SourceKind::SystemDefaults)),
+        user_settings: one(SourceRef::Settings(SourceKind::UserSettings)),
+        workspace_settings: one(SourceRef::Settings(SourceKind::WorkspaceSettings)),
+        system_settings: one(SourceRef::Settings(SourceKind::SystemSettings)),
+        mcp_json: one(SourceRef::McpJson),
+        lsp_json: one(SourceRef::LspJson),
+        extensions: extension_dirs(&paths.extensions_dir)
+            .into_iter()
+            .map(|d| one(SourceRef::Extension(d)))
+            .collect(),
+        cli_mcp: mcp_config
+            .iter()
+            .map(|arg| load::load_cli_mcp_config(arg, &reader(), cx))
+            .collect(),
+        trusted_folders: one(SourceRef::TrustedFolders),
+        approvals: one(SourceRef::Approvals),
+    }
+}
+
+/// A context for loading with `mode`.
+pub fn context<'a>(
+    paths: &'a Paths,
+    env: &'a std::collections::BTreeMap<String, String>,
+    mode: LoadMode,
+) -> LoadContext<'a> {
+    LoadContext {
+        workspace: &paths.workspace,
+        env,
+        mode,
+    }
+}
+
+/// Canonicalize a trust-rule path when it exists (symlinks resolved).
+pub fn resolve_existing(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The `sources` part of status for one loaded source.
+pub fn source_status(source: &ParsedSource) -> SourceStatus {
+    SourceStatus {
+        kind: source.kind,
+        path: source.path.to_string_lossy().into_owned(),
+        state: source.state,
+        error: source.error_text(),
+        diagnostics: source.diagnostics.clone(),
+    }
+}

@@ -1,0 +1,296 @@
+//! Desired state: every loaded source merged into one view — which servers
+//! exist, with which spec, from which source, under which policy.
+//!
+//! Precedence (later wins, by server name, whole entries):
+//! MCP: extensions < system defaults < user settings < `.mcp.json` <
+//! workspace settings < system settings < `--mcp-config`.
+//! LSP: extensions < workspace `.lsp.json`.
+//! Policy keys merge leaf by leaf in settings-layer order (system defaults <
+//! user < workspace < system), except `mcp.excluded`/`lsp.excluded`, which are
+//! the union of every layer, and the trust-deciding keys
+//! (`security.folderTrust.enabled`, `lsp.requireTrustedWorkspace`), which are
+//! read only from layers the workspace does not control — an untrusted
+//! workspace must not be able to trust itself.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::formats::{ApprovalRecord, TrustedFoldersFile};
+use crate::glob;
+use crate::load::{Content, ParsedSource, SettingsContent};
+use crate::resource::{LspServerSpec, McpServerSpec, SourceKind};
+use crate::trust;
+
+/// Every source of one workspace, as last loaded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceSet {
+    pub system_defaults: ParsedSource,
+    pub user_settings: ParsedSource,
+    pub workspace_settings: ParsedSource,
+    pub system_settings: ParsedSource,
+    pub mcp_json: ParsedSource,
+    pub lsp_json: ParsedSource,
+    /// Sorted by extension directory.
+    pub extensions: Vec<ParsedSource>,
+    /// In command-line order.
+    pub cli_mcp: Vec<ParsedSource>,
+    pub trusted_folders: ParsedSource,
+    pub approvals: ParsedSource,
+}
+
+impl SourceSet {
+    /// Every source, in the order of product.md §1.
+    pub fn iter(&self) -> impl Iterator<Item = &ParsedSource> {
+        [
+            &self.system_defaults,
+            &self.user_settings,
+            &self.workspace_settings,
+            &self.system_settings,
+            &self.mcp_json,
+            &self.lsp_json,
+        ]
+        .into_iter()
+        .chain(self.extensions.iter())
+        .chain(self.cli_mcp.iter())
+        .chain([&self.trusted_folders, &self.approvals])
+    }
+}
+
+/// Command-line inputs that bound admission for the controller's lifetime.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CliOptions {
+    /// `--allowed-mcp-server-names`: an immutable upper bound.
+    pub allowed_mcp: Option<Vec<String>>,
+    /// `--allowed-lsp-server-names`: an immutable upper bound.
+    pub allowed_lsp: Option<Vec<String>>,
+    /// False with `--no-lsp`.
+    pub lsp_enabled: bool,
+}
+
+/// An allow-list: the settings list bounded by the command-line list.
+/// Absent = allow all; `[]` = deny all; both present = intersection.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AllowList {
+    pub settings: Option<Vec<String>>,
+    pub cli: Option<Vec<String>>,
+}
+
+impl AllowList {
+    pub fn allows(&self, name: &str) -> bool {
+        self.settings
+            .as_deref()
+            .is_none_or(|l| glob::matches_any(l, name))
+            && self.cli.as_deref().is_none_or(|l| glob::matches_any(l, name))
+    }
+}
+
+/// The policy in force (merged settings keys plus trust).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Policy {
+    pub folder_trust_enabled: bool,
+    pub trusted: bool,
+    pub mcp_allowed: AllowList,
+    pub mcp_excluded: Vec<String>,
+    /// Restart-only; compared by the controller, never applied live.
+    pub mcp_server_command: Option<String>,
+    pub lsp_require_trusted_workspace: bool,
+    pub lsp_allowed: AllowList,
+    pub lsp_excluded: Vec<String>,
+}
+
+/// A desired MCP server and the source whose definition won.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredMcp {
+    pub source: SourceKind,
+    pub spec: McpServerSpec,
+}
+
+/// A desired language server and the source whose definition won.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredLsp {
+    pub source: SourceKind,
+    pub spec: LspServerSpec,
+}
+
+/// The merged desired state of one workspace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredState {
+    pub workspace: PathBuf,
+    pub policy: Policy,
+    pub lsp_enabled: bool,
+    /// Every configured MCP server, admitted or not (the merged map).
+    pub mcp: BTreeMap<String, DesiredMcp>,
+    /// Every configured language server, admitted or not.
+    pub lsp: BTreeMap<String, DesiredLsp>,
+    /// This workspace's approval records, by server name.
+    pub approvals: BTreeMap<String, ApprovalRecord>,
+}
+
+fn settings_of(source: &ParsedSource) -> Option<&SettingsContent> {
+    match &source.content {
+        Content::Settings(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn union(into: &mut Vec<String>, more: &Option<Vec<String>>) {
+    for item in more.iter().flatten() {
+        if !into.contains(item) {
+            into.push(item.clone());
+        }
+    }
+}
+
+/// Merge `sources` into the desired state of `workspace` (canonical).
+/// `resolve` canonicalizes trust-rule paths (identity in pure tests).
+pub fn desired_state(
+    sources: &SourceSet,
+    workspace: &Path,
+    cli: &CliOptions,
+    resolve: &dyn Fn(&Path) -> PathBuf,
+) -> DesiredState {
+    // Settings layers in precedence order. When the workspace settings file
+    // is the user settings file (workspace = home), it is not a second layer.
+    let same_file = sources.workspace_settings.path == sources.user_settings.path;
+    let layers: Vec<&ParsedSource> = [
+        &sources.system_defaults,
+        &sources.user_settings,
+        &sources.workspace_settings,
+        &sources.system_settings,
+    ]
+    .into_iter()
+    .filter(|s| !(same_file && s.kind == SourceKind::WorkspaceSettings))
+    .collect();
+
+    let mut policy = Policy {
+        lsp_require_trusted_workspace: true,
+        ..Policy::default()
+    };
+    for layer in &layers {
+        let Some(s) = settings_of(layer) else {
+            continue;
+        };
+        let workspace_controlled = layer.kind == SourceKind::WorkspaceSettings;
+        if s.mcp_allowed.is_some() {
+            policy.mcp_allowed.settings = s.mcp_allowed.clone();
+        }
+        union(&mut policy.mcp_excluded, &s.mcp_excluded);
+        if s.mcp_server_command.is_some() {
+            policy.mcp_server_command = s.mcp_server_command.clone();
+        }
+        if s.lsp_allowed.is_some() {
+            policy.lsp_allowed.settings = s.lsp_allowed.clone();
+        }
+        union(&mut policy.lsp_excluded, &s.lsp_excluded);
+        if !workspace_controlled {
+            if let Some(v) = s.folder_trust_enabled {
+                policy.folder_trust_enabled = v;
+            }
+            if let Some(v) = s.lsp_require_trusted_workspace {
+                policy.lsp_require_trusted_workspace = v;
+            }
+        }
+    }
+    policy.mcp_allowed.cli = cli.allowed_mcp.clone();
+    policy.lsp_allowed.cli = cli.allowed_lsp.clone();
+    let empty_rules = TrustedFoldersFile::new();
+    let rules = match &sources.trusted_folders.content {
+        Content::TrustedFolders(r) => r,
+        _ => &empty_rules,
+    };
+    policy.trusted = trust::is_trusted(workspace, policy.folder_trust_enabled, rules, resolve);
+
+    // MCP servers, lowest precedence first; later inserts replace whole entries.
+    let mut mcp: BTreeMap<String, DesiredMcp> = BTreeMap::new();
+    // Among extensions the first (by directory order) keeps a name.
+    for ext in &sources.extensions {
+        if let Content::Extension(e) = &ext.content {
+            for (name, spec) in &e.mcp_servers {
+                mcp.entry(name.clone()).or_insert_with(|| DesiredMcp {
+                    source: SourceKind::Extension,
+                    spec: spec.clone(),
+                });
+            }
+        }
+    }
+    let put = |mcp: &mut BTreeMap<String, DesiredMcp>,
+               source: SourceKind,
+               servers: &BTreeMap<String, McpServerSpec>| {
+        for (name, spec) in servers {
+            mcp.insert(
+                name.clone(),
+                DesiredMcp {
+                    source,
+                    spec: spec.clone(),
+                },
+            );
+        }
+    };
+    let settings_servers = |kind: SourceKind| {
+        layers
+            .iter()
+            .filter(|l| l.kind == kind)
+            .filter_map(|l| settings_of(l))
+            .map(|s| &s.mcp_servers)
+            .next()
+    };
+    for kind in [SourceKind::SystemDefaults, SourceKind::UserSettings] {
+        if let Some(servers) = settings_servers(kind) {
+            put(&mut mcp, kind, servers);
+        }
+    }
+    if let Content::McpServers(servers) = &sources.mcp_json.content {
+        put(&mut mcp, SourceKind::ProjectMcpJson, servers);
+    }
+    for kind in [SourceKind::WorkspaceSettings, SourceKind::SystemSettings] {
+        if let Some(servers) = settings_servers(kind) {
+            put(&mut mcp, kind, servers);
+        }
+    }
+    for cli_source in &sources.cli_mcp {
+        if let Content::McpServers(servers) = &cli_source.content {
+            put(&mut mcp, SourceKind::CliMcpConfig, servers);
+        }
+    }
+
+    // LSP servers: extensions (first keeps a name), then the workspace file.
+    let mut lsp: BTreeMap<String, DesiredLsp> = BTreeMap::new();
+    for ext in &sources.extensions {
+        if let Content::Extension(e) = &ext.content {
+            for (name, spec) in &e.lsp_servers {
+                lsp.entry(name.clone()).or_insert_with(|| DesiredLsp {
+                    source: SourceKind::Extension,
+                    spec: spec.clone(),
+                });
+            }
+        }
+    }
+    if let Content::LspServers(servers) = &sources.lsp_json.content {
+        for (name, spec) in servers {
+            lsp.insert(
+                name.clone(),
+                DesiredLsp {
+                    source: SourceKind::LspJson,
+                    spec: spec.clone(),
+                },
+            );
+        }
+    }
+
+    let approvals = match &sources.approvals.content {
+        Content::Approvals(file) => file
+            .get(workspace.to_string_lossy().as_ref())
+            .cloned()
+            .unwrap_or_default(),
+        _ => BTreeMap::new(),
+    };
+
+    DesiredState {
+        workspace: workspace.to_path_buf(),
+        policy,
+        lsp_enabled: cli.lsp_enabled,
+        mcp,
+        lsp,
+        approvals,
+    }
+}

@@ -1,0 +1,1070 @@
+//! JSON with comments (JSONC), parsed into a [`serde_json::Value`] together
+//! with the source position of every value and of every object key.
+//!
+//! This module owns the syntax of every JSON source Steward reads. It accepts
+//! exactly what the TypeScript CLI sharing these files accepts
+//! (`strip-json-comments` followed by `JSON.parse`): strict JSON plus `//` and
+//! `/* */` comments wherever whitespace may appear, and a leading UTF-8 BOM.
+//! Everything else (trailing commas, single quotes, unquoted keys, `NaN`,
+//! leading zeros, raw control characters in strings, bad escapes) is a
+//! [`SyntaxError`] naming what was expected, what was found, and where.
+//!
+//! Decisions where `JSON.parse` does something a Rust `String` cannot hold or
+//! that would surprise a user:
+//! - a lone UTF-16 surrogate escape (`"\uD800"`) is an error (JSON.parse keeps
+//!   it as an unpaired code unit);
+//! - a number too large for an `f64` (`1e400`) is an error (JSON.parse gives
+//!   `Infinity`, which JSON cannot hold);
+//! - duplicate keys: the last one wins, as in JSON.parse.
+//!
+//! Positions are 1-based; columns count characters (a tab or a multi-byte
+//! character is one column). Only `\n` starts a new line (`\r\n` works as
+//! expected; a lone `\r` is not a line break, as in `strip-json-comments`).
+//! Everything is linear in the size of the input: positions are computed by a
+//! cursor that only moves forward while parsing.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde_json::{Map, Number, Value};
+
+use crate::diagnostic::{Diagnostic, Pos};
+
+/// How many arrays/objects may be nested inside each other.
+pub const MAX_DEPTH: usize = 256;
+
+/// A parsed JSONC document: its value and where each part of it was written.
+#[derive(Clone)]
+pub struct Document {
+    pub value: Value,
+    root: Node,
+}
+
+/// Position tree mirroring `Document::value` (not keyed by pointer strings, so
+/// building it costs nothing per nesting level).
+#[derive(Clone)]
+struct Node {
+    pos: Pos,
+    children: Children,
+}
+
+#[derive(Clone)]
+enum Children {
+    Leaf,
+    Array(Vec<Node>),
+    Object(Box<HashMap<String, Member>>),
+}
+
+#[derive(Clone)]
+struct Member {
+    key: Pos,
+    node: Node,
+}
+
+impl fmt::Debug for Document {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Document")
+            .field("value", &self.value)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a pointer lookup found: the deepest node reached, and whether the
+/// pointer resolved completely (then `key` is set for object members).
+struct Lookup {
+    pos: Pos,
+    key: Option<Pos>,
+    exact: bool,
+}
+
+impl Document {
+    /// Position of the value at `pointer` (RFC 6901, `""` = root); falls back
+    /// to the nearest ancestor that has one. `None` only for a pointer that
+    /// is not `""` and does not start with `/`.
+    pub fn position(&self, pointer: &str) -> Option<Pos> {
+        self.lookup(pointer).map(|l| l.pos)
+    }
+
+    /// Position of the *key* of the object member at `pointer` (for "unknown
+    /// property" messages); falls back to [`Document::position`] for array
+    /// elements, the root, and pointers that do not resolve.
+    pub fn key_position(&self, pointer: &str) -> Option<Pos> {
+        self.lookup(pointer).map(|l| match (l.exact, l.key) {
+            (true, Some(key)) => key,
+            _ => l.pos,
+        })
+    }
+
+    fn lookup(&self, pointer: &str) -> Option<Lookup> {
+        if pointer.is_empty() {
+            return Some(Lookup {
+                pos: self.root.pos,
+                key: None,
+                exact: true,
+            });
+        }
+        let rest = pointer.strip_prefix('/')?;
+        let mut node = &self.root;
+        let mut key = None;
+        for raw in rest.split('/') {
+            let next = match &node.children {
+                Children::Leaf => None,
+                Children::Array(items) => array_index(raw).and_then(|i| items.get(i)),
+                Children::Object(members) => {
+                    let token = unescape_token(raw);
+                    members.get(token.as_str()).map(|m| {
+                        key = Some(m.key);
+                        &m.node
+                    })
+                }
+            };
+            match next {
+                Some(child) => {
+                    if !matches!(node.children, Children::Object(_)) {
+                        key = None;
+                    }
+                    node = child;
+                }
+                None => {
+                    return Some(Lookup {
+                        pos: node.pos,
+                        key: None,
+                        exact: false,
+                    });
+                }
+            }
+        }
+        Some(Lookup {
+            pos: node.pos,
+            key,
+            exact: true,
+        })
+    }
+}
+
+/// An RFC 6901 array index: `0` or digits without a leading zero.
+fn array_index(token: &str) -> Option<usize> {
+    let ok = !token.is_empty()
+        && token.bytes().all(|b| b.is_ascii_digit())
+        && (token == "0" || !token.starts_with('0'));
+    if ok { token.parse().ok() } else { None }
+}
+
+fn unescape_token(token: &str) -> String {
+    if token.contains('~') {
+        token.replace("~1", "/").replace("~0", "~")
+    } else {
+        token.to_owned()
+    }
+}
+
+/// A syntax error: a lowercase fragment saying what was expected and what was
+/// found, at the position of the offending character.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SyntaxError {
+    pub pos: Pos,
+    pub message: String,
+}
+
+impl SyntaxError {
+    /// This error as a diagnostic of `file` (pointer: the whole document).
+    pub fn into_diagnostic(self, file: impl Into<std::path::PathBuf>) -> Diagnostic {
+        Diagnostic::new(file, Some(self.pos), "", self.message)
+    }
+}
+
+/// Parse JSON with comments. See the module documentation for what is accepted.
+pub fn parse(text: &str) -> Result<Document, SyntaxError> {
+    let start = if text.starts_with('\u{FEFF}') { 3 } else { 0 };
+    let mut p = Parser {
+        src: text,
+        bytes: text.as_bytes(),
+        i: start,
+        depth: 0,
+        start,
+        cursor: Cursor {
+            offset: start,
+            line: 1,
+            column: 1,
+        },
+    };
+    p.skip_ws()?;
+    if p.i >= p.bytes.len() {
+        return Err(p.error_at(p.i, "file is empty; expected a JSON value".into()));
+    }
+    let (value, root) = p.parse_value()?;
+    p.skip_ws()?;
+    if p.i < p.bytes.len() {
+        return Err(p.expected("the end of the file after the JSON value"));
+    }
+    Ok(Document { value, root })
+}
+
+/// Forward-only position cursor: `offset` (bytes) is at `line:column`.
+struct Cursor {
+    offset: usize,
+    line: u32,
+    column: u32,
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    bytes: &'a [u8],
+    i: usize,
+    depth: usize,
+    /// Offset of the first character after the BOM (line 1, column 1).
+    start: usize,
+    cursor: Cursor,
+}
+
+type Parsed = Result<(Value, Node), SyntaxError>;
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.i).copied()
+    }
+
+    /// Position of byte `offset`. Amortized O(1) while offsets grow, as they
+    /// do during parsing; an earlier offset (error reporting) rescans.
+    fn pos_at(&mut self, offset: usize) -> Pos {
+        if offset < self.cursor.offset {
+            self.cursor = Cursor {
+                offset: self.start,
+                line: 1,
+                column: 1,
+            };
+        }
+        let Cursor {
+            mut line,
+            mut column,
+            ..
+        } = self.cursor;
+        for &b in &self.bytes[self.cursor.offset..offset] {
+            if b == b'\n' {
+                line += 1;
+                column = 1;
+            } else if b & 0xC0 != 0x80 {
+                // Not a UTF-8 continuation byte: a new character.
+                column += 1;
+            }
+        }
+        self.cursor = Cursor {
+            offset,
+            line,
+            column,
+        };
+        Pos { line, column }
+    }
+
+    fn error_at(&mut self, offset: usize, message: String) -> SyntaxError {
+        SyntaxError {
+            pos: self.pos_at(offset),
+            message,
+        }
+    }
+
+    /// "expected {what}, found {what is at the current offset}".
+    fn expected(&mut self, what: &str) -> SyntaxError {
+        self.expected_at(self.i, what)
+    }
+
+    fn expected_at(&mut self, offset: usize, what: &str) -> SyntaxError {
+        let message = match self.found(offset) {
+            None => format!("unexpected end of file; expected {what}"),
+            Some((found, hint)) => format!("expected {what}, found {found}{hint}"),
+        };
+        self.error_at(offset, message)
+    }
+
+    /// How to name what is at `offset` in a message, and a hint for common
+    /// mistakes; `None` at the end of the input.
+    fn found(&self, offset: usize) -> Option<(String, &'static str)> {
+        let rest = self.src.get(offset..)?;
+        let c = rest.chars().next()?;
+        let word: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+            .take(33)
+            .collect();
+        if !word.is_empty() {
+            let hint = match word.as_str() {
+                "NaN" | "Infinity" => " (JSON has no NaN or Infinity)",
+                w if w.eq_ignore_ascii_case("true") => "; did you mean 'true'?",
+                w if w.eq_ignore_ascii_case("false") => "; did you mean 'false'?",
+                w if w.eq_ignore_ascii_case("null") => "; did you mean 'null'?",
+                _ => "",
+            };
+            let shown = if word.chars().count() > 32 {
+                format!("'{}...'", word.chars().take(32).collect::<String>())
+            } else {
+                format!("'{word}'")
+            };
+            return Some((shown, hint));
+        }
+        Some(match c {
+            '\'' => ("\"'\"".into(), " (strings use double quotes)"),
+            '\n' => ("a line break".into(), ""),
+            ' ' => ("a space".into(), ""),
+            '\t' => ("a tab".into(), ""),
+            c if c.is_control() || c.is_whitespace() || c == '\u{FEFF}' => {
+                (format!("character U+{:04X}", c as u32), "")
+            }
+            c => (format!("'{c}'"), ""),
+        })
+    }
+
+    /// Skip whitespace and comments.
+    fn skip_ws(&mut self) -> Result<(), SyntaxError> {
+        loop {
+            match self.peek() {
+                Some(b' ' | b'\t' | b'\n' | b'\r') => self.i += 1,
+                Some(b'/') => match self.bytes.get(self.i + 1) {
+                    Some(b'/') => {
+                        self.i = match self.src[self.i..].find('\n') {
+                            Some(n) => self.i + n,
+                            None => self.bytes.len(),
+                        };
+                    }
+                    Some(b'*') => match self.src[self.i + 2..].find("*/") {
+                        Some(n) => self.i += 2 + n + 2,
+                        None => {
+                            return Err(self.error_at(self.i, "unterminated block comment".into()));
+                        }
+                    },
+                    _ => {
+                        return Err(self.expected_at(self.i + 1, "'/' or '*' after '/' (a comment)"));
+                    }
+                },
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    fn leaf(&mut self, offset: usize, value: Value) -> (Value, Node) {
+        let pos = self.pos_at(offset);
+        (
+            value,
+            Node {
+                pos,
+                children: Children::Leaf,
+            },
+        )
+    }
+
+    /// A value; whitespace before it has been skipped.
+    fn parse_value(&mut self) -> Parsed {
+        let start = self.i;
+        match self.peek() {
+            Some(b'{') => self.parse_object(),
+            Some(b'[') => self.parse_array(),
+            Some(b'"') => {
+                let pos = self.pos_at(start);
+                let s = self.parse_string()?;
+                Ok((
+                    Value::String(s),
+                    Node {
+                        pos,
+                        children: Children::Leaf,
+                    },
+                ))
+            }
+            Some(b'-' | b'0'..=b'9') => {
+                let pos = self.pos_at(start);
+                let n = self.parse_number()?;
+                Ok((
+                    Value::Number(n),
+                    Node {
+                        pos,
+                        children: Children::Leaf,
+                    },
+                ))
+            }
+            Some(b't' | b'f' | b'n') => {
+                let end = self.bytes[start..]
+                    .iter()
+                    .position(|b| !b.is_ascii_alphanumeric() && *b != b'_' && *b != b'$')
+                    .map_or(self.bytes.len(), |n| start + n);
+                let value = match &self.src[start..end] {
+                    "true" => Value::Bool(true),
+                    "false" => Value::Bool(false),
+                    "null" => Value::Null,
+                    _ => return Err(self.expected("a value")),
+                };
+                self.i = end;
+                Ok(self.leaf(start, value))
+            }
+            _ => Err(self.expected("a value")),
+        }
+    }
+
+    fn enter(&mut self) -> Result<(), SyntaxError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.error_at(
+                self.i,
+                format!(
+                    "nesting too deep; expected at most {MAX_DEPTH} levels of arrays and objects"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn parse_object(&mut self) -> Parsed {
+        self.enter()?;
+        let pos = self.pos_at(self.i);
+        self.i += 1;
+        let mut map = Map::new();
+        let mut members: HashMap<String, Member> = HashMap::new();
+        self.skip_ws()?;
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+        } else {
+            let mut first = true;
+            loop {
+                if self.peek() != Some(b'"') {
+                    return Err(self.expected(if first {
+                        "a property name in double quotes or '}'"
+                    } else {
+                        "a property name in double quotes"
+                    }));
+                }
+                first = false;
+                let key_pos = self.pos_at(self.i);
+                let key = self.parse_string()?;
+                self.skip_ws()?;
+                if self.peek() != Some(b':') {
+                    return Err(self.expected("':' after the property name"));
+                }
+                self.i += 1;
+                self.skip_ws()?;
+                let (value, node) = self.parse_value()?;
+                // Duplicate keys: the last one wins (JSON.parse).
+                map.insert(key.clone(), value);
+                members.insert(key, Member { key: key_pos, node });
+                self.skip_ws()?;
+                match self.peek() {
+                    Some(b',') => {
+                        let comma = self.i;
+                        self.i += 1;
+                        self.skip_ws()?;
+                        if self.peek() == Some(b'}') {
+                            return Err(self.error_at(
+                                comma,
+                                "trailing comma is not allowed before '}'".into(),
+                            ));
+                        }
+                    }
+                    Some(b'}') => {
+                        self.i += 1;
+                        break;
+                    }
+                    _ => return Err(self.expected("',' or '}' after an object member")),
+                }
+            }
+        }
+        self.depth -= 1;
+        Ok((
+            Value::Object(map),
+            Node {
+                pos,
+                children: Children::Object(Box::new(members)),
+            },
+        ))
+    }
+
+    fn parse_array(&mut self) -> Parsed {
+        self.enter()?;
+        let pos = self.pos_at(self.i);
+        self.i += 1;
+        let mut values = Vec::new();
+        let mut nodes = Vec::new();
+        self.skip_ws()?;
+        if self.peek() == Some(b']') {
+            self.i += 1;
+        } else {
+            loop {
+                if values.is_empty() && self.peek().is_some_and(|b| b == b',') {
+                    return Err(self.expected("a value or ']'"));
+                }
+                let (value, node) = self.parse_value()?;
+                values.push(value);
+                nodes.push(node);
+                self.skip_ws()?;
+                match self.peek() {
+                    Some(b',') => {
+                        let comma = self.i;
+                        self.i += 1;
+                        self.skip_ws()?;
+                        if self.peek() == Some(b']') {
+                            return Err(self.error_at(
+                                comma,
+                                "trailing comma is not allowed before ']'".into(),
+                            ));
+                        }
+                    }
+                    Some(b']') => {
+                        self.i += 1;
+                        break;
+                    }
+                    _ => return Err(self.expected("',' or ']' after an array element")),
+                }
+            }
+        }
+        self.depth -= 1;
+        Ok((
+            Value::Array(values),
+            Node {
+                pos,
+                children: Children::Array(nodes),
+            },
+        ))
+    }
+
+    /// A string; `self.i` is at the opening quote.
+    fn parse_string(&mut self) -> Result<String, SyntaxError> {
+        let open = self.i;
+        self.i += 1;
+        let mut out = String::new();
+        let mut run = self.i;
+        loop {
+            let Some(b) = self.peek() else {
+                return Err(self.error_at(open, "unterminated string".into()));
+            };
+            match b {
+                b'"' => {
+                    out.push_str(&self.src[run..self.i]);
+                    self.i += 1;
+                    return Ok(out);
+                }
+                b'\\' => {
+                    out.push_str(&self.src[run..self.i]);
+                    self.parse_escape(open, &mut out)?;
+                    run = self.i;
+                }
+                b'\n' | b'\r' => {
+                    return Err(self.error_at(
+                        self.i,
+                        "expected '\"' to close the string, found a line break".into(),
+                    ));
+                }
+                0x00..=0x1F => {
+                    let message = format!(
+                        "expected an escape sequence such as {}, found control character U+{b:04X} in a string",
+                        match b {
+                            b'\t' => "\\t",
+                            0x08 => "\\b",
+                            0x0C => "\\f",
+                            _ => "\\u0000",
+                        }
+                    );
+                    return Err(self.error_at(self.i, message));
+                }
+                _ => self.i += 1,
+            }
+        }
+    }
+
+    /// An escape sequence; `self.i` is at the backslash.
+    fn parse_escape(&mut self, open: usize, out: &mut String) -> Result<(), SyntaxError> {
+        let backslash = self.i;
+        self.i += 1;
+        let Some(b) = self.peek() else {
+            return Err(self.error_at(open, "unterminated string".into()));
+        };
+        let simple = match b {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{C}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                self.i += 1;
+                let unit = self.hex4()?;
+                let c = match unit {
+                    0xD800..=0xDBFF => {
+                        let low = if self.bytes[self.i..].starts_with(b"\\u") {
+                            let save = self.i;
+                            self.i += 2;
+                            let low = self.hex4()?;
+                            if (0xDC00..=0xDFFF).contains(&low) {
+                                Some(low)
+                            } else {
+                                self.i = save;
+                                None
+                            }
+                        } else {
+                            None
+                        };
+                        let Some(low) = low else {
+                            let written = &self.src[backslash..backslash + 6];
+                            return Err(self.error_at(
+                                backslash,
+                                format!(
+                                    "expected a low surrogate \\uDC00-\\uDFFF after the high surrogate '{written}', found none (lone surrogates are not valid unicode)"
+                                ),
+                            ));
+                        };
+                        let code = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+                        char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER)
+                    }
+                    0xDC00..=0xDFFF => {
+                        let written = &self.src[backslash..backslash + 6];
+                        return Err(self.error_at(
+                            backslash,
+                            format!(
+                                "expected a high surrogate \\uD800-\\uDBFF before the low surrogate '{written}', found none (lone surrogates are not valid unicode)"
+                            ),
+                        ));
+                    }
+                    _ => char::from_u32(u32::from(unit)).unwrap_or(char::REPLACEMENT_CHARACTER),
+                };
+                out.push(c);
+                return Ok(());
+            }
+            _ => {
+                let found = match self.src[self.i..].chars().next() {
+                    Some('\n') => "a line break".to_owned(),
+                    Some(c) if c.is_control() => format!("character U+{:04X}", c as u32),
+                    Some(c) => format!("'\\{c}'"),
+                    None => String::new(),
+                };
+                return Err(self.error_at(
+                    backslash,
+                    format!(
+                        "expected an escape sequence (\\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX), found {found}"
+                    ),
+                ));
+            }
+        };
+        out.push(simple);
+        self.i += 1;
+        Ok(())
+    }
+
+    /// Four hex digits of a `\u` escape.
+    fn hex4(&mut self) -> Result<u16, SyntaxError> {
+        let mut unit = 0u16;
+        for _ in 0..4 {
+            let digit = self.peek().and_then(|b| (b as char).to_digit(16));
+            let Some(digit) = digit else {
+                if self.peek() == Some(b'"') {
+                    return Err(self.error_at(
+                        self.i,
+                        "expected 4 hex digits after '\\u', found '\"'".into(),
+                    ));
+                }
+                return Err(self.expected("4 hex digits after '\\u'"));
+            };
+            // Four hex digits fit in 16 bits.
+            unit = (unit << 4) | digit as u16;
+            self.i += 1;
+        }
+        Ok(unit)
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.i;
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.i += 1;
+        }
+        self.i - start
+    }
+
+    /// A number, converted exactly as serde_json converts it.
+    fn parse_number(&mut self) -> Result<Number, SyntaxError> {
+        let start = self.i;
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.i += 1;
+        }
+        let int_start = self.i;
+        match self.peek() {
+            Some(b'0') => {
+                self.i += 1;
+                if self.peek().is_some_and(|b| b.is_ascii_digit()) {
+                    self.digits();
+                    let written = self.src[start..self.i].to_owned();
+                    return Err(self.error_at(
+                        start,
+                        format!("expected a number without leading zeros, found '{written}'"),
+                    ));
+                }
+            }
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return Err(self.expected("a digit after '-'")),
+        }
+        let int_end = self.i;
+        let mut integer = true;
+        if self.peek() == Some(b'.') {
+            integer = false;
+            self.i += 1;
+            if self.digits() == 0 {
+                return Err(self.expected("a digit after the decimal point"));
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            integer = false;
+            self.i += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            if self.digits() == 0 {
+                return Err(self.expected("a digit in the exponent"));
+            }
+        }
+        let text = &self.src[start..self.i];
+        // Fast path for the common small integers; serde_json itself for the
+        // rest (floats, u64/i64 overflow to f64, `-0` to -0.0).
+        if integer && int_end - int_start <= 18 {
+            let magnitude: u64 = self.src[int_start..int_end].parse().unwrap_or(0);
+            if !negative {
+                return Ok(Number::from(magnitude));
+            }
+            if magnitude != 0 {
+                // At most 18 digits: fits in i64.
+                return Ok(Number::from(-(magnitude as i64)));
+            }
+        }
+        match serde_json::from_str::<Number>(text) {
+            Ok(n) => Ok(n),
+            Err(_) => {
+                let text = text.to_owned();
+                Err(self.error_at(
+                    start,
+                    format!("expected a number within the range of a 64-bit float, found '{text}'"),
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn pos(line: u32, column: u32) -> Pos {
+        Pos { line, column }
+    }
+
+    fn err(text: &str) -> (u32, u32, String) {
+        let e = parse(text).expect_err(text);
+        (e.pos.line, e.pos.column, e.message)
+    }
+
+    fn ok(text: &str) -> Value {
+        parse(text).unwrap_or_else(|e| panic!("{text:?}: {e} at {:?}", e.pos)).value
+    }
+
+    #[test]
+    fn comments_in_every_position() {
+        let text = r#"// leading line comment
+/* leading block */ { // after open brace
+  /* before key */ "a" /* before colon */ : /* before value */ 1 /* after value */ , // after comma
+  "b" : [ /* in array */ 1 /* after element */ , /* before element */ 2 // before close
+  ] , "c" : { /* empty object with comment */ } ,
+  "d" : [ // empty array with comment
+  ],
+  "e": "http://not/a/comment /* nor this */" /*
+  multi-line
+  block */
+} // trailing line comment without newline"#;
+        let doc = parse(text).unwrap();
+        assert_eq!(
+            doc.value,
+            json!({"a": 1, "b": [1, 2], "c": {}, "d": [], "e": "http://not/a/comment /* nor this */"})
+        );
+        assert_eq!(doc.position(""), Some(pos(2, 21)));
+        assert_eq!(doc.position("/a"), Some(pos(3, 64)));
+        assert_eq!(doc.position("/b/1"), Some(pos(4, 71)));
+        assert_eq!(doc.position("/e"), Some(pos(8, 8)));
+        assert_eq!(ok("1// c"), json!(1));
+        assert_eq!(ok("/**/1/***/"), json!(1));
+        assert_eq!(ok("/* a * / b **/ [/*]*/]"), json!([]));
+        assert_eq!(ok("{\"a\"//c\n:\n//c\n2}"), json!({"a": 2}));
+    }
+
+    #[test]
+    fn crlf_line_endings() {
+        let doc = parse("{\r\n  // c\r\n  \"a\": 1\r\n}").unwrap();
+        assert_eq!(doc.position("/a"), Some(pos(3, 8)));
+        assert_eq!(doc.key_position("/a"), Some(pos(3, 3)));
+    }
+
+    #[test]
+    fn leading_bom_is_skipped_and_takes_no_column() {
+        let doc = parse("\u{FEFF}{\"a\": true}").unwrap();
+        assert_eq!(doc.value, json!({"a": true}));
+        assert_eq!(doc.position(""), Some(pos(1, 1)));
+        assert_eq!(doc.position("/a"), Some(pos(1, 7)));
+        // A BOM anywhere else is not whitespace.
+        assert_eq!(err("1 \u{FEFF}"), (1, 3, "expected the end of the file after the JSON value, found character U+FEFF".into()));
+    }
+
+    #[test]
+    fn escapes_and_surrogate_pairs() {
+        assert_eq!(
+            ok(r#""\" \\ \/ \b \f \n \r \t \u0041\u00e9\u4E2D \ud83d\ude00 \u0000""#),
+            json!("\" \\ / \u{8} \u{c} \n \r \t Aé中 😀 \u{0}")
+        );
+        assert_eq!(ok(r#""plain ünïcödé 😀""#), json!("plain ünïcödé 😀"));
+        assert_eq!(ok(r#""\uDBFF\uDFFF""#), json!("\u{10FFFF}"));
+    }
+
+    #[test]
+    fn unicode_column_counting() {
+        let text = "{\"é😀\": \"ü\",\t\"k\": [\"中文\", 1]}";
+        let doc = parse(text).unwrap();
+        assert_eq!(doc.key_position("/é😀"), Some(pos(1, 2)));
+        assert_eq!(doc.position("/é😀"), Some(pos(1, 8)));
+        assert_eq!(doc.key_position("/k"), Some(pos(1, 13)));
+        assert_eq!(doc.position("/k/0"), Some(pos(1, 19)));
+        assert_eq!(doc.position("/k/1"), Some(pos(1, 25)));
+        assert_eq!(err("[\"😀😀\", x]"), (1, 8, "expected a value, found 'x'".into()));
+    }
+
+    #[test]
+    fn numbers_convert_like_serde_json() {
+        for text in [
+            "0", "-0", "1", "-1", "1.0", "1.5e3", "1E-2", "-0.0", "9223372036854775807",
+            "-9223372036854775808", "-9223372036854775809", "18446744073709551615",
+            "18446744073709551616", "123456789012345678", "1234567890123456789", "0.1",
+            "2.2250738585072014e-308", "1e308",
+        ] {
+            let ours = ok(text);
+            let theirs: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(ours, theirs, "{text}");
+            assert_eq!(ours.to_string(), theirs.to_string(), "{text}");
+        }
+        assert!(ok("18446744073709551615").is_u64());
+        assert!(ok("-9223372036854775808").is_i64());
+        assert!(ok("18446744073709551616").is_f64());
+        assert!(ok("-0").is_f64());
+        assert!(ok("1.0").is_f64());
+    }
+
+    #[test]
+    fn syntax_errors_name_expected_and_found_at_the_offending_character() {
+        let cases: &[(&str, (u32, u32, &str))] = &[
+            ("{\"a\": 1,}", (1, 8, "trailing comma is not allowed before '}'")),
+            ("[1, 2,\n]", (1, 6, "trailing comma is not allowed before ']'")),
+            ("{\"a\": 1,\n // c\n }", (1, 8, "trailing comma is not allowed before '}'")),
+            ("{\"a\": 1 \"b\": 2}", (1, 9, "expected ',' or '}' after an object member, found '\"'")),
+            ("[1 2]", (1, 4, "expected ',' or ']' after an array element, found '2'")),
+            ("{'a': 1}", (1, 2, "expected a property name in double quotes or '}', found \"'\" (strings use double quotes)")),
+            ("{\"a\": 'x'}", (1, 7, "expected a value, found \"'\" (strings use double quotes)")),
+            ("{a: 1}", (1, 2, "expected a property name in double quotes or '}', found 'a'")),
+            ("{\"a\": 1, b: 1}", (1, 10, "expected a property name in double quotes, found 'b'")),
+            ("{\"a\" 1}", (1, 6, "expected ':' after the property name, found '1'")),
+            ("{\"a\": }", (1, 7, "expected a value, found '}'")),
+            ("[,1]", (1, 2, "expected a value or ']', found ','")),
+            ("[1,,2]", (1, 4, "expected a value, found ','")),
+            ("NaN", (1, 1, "expected a value, found 'NaN' (JSON has no NaN or Infinity)")),
+            ("-Infinity", (1, 2, "expected a digit after '-', found 'Infinity' (JSON has no NaN or Infinity)")),
+            ("True", (1, 1, "expected a value, found 'True'; did you mean 'true'?")),
+            ("nul", (1, 1, "expected a value, found 'nul'")),
+            ("truex", (1, 1, "expected a value, found 'truex'")),
+            ("undefined", (1, 1, "expected a value, found 'undefined'")),
+            ("01", (1, 1, "expected a number without leading zeros, found '01'")),
+            ("[-007]", (1, 2, "expected a number without leading zeros, found '-007'")),
+            ("1.", (1, 3, "unexpected end of file; expected a digit after the decimal point")),
+            ("1.e5", (1, 3, "expected a digit after the decimal point, found 'e5'")),
+            (".5", (1, 1, "expected a value, found '.'")),
+            ("+1", (1, 1, "expected a value, found '+'")),
+            ("1e+", (1, 4, "unexpected end of file; expected a digit in the exponent")),
+            ("1e400", (1, 1, "expected a number within the range of a 64-bit float, found '1e400'")),
+            ("\"abc", (1, 1, "unterminated string")),
+            ("[\"abc\\", (1, 2, "unterminated string")),
+            ("{\"a\": \"abc\n\"}", (1, 11, "expected '\"' to close the string, found a line break")),
+            ("\"a\tb\"", (1, 3, "expected an escape sequence such as \\t, found control character U+0009 in a string")),
+            ("\"a\u{1}b\"", (1, 3, "expected an escape sequence such as \\u0000, found control character U+0001 in a string")),
+            ("\"\\x\"", (1, 2, "expected an escape sequence (\\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX), found '\\x'")),
+            ("\"\\'\"", (1, 2, "expected an escape sequence (\\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX), found '\\''")),
+            ("\"\\u12G4\"", (1, 6, "expected 4 hex digits after '\\u', found 'G4'")),
+            ("\"\\u12\"", (1, 6, "expected 4 hex digits after '\\u', found '\"'")),
+            ("\"\\uD83D\"", (1, 2, "expected a low surrogate \\uDC00-\\uDFFF after the high surrogate '\\uD83D', found none (lone surrogates are not valid unicode)")),
+            ("\"\\uD83D\\u0041\"", (1, 2, "expected a low surrogate \\uDC00-\\uDFFF after the high surrogate '\\uD83D', found none (lone surrogates are not valid unicode)")),
+            ("\"x\\uDE00\"", (1, 3, "expected a high surrogate \\uD800-\\uDBFF before the low surrogate '\\uDE00', found none (lone surrogates are not valid unicode)")),
+            ("{\"a\": [1, 2}", (1, 12, "expected ',' or ']' after an array element, found '}'")),
+            ("{\"a\": 1", (1, 8, "unexpected end of file; expected ',' or '}' after an object member")),
+            ("{\"a\":", (1, 6, "unexpected end of file; expected a value")),
+            ("[", (1, 2, "unexpected end of file; expected a value")),
+            ("{", (1, 2, "unexpected end of file; expected a property name in double quotes or '}'")),
+            ("{} {}", (1, 4, "expected the end of the file after the JSON value, found '{'")),
+            ("1 /* open", (1, 3, "unterminated block comment")),
+            ("{\n  /* never\n closed", (2, 3, "unterminated block comment")),
+            ("1 / 2", (1, 4, "expected '/' or '*' after '/' (a comment), found a space")),
+            ("1 /", (1, 4, "unexpected end of file; expected '/' or '*' after '/' (a comment)")),
+            ("[1,\u{a0}2]", (1, 4, "expected a value, found character U+00A0")),
+            ("{\"k\": é}", (1, 7, "expected a value, found 'é'")),
+        ];
+        for (text, (line, column, message)) in cases {
+            assert_eq!(err(text), (*line, *column, (*message).to_owned()), "input: {text:?}");
+        }
+    }
+
+    #[test]
+    fn error_positions_on_later_lines() {
+        let text = "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",},\n  }\n}";
+        assert_eq!(err(text), (3, 25, "trailing comma is not allowed before '}'".into()));
+        let e = parse("{\n\t\"a\": tru\n}").unwrap_err();
+        assert_eq!((e.pos, e.to_string()), (pos(2, 7), "expected a value, found 'tru'".into()));
+        let d = e.into_diagnostic("x.json");
+        assert_eq!(d.to_string(), "x.json:2:7: expected a value, found 'tru'");
+    }
+
+    #[test]
+    fn empty_input() {
+        for text in ["", "   \n\t", "// only a comment", "/* a */ // b\n", "\u{FEFF}"] {
+            assert_eq!(err(text).2, "file is empty; expected a JSON value", "{text:?}");
+        }
+        assert_eq!(err(""), (1, 1, "file is empty; expected a JSON value".into()));
+    }
+
+    #[test]
+    fn pointers_with_escapes_and_fallback_to_ancestors() {
+        let text = r#"{
+  "a/b": {"m~n": [10, {"x": 1}]},
+  "": 0
+}"#;
+        let doc = parse(text).unwrap();
+        assert_eq!(doc.position("/a~1b/m~0n/1/x"), Some(pos(2, 29)));
+        assert_eq!(doc.key_position("/a~1b/m~0n/1/x"), Some(pos(2, 24)));
+        assert_eq!(doc.key_position("/a~1b/m~0n"), Some(pos(2, 11)));
+        assert_eq!(doc.position("/a~1b/m~0n"), Some(pos(2, 18)));
+        assert_eq!(doc.position("/"), Some(pos(3, 7)));
+        // Array elements and the root have no key: key_position falls back.
+        assert_eq!(doc.key_position("/a~1b/m~0n/0"), Some(pos(2, 19)));
+        assert_eq!(doc.key_position(""), Some(pos(1, 1)));
+        // Unresolvable pointers fall back to the nearest ancestor.
+        assert_eq!(doc.position("/a~1b/m~0n/7"), Some(pos(2, 18)));
+        assert_eq!(doc.position("/a~1b/m~0n/01"), Some(pos(2, 18)));
+        assert_eq!(doc.position("/a~1b/nope/deeper"), Some(pos(2, 10)));
+        assert_eq!(doc.key_position("/a~1b/nope"), Some(pos(2, 10)));
+        assert_eq!(doc.position("/a~1b/m~0n/0/x"), Some(pos(2, 19)));
+        assert_eq!(doc.position("/zzz"), Some(pos(1, 1)));
+        assert_eq!(doc.position("no-slash"), None);
+        assert_eq!(doc.key_position("no-slash"), None);
+    }
+
+    #[test]
+    fn duplicate_keys_last_wins() {
+        let doc = parse("{\"a\": 1, \"b\": 2, \"a\": [3]}").unwrap();
+        assert_eq!(doc.value, json!({"a": [3], "b": 2}));
+        assert_eq!(doc.position("/a"), Some(pos(1, 23)));
+        assert_eq!(doc.key_position("/a"), Some(pos(1, 18)));
+        assert_eq!(doc.position("/a/0"), Some(pos(1, 24)));
+    }
+
+    #[test]
+    fn depth_limit() {
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(parse(&nested(MAX_DEPTH)).is_ok());
+        let e = parse(&nested(MAX_DEPTH + 1)).unwrap_err();
+        assert_eq!(e.pos, pos(1, MAX_DEPTH as u32 + 1));
+        assert_eq!(
+            e.message,
+            "nesting too deep; expected at most 256 levels of arrays and objects"
+        );
+        // Far deeper input is an error, not a stack overflow.
+        let deep = "{\"a\":".repeat(100_000);
+        assert!(parse(&deep).unwrap_err().message.starts_with("nesting too deep"));
+    }
+
+    #[test]
+    fn large_single_line_input_is_linear() {
+        // 200k elements on one line: position lookups must not rescan the line.
+        let items: Vec<String> = (0..200_000).map(|i| format!("{{\"k\":\"v{i}\"}}")).collect();
+        let text = format!("[{}]", items.join(","));
+        assert!(text.len() > 3_000_000);
+        let doc = parse(&text).unwrap();
+        let last = doc.position("/199999/k").unwrap();
+        assert_eq!(last.line, 1);
+        assert_eq!(last.column as usize, text.len() - "\"v199999\"}]".len() + 1);
+    }
+
+    /// Values serde_json itself reproduces exactly from its own output
+    /// (some floats do not without its `float_roundtrip` feature).
+    fn arb_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_filter_map("not representable", |f| {
+                let v = serde_json::Number::from_f64(f).map(Value::Number)?;
+                serde_json::from_str(&v.to_string()).ok()
+            }),
+            any::<String>().prop_map(Value::String),
+            "[\"\\\\/*{}\\[\\],: \t\n]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(5, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z/~\"\\\\ é]{0,5}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Insert comments between the tokens of a JSON text (outside strings).
+    fn with_comments(json: &str) -> String {
+        let mut out = String::from("/* start */\n");
+        let mut in_string = false;
+        let mut escaped = false;
+        for (n, c) in json.chars().enumerate() {
+            if in_string {
+                out.push(c);
+                match c {
+                    _ if escaped => escaped = false,
+                    '\\' => escaped = true,
+                    '"' => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match c {
+                '"' => {
+                    in_string = true;
+                    out.push(c);
+                }
+                '{' | '[' | ',' | ':' => {
+                    out.push(c);
+                    out.push_str(if n % 2 == 0 { "/* c */" } else { "// c\n" });
+                }
+                '}' | ']' => {
+                    out.push_str("/**/");
+                    out.push(c);
+                }
+                _ => out.push(c),
+            }
+        }
+        out.push_str("\n// end");
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn roundtrips_serde_json_output(v in arb_value()) {
+            let pretty = serde_json::to_string_pretty(&v).unwrap();
+            prop_assert_eq!(&parse(&pretty).unwrap().value, &v);
+            let compact = serde_json::to_string(&v).unwrap();
+            prop_assert_eq!(&parse(&compact).unwrap().value, &v);
+            let commented = with_comments(&pretty);
+            prop_assert_eq!(&parse(&commented).unwrap().value, &v, "{}", commented);
+        }
+
+        #[test]
+        fn never_panics_on_arbitrary_input(s in "[\\[\\]{}\",:0-9a-z\\\\/* \n-]{0,40}") {
+            let _ = parse(&s);
+        }
+    }
+}

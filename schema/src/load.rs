@@ -1,0 +1,1200 @@
+//! Loading one source: bytes → JSON-with-comments document → schema check →
+//! typed content with every server entry built (expanded, normalized, hashed).
+//!
+//! Strict and lenient loading apply the same rules and differ only in what
+//! happens to a problem:
+//! - **strict** (hot reload, `steward validate`): any problem rejects the
+//!   whole source; the caller keeps the previous content in force;
+//! - **lenient** (cold start): an entry with a problem is dropped and
+//!   reported, valid entries load. A problem outside any entry (say
+//!   `mcp.allowed` is not a list) still rejects the whole source, because
+//!   dropping a gating key would widen admission.
+//!
+//! A file that does not exist is a valid, empty source (`Absent`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+use std::sync::LazyLock;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::canonical::hash_value;
+use crate::diagnostic::{Diagnostic, pointer_join};
+use crate::expand::{self, Vars};
+use crate::formats::{
+    ApprovalsFile, ExtensionManifest, InlineOrPath, LspServerEntry, LspTransport, McpEntryType,
+    McpJsonFile, McpServerEntry, SettingsFile, SocketField, TrustedFoldersFile,
+};
+use crate::jsonc::{self, Document};
+use crate::resource::{
+    LspServerSpec, LspSocket, McpServerSpec, McpTransport, Scope, SourceKind, SourceState,
+};
+use crate::schemas;
+use crate::validate::SchemaValidator;
+
+/// Default `startupTimeout` of a language server, in milliseconds.
+pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 10_000;
+/// Default `shutdownTimeout` of a language server, in milliseconds.
+pub const DEFAULT_SHUTDOWN_TIMEOUT_MS: u64 = 5_000;
+/// Default `maxRestarts` of a language server.
+pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+
+/// How problems are handled (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadMode {
+    Strict,
+    Lenient,
+}
+
+/// The result of reading a file, as the caller saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileText {
+    /// The file does not exist.
+    Absent,
+    /// The file's content.
+    Text(String),
+    /// The file exists but could not be read (message from the OS).
+    Unreadable(String),
+}
+
+/// Reads the files a source refers to (an extension's `mcpServers: "file"`).
+pub trait FileReader {
+    fn read(&self, path: &Path) -> FileText;
+}
+
+impl<F: Fn(&Path) -> FileText> FileReader for F {
+    fn read(&self, path: &Path) -> FileText {
+        self(path)
+    }
+}
+
+/// What every loader needs besides the file: the canonical workspace root,
+/// the environment for `$VAR` expansion, and the mode.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadContext<'a> {
+    pub workspace: &'a Path,
+    pub env: &'a BTreeMap<String, String>,
+    pub mode: LoadMode,
+}
+
+/// Gating and policy keys of one settings layer.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SettingsContent {
+    pub mcp_servers: BTreeMap<String, McpServerSpec>,
+    pub mcp_allowed: Option<Vec<String>>,
+    pub mcp_excluded: Option<Vec<String>>,
+    pub mcp_server_command: Option<String>,
+    pub folder_trust_enabled: Option<bool>,
+    pub lsp_require_trusted_workspace: Option<bool>,
+    pub lsp_allowed: Option<Vec<String>>,
+    pub lsp_excluded: Option<Vec<String>>,
+}
+
+/// What an extension contributes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExtensionContent {
+    pub name: String,
+    pub dir: PathBuf,
+    pub mcp_servers: BTreeMap<String, McpServerSpec>,
+    pub lsp_servers: BTreeMap<String, LspServerSpec>,
+    /// Files the manifest refers to (watched by the controller).
+    pub referenced_files: Vec<PathBuf>,
+}
+
+/// The typed content of a source — what it contributes to the desired state.
+/// Two contents compare equal exactly when they would produce the same
+/// desired state, so `==` is the semantic diff.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Content {
+    /// Nothing (absent, or rejected as a whole).
+    #[default]
+    Empty,
+    Settings(SettingsContent),
+    McpServers(BTreeMap<String, McpServerSpec>),
+    LspServers(BTreeMap<String, LspServerSpec>),
+    Extension(ExtensionContent),
+    Approvals(ApprovalsFile),
+    TrustedFolders(TrustedFoldersFile),
+}
+
+/// One loaded source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedSource {
+    pub kind: SourceKind,
+    pub path: PathBuf,
+    pub state: SourceState,
+    pub diagnostics: Vec<Diagnostic>,
+    pub content: Content,
+}
+
+impl ParsedSource {
+    /// An absent source.
+    pub fn absent(kind: SourceKind, path: impl Into<PathBuf>) -> Self {
+        ParsedSource {
+            kind,
+            path: path.into(),
+            state: SourceState::Absent,
+            diagnostics: Vec::new(),
+            content: Content::Empty,
+        }
+    }
+
+    /// Whether a hot reload may apply this source (strict: no problem at all).
+    pub fn is_valid(&self) -> bool {
+        self.state != SourceState::Invalid
+    }
+
+    /// Every problem, one per line (`path:line:col: message`).
+    pub fn error_text(&self) -> Option<String> {
+        if self.diagnostics.is_empty() {
+            None
+        } else {
+            Some(
+                self.diagnostics
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )
+        }
+    }
+
+    fn invalid(kind: SourceKind, path: &Path, diagnostics: Vec<Diagnostic>) -> Self {
+        ParsedSource {
+            kind,
+            path: path.to_path_buf(),
+            state: SourceState::Invalid,
+            diagnostics,
+            content: Content::Empty,
+        }
+    }
+}
+
+/// Load a settings.json layer.
+pub fn load_settings(
+    kind: SourceKind,
+    path: &Path,
+    text: &FileText,
+    cx: &LoadContext<'_>,
+) -> ParsedSource {
+    let scope = match kind {
+        SourceKind::UserSettings => Scope::User,
+        SourceKind::WorkspaceSettings => Scope::Workspace,
+        _ => Scope::System,
+    };
+    load_document(kind, path, text, cx, |doc, diags| {
+        let value = checked_value(doc, &SETTINGS, path, &["/mcpServers"], cx.mode, diags)?;
+        let file: SettingsFile = typed(&value, path, diags)?;
+        let mcp_servers = build_mcp_map(
+            file.mcp_servers.as_ref(),
+            &value,
+            "/mcpServers",
+            doc,
+            path,
+            scope,
+            None,
+            cx,
+            diags,
+        );
+        let mcp = file.mcp.unwrap_or_default();
+        let lsp = file.lsp.unwrap_or_default();
+        Some(Content::Settings(SettingsContent {
+            mcp_servers,
+            mcp_allowed: mcp.allowed,
+            mcp_excluded: mcp.excluded,
+            mcp_server_command: mcp.server_command,
+            folder_trust_enabled: file
+                .security
+                .and_then(|s| s.folder_trust)
+                .and_then(|f| f.enabled),
+            lsp_require_trusted_workspace: lsp.require_trusted_workspace,
+            lsp_allowed: lsp.allowed,
+            lsp_excluded: lsp.excluded,
+        }))
+    })
+}
+
+/// Load the project `.mcp.json`.
+pub fn load_mcp_json(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
+    load_mcp_servers_file(SourceKind::ProjectMcpJson, Scope::Project, path, text, cx)
+}
+
+/// Load one `--mcp-config` value: a file path, or inline JSON (starts with `{`).
+pub fn load_cli_mcp_config(arg: &str, read: &dyn FileReader, cx: &LoadContext<'_>) -> ParsedSource {
+    if arg.trim_start().starts_with('{') {
+        let path = PathBuf::from("<--mcp-config>");
+        load_mcp_servers_file(
+            SourceKind::CliMcpConfig,
+            Scope::Cli,
+            &path,
+            &FileText::Text(arg.to_owned()),
+            cx,
+        )
+    } else {
+        let path = absolute_in(cx.workspace, arg);
+        let text = match read.read(&path) {
+            // An explicitly named file that is missing is an error, not an empty source.
+            FileText::Absent => FileText::Unreadable("no such file".to_owned()),
+            other => other,
+        };
+        load_mcp_servers_file(SourceKind::CliMcpConfig, Scope::Cli, &path, &text, cx)
+    }
+}
+
+fn load_mcp_servers_file(
+    kind: SourceKind,
+    scope: Scope,
+    path: &Path,
+    text: &FileText,
+    cx: &LoadContext<'_>,
+) -> ParsedSource {
+    load_document(kind, path, text, cx, |doc, diags| {
+        let value = checked_value(doc, &MCP_JSON, path, &["/mcpServers"], cx.mode, diags)?;
+        let file: McpJsonFile = typed(&value, path, diags)?;
+        Some(Content::McpServers(build_mcp_map(
+            file.mcp_servers.as_ref(),
+            &value,
+            "/mcpServers",
+            doc,
+            path,
+            scope,
+            None,
+            cx,
+            diags,
+        )))
+    })
+}
+
+/// Load the workspace `.lsp.json`.
+pub fn load_lsp_json(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
+    load_document(SourceKind::LspJson, path, text, cx, |doc, diags| {
+        let value = checked_value(doc, &LSP_JSON, path, &[""], cx.mode, diags)?;
+        let entries = lsp_entries(&value, "", path, diags)?;
+        Some(Content::LspServers(build_lsp_map(
+            &entries,
+            "",
+            doc,
+            path,
+            &LspOrigin::Workspace,
+            cx,
+            diags,
+        )))
+    })
+}
+
+/// Load the trusted-folders file.
+pub fn load_trusted_folders(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
+    load_document(SourceKind::TrustedFolders, path, text, cx, |doc, diags| {
+        let value = checked_value(doc, &TRUSTED_FOLDERS, path, &[], cx.mode, diags)?;
+        let mut map: Map<String, Value> = value.as_object().cloned().unwrap_or_default();
+        map.remove("$schema");
+        let file: TrustedFoldersFile = typed(&Value::Object(map), path, diags)?;
+        Some(Content::TrustedFolders(file))
+    })
+}
+
+/// Load the approvals file.
+pub fn load_approvals(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
+    load_document(SourceKind::Approvals, path, text, cx, |doc, diags| {
+        let value = checked_value(doc, &APPROVALS, path, &[], cx.mode, diags)?;
+        let mut map: Map<String, Value> = value.as_object().cloned().unwrap_or_default();
+        map.remove("$schema");
+        let file: ApprovalsFile = typed(&Value::Object(map), path, diags)?;
+        Some(Content::Approvals(file))
+    })
+}
+
+/// Load an extension from its manifest at `dir/qwen-extension.json`;
+/// referenced files are read through `read`.
+pub fn load_extension(
+    dir: &Path,
+    text: &FileText,
+    read: &dyn FileReader,
+    cx: &LoadContext<'_>,
+) -> ParsedSource {
+    let path = dir.join("qwen-extension.json");
+    load_document(SourceKind::Extension, &path, text, cx, |doc, diags| {
+        let value = checked_value(
+            doc,
+            &EXTENSION,
+            &path,
+            &["/mcpServers", "/lspServers"],
+            cx.mode,
+            diags,
+        )?;
+        let manifest: ExtensionManifest = typed(&value, &path, diags)?;
+        let dir_name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let name = manifest.name.clone().unwrap_or(dir_name);
+        let dir_str = dir.to_string_lossy().into_owned();
+        let ws_str = cx.workspace.to_string_lossy().into_owned();
+        let ext_vars = expand::extension_vars(&dir_str, &ws_str);
+        let mut content = ExtensionContent {
+            name: name.clone(),
+            dir: dir.to_path_buf(),
+            ..ExtensionContent::default()
+        };
+        let ext_cx = ExtCx {
+            name: &name,
+            vars: &ext_vars,
+        };
+
+        match &manifest.mcp_servers {
+            None => {}
+            Some(InlineOrPath::Inline(map)) => {
+                content.mcp_servers = build_mcp_map(
+                    Some(map),
+                    &value,
+                    "/mcpServers",
+                    doc,
+                    &path,
+                    Scope::Extension,
+                    Some(&ext_cx),
+                    cx,
+                    diags,
+                );
+            }
+            Some(InlineOrPath::Path(rel)) => {
+                let file = absolute_in(dir, rel);
+                content.referenced_files.push(file.clone());
+                if let Some((sub_doc, sub_value)) =
+                    read_referenced(&file, read, diags, "/mcpServers", doc, &path)
+                {
+                    // The referenced file may be `{"mcpServers": {...}}` or the map itself.
+                    let (validator, pointer): (&SchemaValidator, &str) =
+                        if sub_value.get("mcpServers").is_some() {
+                            (&MCP_JSON, "/mcpServers")
+                        } else {
+                            (&MCP_SERVERS_MAP, "")
+                        };
+                    if let Some(checked) =
+                        checked_value(&sub_doc, validator, &file, &[pointer], cx.mode, diags)
+                    {
+                        let mut map_value = checked.pointer(pointer).cloned().unwrap_or_default();
+                        if let Value::Object(obj) = &mut map_value {
+                            obj.retain(|k, _| !k.starts_with('$'));
+                        }
+                        let map: Option<BTreeMap<String, McpServerEntry>> =
+                            typed(&map_value, &file, diags);
+                        content.mcp_servers = build_mcp_map(
+                            map.as_ref(),
+                            &checked,
+                            pointer,
+                            &sub_doc,
+                            &file,
+                            Scope::Extension,
+                            Some(&ext_cx),
+                            cx,
+                            diags,
+                        );
+                    }
+                }
+            }
+        }
+
+        let origin = LspOrigin::Extension {
+            name: &name,
+            dir,
+            vars: &ext_vars,
+        };
+        match value.get("lspServers") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(rel)) => {
+                let file = absolute_in(dir, rel);
+                content.referenced_files.push(file.clone());
+                if let Some((sub_doc, sub_value)) =
+                    read_referenced(&file, read, diags, "/lspServers", doc, &path)
+                {
+                    let _ = &sub_value;
+                    let checked = checked_value(&sub_doc, &LSP_JSON, &file, &[""], cx.mode, diags);
+                    if let Some(v) = checked
+                        && let Some(entries) = lsp_entries(&v, "", &file, diags)
+                    {
+                        content.lsp_servers =
+                            build_lsp_map(&entries, "", &sub_doc, &file, &origin, cx, diags);
+                    }
+                }
+            }
+            Some(inline) => {
+                if let Some(entries) = lsp_entries(inline, "/lspServers", &path, diags) {
+                    content.lsp_servers = build_lsp_map(
+                        &entries,
+                        "/lspServers",
+                        doc,
+                        &path,
+                        &origin,
+                        cx,
+                        diags,
+                    );
+                }
+            }
+        }
+        Some(Content::Extension(content))
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Shared machinery
+
+macro_rules! validator {
+    ($name:ident, $schema:expr) => {
+        static $name: LazyLock<SchemaValidator> = LazyLock::new(|| {
+            SchemaValidator::new(&$schema).expect("generated schemas are valid JSON Schema")
+        });
+    };
+}
+
+validator!(SETTINGS, schemas::settings());
+validator!(MCP_JSON, schemas::mcp_json());
+validator!(LSP_JSON, schemas::lsp_json());
+validator!(EXTENSION, schemas::extension());
+validator!(APPROVALS, schemas::approvals());
+validator!(TRUSTED_FOLDERS, schemas::trusted_folders());
+validator!(MCP_SERVERS_MAP, schemas::mcp_servers_map());
+
+/// Read → parse → `build`, turning the outcome into a `ParsedSource`.
+fn load_document(
+    kind: SourceKind,
+    path: &Path,
+    text: &FileText,
+    cx: &LoadContext<'_>,
+    build: impl FnOnce(&Document, &mut Vec<Diagnostic>) -> Option<Content>,
+) -> ParsedSource {
+    let text = match text {
+        FileText::Absent => return ParsedSource::absent(kind, path),
+        FileText::Unreadable(err) => {
+            return ParsedSource::invalid(
+                kind,
+                path,
+                vec![Diagnostic::new(
+                    path,
+                    None,
+                    "",
+                    format!("cannot read the file: {err}"),
+                )],
+            );
+        }
+        FileText::Text(text) => text,
+    };
+    let doc = match jsonc::parse(text) {
+        Ok(doc) => doc,
+        Err(err) => {
+            return ParsedSource::invalid(
+                kind,
+                path,
+                vec![Diagnostic::new(
+                    path,
+                    Some(err.pos),
+                    "",
+                    format!("invalid JSON: {}", err.message),
+                )],
+            );
+        }
+    };
+    let mut diags = Vec::new();
+    let content = build(&doc, &mut diags);
+    diags.sort_by(|a, b| {
+        (a.file.clone(), a.line, a.column, a.pointer.clone()).cmp(&(
+            b.file.clone(),
+            b.line,
+            b.column,
+            b.pointer.clone(),
+        ))
+    });
+    diags.dedup();
+    match content {
+        Some(content) if diags.is_empty() => ParsedSource {
+            kind,
+            path: path.to_path_buf(),
+            state: SourceState::Valid,
+            diagnostics: diags,
+            content,
+        },
+        Some(content) if cx.mode == LoadMode::Lenient => ParsedSource {
+            kind,
+            path: path.to_path_buf(),
+            state: SourceState::Invalid,
+            diagnostics: diags,
+            content,
+        },
+        _ => ParsedSource::invalid(kind, path, diags),
+    }
+}
+
+/// Schema-check the whole document. Returns the value to build from: in
+/// lenient mode with the invalid entries (children of `entry_maps`) removed.
+/// `None` when the source must be rejected whole.
+fn checked_value(
+    doc: &Document,
+    validator: &SchemaValidator,
+    path: &Path,
+    entry_maps: &[&str],
+    mode: LoadMode,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Value> {
+    let violations = validator.check(doc);
+    let mut value = doc.value.clone();
+    let mut global = false;
+    let mut bad_entries: BTreeSet<(String, String)> = BTreeSet::new();
+    for v in violations {
+        match entry_of(&v.pointer, entry_maps) {
+            Some((map, name)) => {
+                bad_entries.insert((map, name));
+            }
+            None => global = true,
+        }
+        diags.push(v.into_diagnostic(path));
+    }
+    if global || (mode == LoadMode::Strict && !bad_entries.is_empty()) {
+        return None;
+    }
+    for (map, name) in bad_entries {
+        if let Some(Value::Object(obj)) = value.pointer_mut(&map) {
+            obj.remove(&name);
+        }
+    }
+    Some(value)
+}
+
+/// If `pointer` is inside an entry of one of `maps`, that (map, entry name).
+fn entry_of(pointer: &str, maps: &[&str]) -> Option<(String, String)> {
+    for map in maps {
+        let Some(rest) = pointer.strip_prefix(map) else {
+            continue;
+        };
+        let Some(rest) = rest.strip_prefix('/') else {
+            continue;
+        };
+        let token = rest.split('/').next().unwrap_or("");
+        let name = token.replace("~1", "/").replace("~0", "~");
+        if map.is_empty() && name.starts_with('$') {
+            return None;
+        }
+        return Some(((*map).to_owned(), name));
+    }
+    None
+}
+
+fn typed<T: DeserializeOwned>(value: &Value, path: &Path, diags: &mut Vec<Diagnostic>) -> Option<T> {
+    match serde_json::from_value(value.clone()) {
+        Ok(v) => Some(v),
+        Err(err) => {
+            diags.push(Diagnostic::new(path, None, "", err.to_string()));
+            None
+        }
+    }
+}
+
+fn read_referenced(
+    file: &Path,
+    read: &dyn FileReader,
+    diags: &mut Vec<Diagnostic>,
+    key_pointer: &str,
+    manifest_doc: &Document,
+    manifest_path: &Path,
+) -> Option<(Document, Value)> {
+    let text = match read.read(file) {
+        FileText::Text(t) => t,
+        FileText::Absent => {
+            diags.push(Diagnostic::new(
+                manifest_path,
+                manifest_doc.position(key_pointer),
+                key_pointer,
+                format!("the referenced file {} does not exist", file.display()),
+            ));
+            return None;
+        }
+        FileText::Unreadable(err) => {
+            diags.push(Diagnostic::new(
+                file,
+                None,
+                "",
+                format!("cannot read the file: {err}"),
+            ));
+            return None;
+        }
+    };
+    match jsonc::parse(&text) {
+        Ok(doc) => {
+            let value = doc.value.clone();
+            Some((doc, value))
+        }
+        Err(err) => {
+            diags.push(Diagnostic::new(
+                file,
+                Some(err.pos),
+                "",
+                format!("invalid JSON: {}", err.message),
+            ));
+            None
+        }
+    }
+}
+
+/// The raw `name → entry` map of an LSP servers object, skipping `$schema`-like keys.
+fn lsp_entries(
+    value: &Value,
+    pointer: &str,
+    path: &Path,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Vec<(String, Value)>> {
+    let Some(obj) = value.as_object() else {
+        diags.push(Diagnostic::new(
+            path,
+            None,
+            pointer,
+            "expected an object mapping server names to language servers",
+        ));
+        return None;
+    };
+    Some(
+        obj.iter()
+            .filter(|(k, _)| !k.starts_with('$'))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    )
+}
+
+/// Extension context for expansion and provenance.
+struct ExtCx<'a> {
+    name: &'a str,
+    vars: &'a BTreeMap<String, String>,
+}
+
+/// Build every MCP entry of a map; failures become diagnostics. In lenient
+/// mode a failed entry is dropped; in strict mode the caller rejects the
+/// source because diagnostics are non-empty.
+#[allow(clippy::too_many_arguments)]
+fn build_mcp_map(
+    entries: Option<&BTreeMap<String, McpServerEntry>>,
+    value: &Value,
+    map_pointer: &str,
+    doc: &Document,
+    path: &Path,
+    scope: Scope,
+    ext: Option<&ExtCx<'_>>,
+    cx: &LoadContext<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> BTreeMap<String, McpServerSpec> {
+    let mut out = BTreeMap::new();
+    let Some(entries) = entries else {
+        return out;
+    };
+    for (name, entry) in entries {
+        let pointer = pointer_join(map_pointer, name);
+        let literal = value.pointer(&pointer).cloned().unwrap_or(Value::Null);
+        let vars = Vars {
+            env: cx.env,
+            extension: ext.map(|e| e.vars),
+        };
+        match build_mcp(entry, &literal, &vars, scope, ext.map(|e| e.name)) {
+            Ok(spec) => {
+                out.insert(name.clone(), spec);
+            }
+            Err(errors) => {
+                for (field, message) in errors {
+                    let p = if field.is_empty() {
+                        pointer.clone()
+                    } else {
+                        format!("{pointer}{field}")
+                    };
+                    diags.push(Diagnostic::new(path, doc.position(&p), p, message));
+                }
+            }
+        }
+    }
+    out
+}
+
+type FieldErrors = Vec<(String, String)>;
+
+fn expand_field(
+    value: &Option<String>,
+    field: &str,
+    vars: &Vars<'_>,
+    errors: &mut FieldErrors,
+) -> Option<String> {
+    let v = value.as_ref()?;
+    match expand::expand(v, vars) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            errors.push((field.to_owned(), expand_message(&e)));
+            None
+        }
+    }
+}
+
+fn expand_message(e: &expand::ExpandError) -> String {
+    match e {
+        expand::ExpandError::Unset { name } => format!(
+            "environment variable {name} is not set and has no default; set it, or write ${{{name}:-default}}"
+        ),
+        other => format!("cannot {other}"),
+    }
+}
+
+fn expand_list(
+    list: &Option<Vec<String>>,
+    field: &str,
+    vars: &Vars<'_>,
+    errors: &mut FieldErrors,
+) -> Option<Vec<String>> {
+    let list = list.as_ref()?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        match expand::expand(item, vars) {
+            Ok(s) => out.push(s),
+            Err(e) => errors.push((format!("{field}/{i}"), expand_message(&e))),
+        }
+    }
+    Some(out)
+}
+
+fn expand_map(
+    map: &Option<BTreeMap<String, String>>,
+    field: &str,
+    vars: &Vars<'_>,
+    errors: &mut FieldErrors,
+) -> Option<BTreeMap<String, String>> {
+    let map = map.as_ref()?;
+    let mut out = BTreeMap::new();
+    for (k, v) in map {
+        match expand::expand(v, vars) {
+            Ok(s) => {
+                out.insert(k.clone(), s);
+            }
+            Err(e) => errors.push((pointer_join(field, k), expand_message(&e))),
+        }
+    }
+    Some(out)
+}
+
+fn is_http_url(s: &str) -> bool {
+    let lower = s.to_ascii_lowercase();
+    (lower.starts_with("http://") || lower.starts_with("https://")) && s.len() > "http://".len()
+}
+
+/// Build one MCP server spec from its typed entry and its literal JSON.
+/// Errors are (field pointer relative to the entry, message).
+pub fn build_mcp(
+    entry: &McpServerEntry,
+    literal: &Value,
+    vars: &Vars<'_>,
+    scope: Scope,
+    extension_name: Option<&str>,
+) -> Result<McpServerSpec, FieldErrors> {
+    let mut errors = FieldErrors::new();
+    let command = expand_field(&entry.command, "/command", vars, &mut errors);
+    let args = expand_list(&entry.args, "/args", vars, &mut errors);
+    let env = expand_map(&entry.env, "/env", vars, &mut errors);
+    let cwd = expand_field(&entry.cwd, "/cwd", vars, &mut errors);
+    let url = expand_field(&entry.url, "/url", vars, &mut errors);
+    let http_url = expand_field(&entry.http_url, "/httpUrl", vars, &mut errors);
+    let headers = expand_map(&entry.headers, "/headers", vars, &mut errors);
+
+    if let Some(c) = &command
+        && c.trim().is_empty()
+    {
+        errors.push(("/command".to_owned(), "expected a non-empty command".to_owned()));
+    }
+
+    // Which transport: `type` decides when given; otherwise the precedence of
+    // the TypeScript CLI: httpUrl, then url (SSE), then command.
+    let (transport, url, http_url) = match entry.kind {
+        Some(McpEntryType::Stdio) => {
+            if entry.command.is_none() {
+                errors.push((
+                    String::new(),
+                    "type \"stdio\" needs \"command\"".to_owned(),
+                ));
+            }
+            (McpTransport::Stdio, None, None)
+        }
+        Some(McpEntryType::Http) => match (url, http_url) {
+            (_, Some(h)) => (McpTransport::Http, None, Some(h)),
+            (Some(u), None) => (McpTransport::Http, None, Some(u)),
+            (None, None) => {
+                if entry.url.is_none() && entry.http_url.is_none() {
+                    errors.push((String::new(), "type \"http\" needs \"url\"".to_owned()));
+                }
+                (McpTransport::Http, None, None)
+            }
+        },
+        Some(McpEntryType::Sse) => {
+            if entry.url.is_none() {
+                errors.push((String::new(), "type \"sse\" needs \"url\"".to_owned()));
+            }
+            (McpTransport::Sse, url, None)
+        }
+        None => {
+            if http_url.is_some() || entry.http_url.is_some() {
+                (McpTransport::Http, None, http_url)
+            } else if url.is_some() || entry.url.is_some() {
+                (McpTransport::Sse, url, None)
+            } else if entry.command.is_some() {
+                (McpTransport::Stdio, None, None)
+            } else {
+                errors.push((
+                    String::new(),
+                    "an MCP server needs \"command\" (stdio), \"httpUrl\" (streamable HTTP) or \"url\" (SSE)"
+                        .to_owned(),
+                ));
+                (McpTransport::Stdio, None, None)
+            }
+        }
+    };
+    for (field, value) in [("/url", &url), ("/httpUrl", &http_url)] {
+        if let Some(u) = value
+            && !is_http_url(u)
+        {
+            let field = if entry.kind == Some(McpEntryType::Http) && entry.http_url.is_none() {
+                "/url"
+            } else {
+                field
+            };
+            errors.push((
+                field.to_owned(),
+                format!("expected an http:// or https:// URL, found \"{u}\""),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+
+    // Only the fields of the chosen transport take part in the connection.
+    let (command, args, env, cwd) = if transport == McpTransport::Stdio {
+        (command, args, env, cwd)
+    } else {
+        (None, None, None, None)
+    };
+    let headers = if transport == McpTransport::Stdio {
+        None
+    } else {
+        headers
+    };
+
+    let fingerprint = serde_json::json!({
+        "transport": transport,
+        "command": command,
+        "args": args,
+        "cwd": cwd,
+        "env": env,
+        "url": url,
+        "httpUrl": http_url,
+        "headers": headers,
+        "timeout": entry.timeout,
+        "oauth": entry.oauth,
+    });
+    let config_hash = hash_value(&fingerprint);
+    Ok(McpServerSpec {
+        transport,
+        scope,
+        command,
+        args,
+        env,
+        cwd,
+        url,
+        http_url,
+        headers,
+        timeout: entry.timeout,
+        trust: entry.trust,
+        include_tools: entry.include_tools.clone(),
+        exclude_tools: entry.exclude_tools.clone(),
+        description: entry.description.clone(),
+        disabled: entry.disabled,
+        oauth: entry.oauth.clone(),
+        extension_name: extension_name.map(str::to_owned),
+        config_hash,
+        approval_hash: approval_hash(literal),
+    })
+}
+
+/// `approvalHash`: the literal entry without `scope`, `extensionName`, `description`.
+pub fn approval_hash(literal: &Value) -> String {
+    let mut v = literal.clone();
+    if let Value::Object(obj) = &mut v {
+        obj.remove("scope");
+        obj.remove("extensionName");
+        obj.remove("description");
+    }
+    hash_value(&v)
+}
+
+/// Where an LSP entry comes from (decides trust and path resolution).
+enum LspOrigin<'a> {
+    Workspace,
+    Extension {
+        name: &'a str,
+        dir: &'a Path,
+        vars: &'a BTreeMap<String, String>,
+    },
+}
+
+fn build_lsp_map(
+    entries: &[(String, Value)],
+    map_pointer: &str,
+    doc: &Document,
+    path: &Path,
+    origin: &LspOrigin<'_>,
+    cx: &LoadContext<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> BTreeMap<String, LspServerSpec> {
+    let mut out = BTreeMap::new();
+    for (name, raw) in entries {
+        let pointer = pointer_join(map_pointer, name);
+        let entry: LspServerEntry = match serde_json::from_value(raw.clone()) {
+            Ok(e) => e,
+            Err(err) => {
+                diags.push(Diagnostic::new(
+                    path,
+                    doc.position(&pointer),
+                    pointer.clone(),
+                    err.to_string(),
+                ));
+                continue;
+            }
+        };
+        match build_lsp(name, &entry, origin, cx) {
+            Ok(spec) => {
+                out.insert(name.clone(), spec);
+            }
+            Err(errors) => {
+                for (field, message) in errors {
+                    let p = format!("{pointer}{field}");
+                    diags.push(Diagnostic::new(path, doc.position(&p), p, message));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn build_lsp(
+    name: &str,
+    entry: &LspServerEntry,
+    origin: &LspOrigin<'_>,
+    cx: &LoadContext<'_>,
+) -> Result<LspServerSpec, FieldErrors> {
+    let mut errors = FieldErrors::new();
+    let (vars, scope, extension_name, base_dir) = match origin {
+        LspOrigin::Workspace => (Vars::env(cx.env), Scope::Workspace, None, cx.workspace),
+        LspOrigin::Extension { name, dir, vars } => (
+            Vars {
+                env: cx.env,
+                extension: Some(vars),
+            },
+            Scope::Extension,
+            Some((*name).to_owned()),
+            *dir,
+        ),
+    };
+    let command = expand_field(&entry.command, "/command", &vars, &mut errors);
+    let args = expand_list(&entry.args, "/args", &vars, &mut errors).unwrap_or_default();
+    let env = expand_map(&entry.env, "/env", &vars, &mut errors).unwrap_or_default();
+    if let Some(c) = &command
+        && c.trim().is_empty()
+    {
+        errors.push(("/command".to_owned(), "expected a non-empty command".to_owned()));
+    }
+
+    // Socket: `socket` string/object, else top-level host/port/path.
+    let (host, port, sock_path) = match &entry.socket {
+        Some(SocketField::Path(p)) => (None, None, Some(p.clone())),
+        Some(SocketField::Object(o)) => (o.host.clone(), o.port, o.path.clone()),
+        None => (entry.host.clone(), entry.port, entry.path.clone()),
+    };
+    let transport = entry.transport.unwrap_or(if command.is_some() || entry.command.is_some() {
+        LspTransport::Stdio
+    } else if port.is_some() {
+        LspTransport::Tcp
+    } else if sock_path.is_some() {
+        LspTransport::Socket
+    } else {
+        LspTransport::Stdio
+    });
+    let socket = match transport {
+        LspTransport::Stdio => {
+            if entry.command.is_none() {
+                errors.push((
+                    String::new(),
+                    "a stdio language server needs \"command\"".to_owned(),
+                ));
+            }
+            None
+        }
+        LspTransport::Tcp => match port {
+            Some(port) => Some(LspSocket {
+                host: Some(host.unwrap_or_else(|| "127.0.0.1".to_owned())),
+                port: Some(port),
+                path: None,
+            }),
+            None => {
+                errors.push((
+                    String::new(),
+                    "transport \"tcp\" needs \"socket\": {\"host\": ..., \"port\": ...}".to_owned(),
+                ));
+                None
+            }
+        },
+        LspTransport::Socket => match sock_path {
+            Some(p) => match expand::expand(&p, &vars) {
+                Ok(p) => Some(LspSocket {
+                    host: None,
+                    port: None,
+                    path: Some(absolute_in(base_dir, &p).to_string_lossy().into_owned()),
+                }),
+                Err(e) => {
+                    errors.push(("/socket".to_owned(), expand_message(&e)));
+                    None
+                }
+            },
+            None => {
+                errors.push((
+                    String::new(),
+                    "transport \"socket\" needs \"socket\": {\"path\": ...} or a path string"
+                        .to_owned(),
+                ));
+                None
+            }
+        },
+    };
+
+    // workspaceFolder must stay inside the workspace.
+    let workspace_folder = match &entry.workspace_folder {
+        None => cx.workspace.to_path_buf(),
+        Some(s) if s.trim().is_empty() => cx.workspace.to_path_buf(),
+        Some(s) => {
+            let expanded = expand::expand(s, &vars).unwrap_or_else(|_| s.clone());
+            let resolved = normalize_lexically(&absolute_in(cx.workspace, &expanded));
+            if !resolved.starts_with(cx.workspace) {
+                errors.push((
+                    "/workspaceFolder".to_owned(),
+                    format!(
+                        "workspaceFolder \"{s}\" resolves to {} which is outside the workspace {}",
+                        resolved.display(),
+                        cx.workspace.display()
+                    ),
+                ));
+            }
+            resolved
+        }
+    };
+    let workspace_folder = workspace_folder.to_string_lossy().into_owned();
+    let root_uri = entry
+        .root_uri
+        .clone()
+        .unwrap_or_else(|| file_uri(&workspace_folder));
+
+    let extension_to_language: BTreeMap<String, String> = entry
+        .extension_to_language
+        .iter()
+        .flatten()
+        .filter_map(|(ext, lang)| {
+            let bare = ext.trim_start_matches('.').to_lowercase();
+            (!bare.is_empty()).then(|| (format!(".{bare}"), lang.clone()))
+        })
+        .collect();
+
+    let trust_required = match origin {
+        // The workspace cannot lower its own trust bar.
+        LspOrigin::Workspace => true,
+        LspOrigin::Extension { .. } => entry.trust_required.unwrap_or(true),
+    };
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+
+    let mut spec = LspServerSpec {
+        scope,
+        languages: entry
+            .languages
+            .clone()
+            .unwrap_or_else(|| vec![name.to_owned()]),
+        transport,
+        command,
+        args,
+        env,
+        socket,
+        initialization_options: entry.initialization_options.clone(),
+        settings: entry.settings.clone(),
+        extension_to_language,
+        workspace_folder,
+        root_uri,
+        startup_timeout: entry.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT_MS),
+        shutdown_timeout: entry.shutdown_timeout.unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT_MS),
+        restart_on_crash: entry.restart_on_crash.unwrap_or(false),
+        max_restarts: entry.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS),
+        trust_required,
+        extension_name,
+        config_hash: String::new(),
+    };
+    spec.config_hash = lsp_config_hash(name, &spec);
+    Ok(spec)
+}
+
+/// The LSP `configHash`: every normalized field (and the name), keys sorted,
+/// array order kept; runtime fields and provenance excluded.
+pub fn lsp_config_hash(name: &str, spec: &LspServerSpec) -> String {
+    hash_value(&serde_json::json!({
+        "name": name,
+        "languages": spec.languages,
+        "transport": spec.transport,
+        "command": spec.command,
+        "args": spec.args,
+        "env": spec.env,
+        "initializationOptions": spec.initialization_options,
+        "settings": spec.settings,
+        "extensionToLanguage": spec.extension_to_language,
+        "workspaceFolder": spec.workspace_folder,
+        "rootUri": spec.root_uri,
+        "startupTimeout": spec.startup_timeout,
+        "shutdownTimeout": spec.shutdown_timeout,
+        "restartOnCrash": spec.restart_on_crash,
+        "maxRestarts": spec.max_restarts,
+        "trustRequired": spec.trust_required,
+        "socket": spec.socket,
+    }))
+}
+
+/// `rel` resolved against `base` (absolute paths stay as they are).
+pub fn absolute_in(base: &Path, rel: &str) -> PathBuf {
+    let p = Path::new(rel);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+/// Resolve `.` and `..` without touching the file system.
+pub fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in path.components() {
+        match comp {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// `file://` URI of an absolute path (percent-encoding what URIs reserve).
+pub fn file_uri(path: &str) -> String {
+    let mut out = String::from("file://");
+    for b in path.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}

@@ -1,0 +1,525 @@
+//! The normalized resources (`McpServer`, `LspServer`), their status
+//! subresource and the `WorkspaceStatus` document — the public contract of
+//! `steward status` (product.md §2, §5). Field names here are the contract.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::Diagnostic;
+use crate::formats::LspTransport;
+
+/// API group and version of every resource.
+pub const API_VERSION: &str = "steward.dev/v1alpha1";
+
+/// Which source a resource or file comes from.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+pub enum SourceKind {
+    /// `$QWEN_CODE_SYSTEM_DEFAULTS_PATH` or `/etc/qwen-code/system-defaults.json`.
+    SystemDefaults,
+    /// `HOME_DIR/settings.json`.
+    UserSettings,
+    /// `WS/.qwen/settings.json`.
+    WorkspaceSettings,
+    /// `$QWEN_CODE_SYSTEM_SETTINGS_PATH` or `/etc/qwen-code/settings.json`.
+    SystemSettings,
+    /// `WS/.mcp.json`.
+    ProjectMcpJson,
+    /// `WS/.lsp.json`.
+    LspJson,
+    /// `HOME_DIR/extensions/*/qwen-extension.json` (and files it references).
+    Extension,
+    /// `--mcp-config`.
+    CliMcpConfig,
+    /// `trustedFolders.json`.
+    TrustedFolders,
+    /// `mcpApprovals.json`.
+    Approvals,
+}
+
+impl SourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::SystemDefaults => "SystemDefaults",
+            SourceKind::UserSettings => "UserSettings",
+            SourceKind::WorkspaceSettings => "WorkspaceSettings",
+            SourceKind::SystemSettings => "SystemSettings",
+            SourceKind::ProjectMcpJson => "ProjectMcpJson",
+            SourceKind::LspJson => "LspJson",
+            SourceKind::Extension => "Extension",
+            SourceKind::CliMcpConfig => "CliMcpConfig",
+            SourceKind::TrustedFolders => "TrustedFolders",
+            SourceKind::Approvals => "Approvals",
+        }
+    }
+
+    /// Whether this source is a settings.json layer.
+    pub fn is_settings(self) -> bool {
+        matches!(
+            self,
+            SourceKind::SystemDefaults
+                | SourceKind::UserSettings
+                | SourceKind::WorkspaceSettings
+                | SourceKind::SystemSettings
+        )
+    }
+}
+
+impl fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a server's winning definition came from (product.md §2.1).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    User,
+    Project,
+    Workspace,
+    System,
+    Extension,
+    Cli,
+}
+
+impl Scope {
+    /// Scopes whose servers need an approval record before they run.
+    pub fn is_gated(self) -> bool {
+        matches!(self, Scope::Project | Scope::Workspace)
+    }
+}
+
+/// How Steward reaches an MCP server.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum McpTransport {
+    Stdio,
+    Http,
+    Sse,
+}
+
+/// `metadata` of a resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    /// The server's name (its key in the source).
+    pub name: String,
+    /// The source whose definition won the merge.
+    pub source: SourceKind,
+    /// Increases each time the spec's `configHash` changes (starts at 1).
+    pub generation: u64,
+}
+
+/// Desired state of an MCP server (normalized; strings already expanded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerSpec {
+    /// `stdio`, `http` (streamable HTTP) or `sse`.
+    pub transport: McpTransport,
+    /// Which layer defined it: `user`, `project`, `workspace`, `system`, `extension`, `cli`.
+    pub scope: Scope,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// SSE endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Streamable HTTP endpoint (Claude's `type: "http"` + `url` lands here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Request timeout in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trust: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub include_tools: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exclude_tools: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<serde_json::Map<String, Value>>,
+    /// The extension that provides it (scope `extension`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extension_name: Option<String>,
+    /// Connection fingerprint: a change restarts the connection.
+    pub config_hash: String,
+    /// Hash of the literal (pre-expansion) entry an approval binds to.
+    pub approval_hash: String,
+}
+
+/// Where a tcp/socket language server listens (normalized).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LspSocket {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u32>,
+    /// Absolute unix socket path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// Desired state of a language server (normalized, defaults applied).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LspServerSpec {
+    /// `workspace` (`.lsp.json`) or `extension`.
+    pub scope: Scope,
+    /// Language ids it handles.
+    pub languages: Vec<String>,
+    pub transport: LspTransport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket: Option<LspSocket>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initialization_options: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Value>,
+    /// Lowercase extension with its dot → language id.
+    pub extension_to_language: BTreeMap<String, String>,
+    /// Absolute path, inside the workspace.
+    pub workspace_folder: String,
+    pub root_uri: String,
+    /// Milliseconds.
+    pub startup_timeout: u64,
+    /// Milliseconds.
+    pub shutdown_timeout: u64,
+    pub restart_on_crash: bool,
+    pub max_restarts: u32,
+    pub trust_required: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extension_name: Option<String>,
+    /// Hash of every field above except scope/extensionName (and the name).
+    pub config_hash: String,
+}
+
+/// Lifecycle phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum Phase {
+    /// Admitted, waiting for a worker.
+    Pending,
+    Starting,
+    Ready,
+    Failed,
+    /// Not admitted; `reason` says which gate.
+    Blocked,
+    Stopping,
+}
+
+/// Why a server is not `Ready` (CamelCase; null when Ready).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum Reason {
+    // Blocked
+    UntrustedWorkspace,
+    Disabled,
+    NotAllowed,
+    Excluded,
+    PendingApproval,
+    Rejected,
+    TrustRequired,
+    StoppedByUser,
+    // Failed
+    CommandNotFound,
+    UnsafeCommand,
+    StartFailed,
+    StartupTimeout,
+    Crashed,
+    CrashLoopBackOff,
+    MaxRestartsExceeded,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::UntrustedWorkspace => "UntrustedWorkspace",
+            Reason::Disabled => "Disabled",
+            Reason::NotAllowed => "NotAllowed",
+            Reason::Excluded => "Excluded",
+            Reason::PendingApproval => "PendingApproval",
+            Reason::Rejected => "Rejected",
+            Reason::TrustRequired => "TrustRequired",
+            Reason::StoppedByUser => "StoppedByUser",
+            Reason::CommandNotFound => "CommandNotFound",
+            Reason::UnsafeCommand => "UnsafeCommand",
+            Reason::StartFailed => "StartFailed",
+            Reason::StartupTimeout => "StartupTimeout",
+            Reason::Crashed => "Crashed",
+            Reason::CrashLoopBackOff => "CrashLoopBackOff",
+            Reason::MaxRestartsExceeded => "MaxRestartsExceeded",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `True`, `False` or `Unknown` (Kubernetes convention).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+/// A Kubernetes-style condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// `Admitted`, `Ready`, `RestartRequired`, `ReloadFailed`…
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: ConditionStatus,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    /// RFC 3339; changes only when `status` changes.
+    pub last_transition_time: String,
+}
+
+/// Observed state of a server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStatus {
+    pub phase: Phase,
+    pub reason: Option<Reason>,
+    /// Human text; on a failure, ends with the server's last stderr lines.
+    pub message: Option<String>,
+    pub pid: Option<u32>,
+    pub restarts: u32,
+    pub observed_generation: Option<u64>,
+    pub observed_hash: Option<String>,
+    /// MCP: tool names after include/exclude filtering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// MCP: prompt names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<Vec<String>>,
+    /// LSP: the server's capabilities from `initialize`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Value>,
+    /// RFC 3339 time of the next retry while backing off.
+    pub next_retry_at: Option<String>,
+    /// RFC 3339 time the current process/connection became ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    pub conditions: Vec<Condition>,
+}
+
+impl ServerStatus {
+    /// A status with only phase and reason set.
+    pub fn new(phase: Phase, reason: Option<Reason>, message: Option<String>) -> Self {
+        ServerStatus {
+            phase,
+            reason,
+            message,
+            pid: None,
+            restarts: 0,
+            observed_generation: None,
+            observed_hash: None,
+            tools: None,
+            prompts: None,
+            capabilities: None,
+            next_retry_at: None,
+            started_at: None,
+            conditions: Vec::new(),
+        }
+    }
+}
+
+/// An `McpServer` resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(title = "McpServer")]
+pub struct McpServer {
+    pub api_version: String,
+    pub metadata: Metadata,
+    pub spec: McpServerSpec,
+    pub status: ServerStatus,
+}
+
+/// An `LspServer` resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(title = "LspServer")]
+pub struct LspServer {
+    pub api_version: String,
+    pub metadata: Metadata,
+    pub spec: LspServerSpec,
+    pub status: ServerStatus,
+}
+
+/// One entry of `WorkspaceStatus.items`, tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind")]
+#[allow(clippy::large_enum_variant)]
+pub enum Item {
+    McpServer(McpServer),
+    LspServer(LspServer),
+}
+
+impl Item {
+    pub fn name(&self) -> &str {
+        match self {
+            Item::McpServer(s) => &s.metadata.name,
+            Item::LspServer(s) => &s.metadata.name,
+        }
+    }
+
+    pub fn kind(&self) -> ResourceKind {
+        match self {
+            Item::McpServer(_) => ResourceKind::McpServer,
+            Item::LspServer(_) => ResourceKind::LspServer,
+        }
+    }
+
+    pub fn metadata(&self) -> &Metadata {
+        match self {
+            Item::McpServer(s) => &s.metadata,
+            Item::LspServer(s) => &s.metadata,
+        }
+    }
+
+    pub fn status(&self) -> &ServerStatus {
+        match self {
+            Item::McpServer(s) => &s.status,
+            Item::LspServer(s) => &s.status,
+        }
+    }
+}
+
+/// Resource kinds.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+pub enum ResourceKind {
+    McpServer,
+    LspServer,
+}
+
+impl fmt::Display for ResourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ResourceKind::McpServer => "McpServer",
+            ResourceKind::LspServer => "LspServer",
+        })
+    }
+}
+
+/// The validity of a source file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SourceState {
+    /// Parsed and valid.
+    Valid,
+    /// Unreadable, unparsable or invalid; `error` says why. After a hot
+    /// reload the previous valid content stays in force.
+    Invalid,
+    /// The file does not exist (an empty, valid source).
+    Absent,
+}
+
+/// One source file in `WorkspaceStatus.sources`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceStatus {
+    pub kind: SourceKind,
+    pub path: String,
+    pub state: SourceState,
+    /// Every problem, one per line, as `path:line:col: message`.
+    pub error: Option<String>,
+    /// The same problems, structured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// A server admission skipped or a reconcile outcome, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Skipped {
+    pub kind: ResourceKind,
+    pub name: String,
+    pub reason: Reason,
+}
+
+/// What one reload did (product.md §4; the LSP seed's service-level result).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadSummary {
+    /// RFC 3339.
+    pub at: String,
+    /// What caused it: a file path, `steward reload`, `start`.
+    pub trigger: String,
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub restarted: Vec<String>,
+    pub unchanged: Vec<String>,
+    pub failed: Vec<String>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// `controller` part of `WorkspaceStatus`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerStatus {
+    /// Whether a `steward run` controller is serving this workspace.
+    pub running: bool,
+    pub pid: Option<u32>,
+    /// Whether the workspace is trusted (folder trust).
+    pub trusted: bool,
+    pub lsp_enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reload: Option<ReloadSummary>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// A server removed from the configuration during this controller's life.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub struct RemovedRef {
+    pub kind: ResourceKind,
+    pub name: String,
+}
+
+/// The whole observable state of one workspace: `steward status -o json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(title = "WorkspaceStatus")]
+pub struct WorkspaceStatus {
+    pub api_version: String,
+    /// Always `WorkspaceStatus`.
+    pub kind: String,
+    /// Canonical workspace root.
+    pub workspace: String,
+    pub controller: ControllerStatus,
+    pub sources: Vec<SourceStatus>,
+    pub items: Vec<Item>,
+    pub removed: Vec<RemovedRef>,
+}

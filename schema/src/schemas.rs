@@ -1,0 +1,198 @@
+//! The JSON Schemas (Draft 2020-12) of every source format and resource kind,
+//! generated from the types in [`crate::formats`] and [`crate::resource`].
+//! `steward schema` prints them; validation checks documents against them.
+
+use std::collections::BTreeMap;
+
+use schemars::{JsonSchema, schema_for};
+use serde_json::{Map, Value, json};
+
+use crate::formats::{
+    ApprovalsFile, ExtensionManifest, LspServerEntry, McpJsonFile, McpServerEntry, SettingsFile,
+    TrustedFoldersFile,
+};
+use crate::resource::{LspServer, McpServer, WorkspaceStatus};
+
+const DRAFT: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// Every schema name `steward schema` knows, with the file name it writes.
+pub const NAMES: &[(&str, &str)] = &[
+    ("settings", "settings.schema.json"),
+    ("mcp-json", "mcp-json.schema.json"),
+    ("lsp-json", "lsp-json.schema.json"),
+    ("extension", "extension.schema.json"),
+    ("approvals", "approvals.schema.json"),
+    ("trusted-folders", "trusted-folders.schema.json"),
+    ("mcp-server", "mcp-server.schema.json"),
+    ("lsp-server", "lsp-server.schema.json"),
+    ("workspace-status", "workspace-status.schema.json"),
+];
+
+/// The schema called `name`, if there is one.
+pub fn by_name(name: &str) -> Option<Value> {
+    Some(match name {
+        "settings" => settings(),
+        "mcp-json" => mcp_json(),
+        "lsp-json" => lsp_json(),
+        "extension" => extension(),
+        "approvals" => approvals(),
+        "trusted-folders" => trusted_folders(),
+        "mcp-server" => generated::<McpServer>("mcp-server", "An McpServer resource"),
+        "lsp-server" => generated::<LspServer>("lsp-server", "An LspServer resource"),
+        "workspace-status" => generated::<WorkspaceStatus>(
+            "workspace-status",
+            "The output of `steward status -o json`",
+        ),
+        _ => return None,
+    })
+}
+
+pub fn settings() -> Value {
+    generated::<SettingsFile>(
+        "settings",
+        "A settings.json layer. Only mcpServers, mcp.*, security.folderTrust.enabled and lsp.* matter to Steward; other keys are accepted and ignored.",
+    )
+}
+
+pub fn mcp_json() -> Value {
+    generated::<McpJsonFile>("mcp-json", "The project's .mcp.json")
+}
+
+pub fn extension() -> Value {
+    generated::<ExtensionManifest>("extension", "An extension's qwen-extension.json")
+}
+
+pub fn lsp_json() -> Value {
+    map_of::<LspServerEntry>(
+        "lsp-json",
+        "Language servers (.lsp.json)",
+        "The workspace's .lsp.json: each key is a server's name and its default language.",
+    )
+}
+
+/// A bare `name → MCP server` map (an extension's referenced mcpServers file).
+pub fn mcp_servers_map() -> Value {
+    map_of::<McpServerEntry>("mcp-servers", "MCP servers", "MCP servers by name.")
+}
+
+pub fn approvals() -> Value {
+    let mut v = generated::<ApprovalsFile>(
+        "approvals",
+        "mcpApprovals.json: canonical project root → server name → {hash, status}. Written by `steward approve` / `steward reject`.",
+    );
+    allow_schema_key(&mut v);
+    v
+}
+
+pub fn trusted_folders() -> Value {
+    let mut v = generated::<TrustedFoldersFile>(
+        "trusted-folders",
+        "trustedFolders.json: absolute folder path → TRUST_FOLDER | TRUST_PARENT | DO_NOT_TRUST.",
+    );
+    allow_schema_key(&mut v);
+    v
+}
+
+fn id(name: &str) -> String {
+    format!("https://steward.dev/schemas/v1alpha1/{name}.schema.json")
+}
+
+fn generated<T: JsonSchema>(name: &str, description: &str) -> Value {
+    let mut v = schema_for!(T).to_value();
+    if let Value::Object(obj) = &mut v {
+        obj.insert("$schema".into(), json!(DRAFT));
+        obj.insert("$id".into(), json!(id(name)));
+        obj.entry("description").or_insert(json!(description));
+    }
+    v
+}
+
+/// A schema for `{ "$schema"?: string, <name>: T, ... }`.
+fn map_of<T: JsonSchema>(name: &str, title: &str, description: &str) -> Value {
+    let entry = schema_for!(T).to_value();
+    let entry_name = T::schema_name().into_owned();
+    let mut entry_obj = entry.as_object().cloned().unwrap_or_default();
+    let mut defs: Map<String, Value> = match entry_obj.remove("$defs") {
+        Some(Value::Object(d)) => d,
+        _ => Map::new(),
+    };
+    entry_obj.remove("$schema");
+    defs.insert(entry_name.clone(), Value::Object(entry_obj));
+    let props: BTreeMap<&str, Value> = [(
+        "$schema",
+        json!({"type": "string", "description": "JSON Schema reference for editors."}),
+    )]
+    .into_iter()
+    .collect();
+    json!({
+        "$schema": DRAFT,
+        "$id": id(name),
+        "title": title,
+        "description": description,
+        "type": "object",
+        "properties": props,
+        "additionalProperties": {"$ref": format!("#/$defs/{entry_name}")},
+        "default": {},
+        "$defs": defs,
+    })
+}
+
+fn allow_schema_key(v: &mut Value) {
+    if let Value::Object(obj) = v {
+        let props = obj
+            .entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(props) = props {
+            props.insert(
+                "$schema".into(),
+                json!({"type": "string", "description": "JSON Schema reference for editors."}),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_has_a_draft_2020_12_schema() {
+        for (name, _) in NAMES {
+            let s = by_name(name).unwrap();
+            assert_eq!(s["$schema"], DRAFT, "{name}");
+            assert!(s.get("$id").is_some(), "{name}");
+        }
+        assert!(by_name("nope").is_none());
+    }
+
+    /// Every property of every source format carries a description.
+    #[test]
+    fn every_source_field_is_described() {
+        fn walk(v: &Value, at: &str, missing: &mut Vec<String>) {
+            if let Some(props) = v.get("properties").and_then(Value::as_object) {
+                for (k, p) in props {
+                    if p.get("description").is_none() {
+                        missing.push(format!("{at}/{k}"));
+                    }
+                }
+            }
+            if let Some(defs) = v.get("$defs").and_then(Value::as_object) {
+                for (k, d) in defs {
+                    walk(d, &format!("{at}/$defs/{k}"), missing);
+                }
+            }
+        }
+        for name in [
+            "settings",
+            "mcp-json",
+            "lsp-json",
+            "extension",
+            "approvals",
+            "trusted-folders",
+        ] {
+            let mut missing = Vec::new();
+            walk(&by_name(name).unwrap(), name, &mut missing);
+            assert!(missing.is_empty(), "undescribed fields: {missing:?}");
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! Configuration and record format of the fake MCP server
+//! (`src/bin/fake-mcp-server.rs`).
+//!
+//! A test builds a [`FakeMcpConfig`], hands it to the server as JSON in the
+//! [`CONFIG_ENV`] environment variable (or as `--config <json>`), and reads
+//! what the server saw and did from its record file with [`read_record`].
+//!
+//! ```ignore
+//! let config = FakeMcpConfig {
+//!     tools: vec!["t1".into(), "t2".into()],
+//!     crash_after_ms: Some(200),
+//!     record: Some(dir.join("alpha.jsonl")),
+//!     ..FakeMcpConfig::default()
+//! };
+//! command.env(CONFIG_ENV, config.to_json());
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Environment variable holding the server's [`FakeMcpConfig`] as JSON.
+pub const CONFIG_ENV: &str = "FAKE_MCP_CONFIG";
+
+/// Protocol versions the fake speaks, newest first. `initialize` echoes the
+/// client's version when it is one of these, and answers with the first
+/// (newest) otherwise.
+pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// What the fake MCP server offers and which faults it injects.
+///
+/// Every key is optional (`{}` is a valid config); unknown keys are rejected
+/// so that a typo in a test fails loudly instead of silently doing nothing.
+/// Times are milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct FakeMcpConfig {
+    /// `serverInfo.name`; also names tools' descriptions.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+    /// Tool names offered by `tools/list` and accepted by `tools/call`.
+    pub tools: Vec<String>,
+    /// Prompt names offered by `prompts/list` and accepted by `prompts/get`.
+    pub prompts: Vec<String>,
+    /// Items per `tools/list` / `prompts/list` page; `None` or 0: one page.
+    pub page_size: Option<usize>,
+    /// JSON-lines file to append a [`RecordEvent`] to for every event.
+    pub record: Option<PathBuf>,
+    /// Answer `initialize` only after this long.
+    pub initialize_delay_ms: u64,
+    /// Never answer `initialize` (other requests are still answered).
+    pub hang_in_initialize: bool,
+    /// Exit with [`Self::exit_code`] this long after the process started.
+    pub crash_after_ms: Option<u64>,
+    /// Exit code used by [`Self::crash_after_ms`].
+    pub exit_code: i32,
+    /// Record SIGTERM but keep running (the supervisor has to SIGKILL).
+    pub ignore_sigterm: bool,
+    /// Spawn a long-lived `sleep` child at start.
+    pub spawn_grandchild: Option<GrandchildMode>,
+    /// Write a line that is not JSON to stdout (stdio mode only).
+    pub garbage_on_stdout: Option<GarbageWhen>,
+    /// This long after `notifications/initialized`, switch to the lists
+    /// below and announce it with `notifications/*/list_changed`.
+    pub list_changed_after_ms: Option<u64>,
+    /// Tools offered after the change. When both this and
+    /// [`Self::prompts_after_change`] are `None`, the tools notification is
+    /// still sent (a change notification with nothing changed).
+    pub tools_after_change: Option<Vec<String>>,
+    /// Prompts offered after the change; `Some` also sends
+    /// `notifications/prompts/list_changed`.
+    pub prompts_after_change: Option<Vec<String>>,
+    /// From this long after process start, answer nothing (ping included)
+    /// and send nothing, but stay alive: a hung server.
+    pub stop_answering_after_ms: Option<u64>,
+    /// Lines written to stderr at start.
+    pub stderr_lines: Vec<String>,
+    /// Serve MCP streamable HTTP instead of stdio.
+    pub http: Option<HttpConfig>,
+}
+
+impl Default for FakeMcpConfig {
+    fn default() -> Self {
+        Self {
+            name: "fake".into(),
+            version: "0.1.0".into(),
+            tools: vec!["echo".into()],
+            prompts: Vec::new(),
+            page_size: None,
+            record: None,
+            initialize_delay_ms: 0,
+            hang_in_initialize: false,
+            crash_after_ms: None,
+            exit_code: 1,
+            ignore_sigterm: false,
+            spawn_grandchild: None,
+            garbage_on_stdout: None,
+            list_changed_after_ms: None,
+            tools_after_change: None,
+            prompts_after_change: None,
+            stop_answering_after_ms: None,
+            stderr_lines: Vec::new(),
+            http: None,
+        }
+    }
+}
+
+impl FakeMcpConfig {
+    /// The config as the JSON the server reads from [`CONFIG_ENV`].
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a FakeMcpConfig always serializes")
+    }
+}
+
+/// How the grandchild relates to the server's process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GrandchildMode {
+    /// Stays in the server's process group: killing the group kills it.
+    Group,
+    /// Calls `setsid`: escapes the group (and session) of the server.
+    Setsid,
+}
+
+/// When the garbage line is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GarbageWhen {
+    /// At start, before anything else is written to stdout.
+    BeforeInitialize,
+    /// Right after the `initialize` response.
+    AfterInitialize,
+}
+
+/// Streamable-HTTP mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Receives the listening port (decimal, no newline) once the server
+    /// accepts connections; written atomically (temp file + rename).
+    pub port_file: PathBuf,
+}
+
+/// One line of the record file.
+///
+/// `event` is one of `start` (message: `{name, mode, ppid}`), `recv` / `send`
+/// (message: the JSON-RPC message, or a JSON string for a line that was not
+/// JSON), `undelivered` (an HTTP notification sent while no SSE stream was
+/// open; it is delivered when one opens), `signal` (message: `"SIGTERM"`),
+/// `grandchild` (message: `{pid, mode}`) and `exit` (message: `{code, reason}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordEvent {
+    /// Milliseconds since the server process started.
+    pub t: u64,
+    /// Pid of the server process.
+    pub pid: u32,
+    pub event: String,
+    pub message: Value,
+}
+
+impl RecordEvent {
+    /// The JSON-RPC method of a `recv` / `send` message, if it has one.
+    pub fn method(&self) -> Option<&str> {
+        self.message.get("method").and_then(Value::as_str)
+    }
+}
+
+/// Reads the record file written so far. A missing file is an empty record;
+/// a last line still being written is skipped.
+pub fn read_record(path: &Path) -> std::io::Result<Vec<RecordEvent>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(err),
+    };
+    Ok(text
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect())
+}

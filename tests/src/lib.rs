@@ -1,0 +1,3 @@
+//! Envtest harness and fake servers for Steward's integration tests.
+pub mod fake_lsp;
+pub mod fake_mcp;
