@@ -90,8 +90,8 @@ pub fn record(
 
     let mut root = read_current(&path, workspace)?;
     merge(&mut root, workspace, decisions);
-    let mut text = serde_json::to_string_pretty(&Value::Object(root))
-        .expect("a JSON value always serializes");
+    let mut text =
+        serde_json::to_string_pretty(&Value::Object(root)).expect("a JSON value always serializes");
     text.push('\n');
     write_atomically(&path, &dir, text.as_bytes()).map_err(|source| ApprovalsError::Write {
         path: path.clone(),
@@ -156,9 +156,7 @@ fn merge(
     decisions: &[(String, String, ApprovalStatus)],
 ) {
     let key = workspace.to_string_lossy().into_owned();
-    let project = root
-        .entry(key)
-        .or_insert_with(|| Value::Object(Map::new()));
+    let project = root.entry(key).or_insert_with(|| Value::Object(Map::new()));
     if !project.is_object() {
         *project = Value::Object(Map::new());
     }

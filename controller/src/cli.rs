@@ -2,8 +2,6 @@
 //! help text that teaches them. Parsing only — what each command does lives
 //! in [`crate::commands`].
 //!
-//! Not here yet: `run`, `reload`, `stop`, `start` and `status --watch`,
-//! which need the live controller.
 
 use std::path::PathBuf;
 
@@ -16,15 +14,15 @@ use crate::output::Format;
 
 const TOP_AFTER_HELP: &str = "\
 Files read (HOME_DIR is $QWEN_HOME if set, else ~/.qwen; WS is --workspace):
-  $QWEN_CODE_SYSTEM_DEFAULTS_PATH or /etc/qwen-code/system-defaults.json   settings, lowest layer
-  HOME_DIR/settings.json                                                user settings
-  WS/.qwen/settings.json                                                workspace settings (gated scope)
-  $QWEN_CODE_SYSTEM_SETTINGS_PATH or /etc/qwen-code/settings.json          settings, highest layer
-  WS/.mcp.json                                                          project MCP servers (gated scope)
-  WS/.lsp.json                                                          language servers
-  HOME_DIR/extensions/*/qwen-extension.json                             extension servers
-  $QWEN_CODE_TRUSTED_FOLDERS_PATH or HOME_DIR/trustedFolders.json          folder trust rules
-  $QWEN_CODE_MCP_APPROVALS_PATH or HOME_DIR/mcpApprovals.json              approvals (written by approve/reject)
+  lowest settings     $QWEN_CODE_SYSTEM_DEFAULTS_PATH or /etc/qwen-code/system-defaults.json
+  user settings       HOME_DIR/settings.json
+  workspace settings  WS/.qwen/settings.json (gated: its servers need approval)
+  highest settings    $QWEN_CODE_SYSTEM_SETTINGS_PATH or /etc/qwen-code/settings.json
+  project MCP         WS/.mcp.json (gated)
+  language servers    WS/.lsp.json
+  extensions          HOME_DIR/extensions/*/qwen-extension.json
+  folder trust        $QWEN_CODE_TRUSTED_FOLDERS_PATH or HOME_DIR/trustedFolders.json
+  approvals           $QWEN_CODE_MCP_APPROVALS_PATH or HOME_DIR/mcpApprovals.json
 
 Steward never creates or writes a file inside the workspace.
 
@@ -60,7 +58,13 @@ approvals) and keeps exactly those running.",
 pub struct Cli {
     /// The workspace root (default: the current directory). Symlinks are
     /// resolved once; approvals and trust rules are keyed by that canonical path.
-    #[arg(long, global = true, value_name = "DIR", default_value = ".")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        default_value = ".",
+        hide_default_value = true
+    )]
     pub workspace: PathBuf,
 
     #[command(subcommand)]
@@ -104,11 +108,15 @@ Show the WorkspaceStatus of the workspace: every McpServer and LspServer with it
 and status (Blocked with a reason, or Pending when admitted), whether the workspace is trusted, \
 and every source file with its state (Valid, Invalid, Absent) and error.
 
---offline computes it from the files alone, as a cold start of `steward run` with the same flags \
-would. No controller exists yet in this version, so without --offline the offline view is shown \
-too (with a note on stderr). In the table view, invalid sources are reported as warnings on stderr.
+With a controller running (`steward run`), shows its live view through the control socket: \
+phases, pids, tools, restarts, the last reload. --watch keeps printing changes (like `kubectl get \
+-w`; one JSON document per line with -o json). Without a running controller, or with --offline, \
+it computes the status from the files alone, as a cold start of `steward run` with the same flags \
+would, and says so on stderr. In the table view, invalid sources are reported as warnings on stderr.
 
 Examples:
+  steward status
+  steward status --watch
   steward status --offline
   steward status --offline -o yaml --allowed-mcp-server-names github,time
   steward status --offline -o json | jq '.items[] | select(.status.phase == \"Blocked\")'")]
@@ -141,6 +149,95 @@ Examples:
   steward reject untrusted-tool
   steward reject --all")]
     Reject(DecisionArgs),
+
+    /// Run the controller for the workspace (until SIGINT/SIGTERM)
+    #[command(long_about = "\
+Run the controller: start every admitted server, keep each in step with the configuration files \
+while they change (restarting only what changed), restart crashed servers with backoff, and serve \
+`steward status|reload|stop|start` on a control socket under HOME_DIR. One controller per \
+workspace: a second `run` exits 1 naming the first one's pid.
+
+Edits are applied as soon as a file is saved and valid; a burst of saves within --debounce-ms \
+coalesces into one trailing apply; an invalid edit changes nothing that runs and shows up as an \
+Invalid source in `steward status`. SIGINT/SIGTERM stop every server and exit 0; a second signal \
+exits at once. Logs go to stderr (RUST_LOG, --log-format).
+
+Examples:
+  steward run
+  steward run --workspace ~/src/app --allowed-mcp-server-names github,time
+  RUST_LOG=steward=debug steward run --log-format json")]
+    Run(RunArgs),
+
+    /// Re-read every source (extensions included) and apply the result
+    #[command(long_about = "\
+Ask the running controller to re-read every source, extensions included (they are not watched), \
+and wait until the reconciles it caused have finished; prints what the reload did.
+
+Example:
+  steward reload")]
+    Reload,
+
+    /// Stop servers and keep them stopped (across reloads and restarts)
+    #[command(long_about = "\
+Stop servers and keep them stopped — across reloads and controller restarts — until `steward \
+start NAME`. Their status shows Blocked / StoppedByUser.
+
+Example:
+  steward stop github")]
+    Stop(NamesArgs),
+
+    /// Undo `steward stop`
+    Start(NamesArgs),
+}
+
+/// `steward stop` / `steward start`.
+#[derive(Debug, Args)]
+pub struct NamesArgs {
+    /// Server names
+    #[arg(value_name = "NAME", required = true)]
+    pub names: Vec<String>,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `steward run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub desired: DesiredArgs,
+
+    /// Log format on stderr (filter with RUST_LOG, default "info")
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Coalescing window for file events, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = 300)]
+    pub debounce_ms: u64,
+
+    /// How many servers may be (re)started or stopped at once
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub workers: usize,
+
+    /// Every this many seconds, every server is checked again (level-triggered resync)
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub resync_secs: u64,
+
+    /// First delay after a crash, in milliseconds (doubles up to 300 s; for tests)
+    #[arg(long, value_name = "MS", default_value_t = 10_000, hide = true)]
+    pub crash_backoff_ms: u64,
+
+    /// First delay after a failed start, in milliseconds (doubles up to 60 s; for tests)
+    #[arg(long, value_name = "MS", default_value_t = 500, hide = true)]
+    pub start_backoff_ms: u64,
+
+    /// Time between MCP pings, in milliseconds (0 disables them)
+    #[arg(long, value_name = "MS", default_value_t = 15_000, hide = true)]
+    pub ping_interval_ms: u64,
 }
 
 /// `steward schema`.
@@ -168,8 +265,8 @@ fn schema_names() -> PossibleValuesParser {
 /// so `status --offline` with them shows what `run` would admit.
 #[derive(Debug, Clone, Default, Args)]
 pub struct DesiredArgs {
-    /// MCP servers from a file or inline JSON ({"mcpServers": {...}}), highest
-    /// precedence; repeatable
+    /// MCP servers from a file (relative to the workspace) or inline JSON
+    /// ({"mcpServers": {...}}), highest precedence; repeatable
     #[arg(long = "mcp-config", value_name = "FILE_OR_JSON")]
     pub mcp_config: Vec<String>,
 
@@ -233,8 +330,12 @@ pub struct StatusArgs {
     pub output: Format,
 
     /// Compute the status from the files alone (no controller needed)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "watch")]
     pub offline: bool,
+
+    /// Keep printing changes (needs a running controller)
+    #[arg(long, short = 'w')]
+    pub watch: bool,
 
     #[command(flatten)]
     pub desired: DesiredArgs,
@@ -244,7 +345,11 @@ pub struct StatusArgs {
 #[derive(Debug, Args)]
 pub struct DecisionArgs {
     /// Server names
-    #[arg(value_name = "NAME", required_unless_present = "all", conflicts_with = "all")]
+    #[arg(
+        value_name = "NAME",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
     pub names: Vec<String>,
 
     /// Every gated server that needs this decision
@@ -278,7 +383,10 @@ mod tests {
             panic!("expected status")
         };
         let inputs = args.desired.inputs();
-        assert_eq!(inputs.cli.allowed_mcp, Some(vec!["a".into(), "b".into(), "c".into()]));
+        assert_eq!(
+            inputs.cli.allowed_mcp,
+            Some(vec!["a".into(), "b".into(), "c".into()])
+        );
         assert_eq!(inputs.cli.allowed_lsp, Some(vec![]));
         assert!(inputs.cli.lsp_enabled);
     }

@@ -1,14 +1,61 @@
 //! # steward — the controller
 //!
-//! Theory of operation (kept true as the code moves):
-//! watch → desired state → queue → reconcile → runtime → status.
-pub mod backoff;
-pub mod paths;
-pub mod queue;
-pub mod runtime;
-pub mod sources;
+//! ## Theory of operation
+//!
+//! Data flows one way, one module per step:
+//!
+//! ```text
+//! source files ──watch──▶ snapshot ──diff──▶ queue ──▶ reconcile(key) ──▶ runtime ──▶ status
+//!  (sources)    (watch)   (snapshot:          (queue)   (reconcile)       (runtime:    (status,
+//!                          desired state +                                 process,     control
+//!                          admission)                                      mcp)         socket)
+//! ```
+//!
+//! - **Sources → snapshot.** [`sources`] reads files; `steward-schema` parses,
+//!   validates, normalizes and merges them. [`snapshot::DesiredStore`] keeps,
+//!   per source, the last *valid* content in force: cold start is lenient,
+//!   every later load is strict, so an invalid edit is reported `Invalid` and
+//!   changes nothing that runs. Each change publishes a new immutable
+//!   [`snapshot::Snapshot`] (desired servers, admission, generations).
+//! - **Level-triggered.** Events — a settled file change ([`watch`]), a server
+//!   exiting or announcing new tools, `steward reload|stop|start`, the
+//!   periodic resync — only say *which keys to look at*. The snapshot diff
+//!   enqueues exactly the keys whose spec or admission changed; a formatting
+//!   edit changes no key and so touches nothing.
+//! - **Queue invariants** ([`queue`]): duplicates coalesce; a key is never
+//!   reconciled by two workers at once; a key dirtied during its reconcile
+//!   runs once more afterwards; workers are bounded; delayed requeues keep
+//!   the earliest time. Backoff policy lives in [`backoff`]: per key for
+//!   start failures (counting only attempts made after their delay), kubelet
+//!   style for crash loops, reset on a spec change or a save of the source.
+//! - **Reconcile** ([`reconcile`]) gets only a key, reads the latest snapshot
+//!   and what is observed, and acts on the difference — added → start,
+//!   removed → stop, `configHash` changed → stop then start, filters changed →
+//!   re-filter, unchanged → untouched, not admitted → stop and `Blocked`.
+//!   Admission is decided before anything is spawned.
+//! - **Who owns a process.** Exactly one runtime handle per running server,
+//!   held by the reconciler and handed to the reconcile of its key. Every
+//!   child is forked by [`runtime::process::Spawner`]'s dedicated thread, in
+//!   its own process group, with a parent-death signal; stopping is protocol
+//!   close → SIGTERM to the group → SIGKILL → every member reaped.
+//! - **How a reload becomes status.** Reconciles write [`status::StatusStore`];
+//!   the outcomes of the keys a reload enqueued are collected into
+//!   `status.controller.lastReload` once they have all finished. `steward
+//!   status` reads the store through the [`control`] socket under HOME_DIR.
 pub mod approvals;
+pub mod backoff;
 pub mod cli;
 pub mod commands;
+pub mod control;
+pub mod controller;
+pub mod lock;
 pub mod offline;
 pub mod output;
+pub mod paths;
+pub mod queue;
+pub mod reconcile;
+pub mod runtime;
+pub mod snapshot;
+pub mod sources;
+pub mod status;
+pub mod watch;

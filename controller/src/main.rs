@@ -15,7 +15,8 @@ fn main() -> ExitCode {
     // clap prints help/version (exit 0) and usage errors (exit 2) itself.
     let cli = Cli::parse();
     let env = paths::process_env();
-    let (mut out, mut err) = (io::stdout().lock(), io::stderr().lock());
+    // Unlocked handles: `run` logs to stderr from other threads for hours.
+    let (mut out, mut err) = (io::stdout(), io::stderr());
     let result = commands::run(
         cli,
         &env,

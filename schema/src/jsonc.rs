@@ -52,7 +52,7 @@ struct Node {
 enum Children {
     Leaf,
     Array(Vec<Node>),
-    Object(Box<HashMap<String, Member>>),
+    Object(HashMap<String, Member>),
 }
 
 #[derive(Clone)]
@@ -333,7 +333,9 @@ impl Parser<'_> {
                         }
                     },
                     _ => {
-                        return Err(self.expected_at(self.i + 1, "'/' or '*' after '/' (a comment)"));
+                        return Err(
+                            self.expected_at(self.i + 1, "'/' or '*' after '/' (a comment)")
+                        );
                     }
                 },
                 _ => return Ok(()),
@@ -469,7 +471,7 @@ impl Parser<'_> {
             Value::Object(map),
             Node {
                 pos,
-                children: Children::Object(Box::new(members)),
+                children: Children::Object(members),
             },
         ))
     }
@@ -609,7 +611,9 @@ impl Parser<'_> {
                                 ),
                             ));
                         };
-                        let code = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+                        let code = 0x10000
+                            + ((u32::from(unit) - 0xD800) << 10)
+                            + (u32::from(low) - 0xDC00);
                         char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER)
                     }
                     0xDC00..=0xDFFF => {
@@ -761,7 +765,9 @@ mod tests {
     }
 
     fn ok(text: &str) -> Value {
-        parse(text).unwrap_or_else(|e| panic!("{text:?}: {e} at {:?}", e.pos)).value
+        parse(text)
+            .unwrap_or_else(|e| panic!("{text:?}: {e} at {:?}", e.pos))
+            .value
     }
 
     #[test]
@@ -806,7 +812,14 @@ mod tests {
         assert_eq!(doc.position(""), Some(pos(1, 1)));
         assert_eq!(doc.position("/a"), Some(pos(1, 7)));
         // A BOM anywhere else is not whitespace.
-        assert_eq!(err("1 \u{FEFF}"), (1, 3, "expected the end of the file after the JSON value, found character U+FEFF".into()));
+        assert_eq!(
+            err("1 \u{FEFF}"),
+            (
+                1,
+                3,
+                "expected the end of the file after the JSON value, found character U+FEFF".into()
+            )
+        );
     }
 
     #[test]
@@ -828,16 +841,33 @@ mod tests {
         assert_eq!(doc.key_position("/k"), Some(pos(1, 13)));
         assert_eq!(doc.position("/k/0"), Some(pos(1, 19)));
         assert_eq!(doc.position("/k/1"), Some(pos(1, 25)));
-        assert_eq!(err("[\"😀😀\", x]"), (1, 8, "expected a value, found 'x'".into()));
+        assert_eq!(
+            err("[\"😀😀\", x]"),
+            (1, 8, "expected a value, found 'x'".into())
+        );
     }
 
     #[test]
     fn numbers_convert_like_serde_json() {
         for text in [
-            "0", "-0", "1", "-1", "1.0", "1.5e3", "1E-2", "-0.0", "9223372036854775807",
-            "-9223372036854775808", "-9223372036854775809", "18446744073709551615",
-            "18446744073709551616", "123456789012345678", "1234567890123456789", "0.1",
-            "2.2250738585072014e-308", "1e308",
+            "0",
+            "-0",
+            "1",
+            "-1",
+            "1.0",
+            "1.5e3",
+            "1E-2",
+            "-0.0",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "18446744073709551615",
+            "18446744073709551616",
+            "123456789012345678",
+            "1234567890123456789",
+            "0.1",
+            "2.2250738585072014e-308",
+            "1e308",
         ] {
             let ours = ok(text);
             let theirs: Value = serde_json::from_str(text).unwrap();
@@ -854,79 +884,320 @@ mod tests {
     #[test]
     fn syntax_errors_name_expected_and_found_at_the_offending_character() {
         let cases: &[(&str, (u32, u32, &str))] = &[
-            ("{\"a\": 1,}", (1, 8, "trailing comma is not allowed before '}'")),
-            ("[1, 2,\n]", (1, 6, "trailing comma is not allowed before ']'")),
-            ("{\"a\": 1,\n // c\n }", (1, 8, "trailing comma is not allowed before '}'")),
-            ("{\"a\": 1 \"b\": 2}", (1, 9, "expected ',' or '}' after an object member, found '\"'")),
-            ("[1 2]", (1, 4, "expected ',' or ']' after an array element, found '2'")),
-            ("{'a': 1}", (1, 2, "expected a property name in double quotes or '}', found \"'\" (strings use double quotes)")),
-            ("{\"a\": 'x'}", (1, 7, "expected a value, found \"'\" (strings use double quotes)")),
-            ("{a: 1}", (1, 2, "expected a property name in double quotes or '}', found 'a'")),
-            ("{\"a\": 1, b: 1}", (1, 10, "expected a property name in double quotes, found 'b'")),
-            ("{\"a\" 1}", (1, 6, "expected ':' after the property name, found '1'")),
+            (
+                "{\"a\": 1,}",
+                (1, 8, "trailing comma is not allowed before '}'"),
+            ),
+            (
+                "[1, 2,\n]",
+                (1, 6, "trailing comma is not allowed before ']'"),
+            ),
+            (
+                "{\"a\": 1,\n // c\n }",
+                (1, 8, "trailing comma is not allowed before '}'"),
+            ),
+            (
+                "{\"a\": 1 \"b\": 2}",
+                (
+                    1,
+                    9,
+                    "expected ',' or '}' after an object member, found '\"'",
+                ),
+            ),
+            (
+                "[1 2]",
+                (
+                    1,
+                    4,
+                    "expected ',' or ']' after an array element, found '2'",
+                ),
+            ),
+            (
+                "{'a': 1}",
+                (
+                    1,
+                    2,
+                    "expected a property name in double quotes or '}', found \"'\" (strings use double quotes)",
+                ),
+            ),
+            (
+                "{\"a\": 'x'}",
+                (
+                    1,
+                    7,
+                    "expected a value, found \"'\" (strings use double quotes)",
+                ),
+            ),
+            (
+                "{a: 1}",
+                (
+                    1,
+                    2,
+                    "expected a property name in double quotes or '}', found 'a'",
+                ),
+            ),
+            (
+                "{\"a\": 1, b: 1}",
+                (
+                    1,
+                    10,
+                    "expected a property name in double quotes, found 'b'",
+                ),
+            ),
+            (
+                "{\"a\" 1}",
+                (1, 6, "expected ':' after the property name, found '1'"),
+            ),
             ("{\"a\": }", (1, 7, "expected a value, found '}'")),
             ("[,1]", (1, 2, "expected a value or ']', found ','")),
             ("[1,,2]", (1, 4, "expected a value, found ','")),
-            ("NaN", (1, 1, "expected a value, found 'NaN' (JSON has no NaN or Infinity)")),
-            ("-Infinity", (1, 2, "expected a digit after '-', found 'Infinity' (JSON has no NaN or Infinity)")),
-            ("True", (1, 1, "expected a value, found 'True'; did you mean 'true'?")),
+            (
+                "NaN",
+                (
+                    1,
+                    1,
+                    "expected a value, found 'NaN' (JSON has no NaN or Infinity)",
+                ),
+            ),
+            (
+                "-Infinity",
+                (
+                    1,
+                    2,
+                    "expected a digit after '-', found 'Infinity' (JSON has no NaN or Infinity)",
+                ),
+            ),
+            (
+                "True",
+                (1, 1, "expected a value, found 'True'; did you mean 'true'?"),
+            ),
             ("nul", (1, 1, "expected a value, found 'nul'")),
             ("truex", (1, 1, "expected a value, found 'truex'")),
             ("undefined", (1, 1, "expected a value, found 'undefined'")),
-            ("01", (1, 1, "expected a number without leading zeros, found '01'")),
-            ("[-007]", (1, 2, "expected a number without leading zeros, found '-007'")),
-            ("1.", (1, 3, "unexpected end of file; expected a digit after the decimal point")),
-            ("1.e5", (1, 3, "expected a digit after the decimal point, found 'e5'")),
+            (
+                "01",
+                (1, 1, "expected a number without leading zeros, found '01'"),
+            ),
+            (
+                "[-007]",
+                (
+                    1,
+                    2,
+                    "expected a number without leading zeros, found '-007'",
+                ),
+            ),
+            (
+                "1.",
+                (
+                    1,
+                    3,
+                    "unexpected end of file; expected a digit after the decimal point",
+                ),
+            ),
+            (
+                "1.e5",
+                (1, 3, "expected a digit after the decimal point, found 'e5'"),
+            ),
             (".5", (1, 1, "expected a value, found '.'")),
             ("+1", (1, 1, "expected a value, found '+'")),
-            ("1e+", (1, 4, "unexpected end of file; expected a digit in the exponent")),
-            ("1e400", (1, 1, "expected a number within the range of a 64-bit float, found '1e400'")),
+            (
+                "1e+",
+                (
+                    1,
+                    4,
+                    "unexpected end of file; expected a digit in the exponent",
+                ),
+            ),
+            (
+                "1e400",
+                (
+                    1,
+                    1,
+                    "expected a number within the range of a 64-bit float, found '1e400'",
+                ),
+            ),
             ("\"abc", (1, 1, "unterminated string")),
             ("[\"abc\\", (1, 2, "unterminated string")),
-            ("{\"a\": \"abc\n\"}", (1, 11, "expected '\"' to close the string, found a line break")),
-            ("\"a\tb\"", (1, 3, "expected an escape sequence such as \\t, found control character U+0009 in a string")),
-            ("\"a\u{1}b\"", (1, 3, "expected an escape sequence such as \\u0000, found control character U+0001 in a string")),
-            ("\"\\x\"", (1, 2, "expected an escape sequence (\\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX), found '\\x'")),
-            ("\"\\'\"", (1, 2, "expected an escape sequence (\\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX), found '\\''")),
-            ("\"\\u12G4\"", (1, 6, "expected 4 hex digits after '\\u', found 'G4'")),
-            ("\"\\u12\"", (1, 6, "expected 4 hex digits after '\\u', found '\"'")),
-            ("\"\\uD83D\"", (1, 2, "expected a low surrogate \\uDC00-\\uDFFF after the high surrogate '\\uD83D', found none (lone surrogates are not valid unicode)")),
-            ("\"\\uD83D\\u0041\"", (1, 2, "expected a low surrogate \\uDC00-\\uDFFF after the high surrogate '\\uD83D', found none (lone surrogates are not valid unicode)")),
-            ("\"x\\uDE00\"", (1, 3, "expected a high surrogate \\uD800-\\uDBFF before the low surrogate '\\uDE00', found none (lone surrogates are not valid unicode)")),
-            ("{\"a\": [1, 2}", (1, 12, "expected ',' or ']' after an array element, found '}'")),
-            ("{\"a\": 1", (1, 8, "unexpected end of file; expected ',' or '}' after an object member")),
-            ("{\"a\":", (1, 6, "unexpected end of file; expected a value")),
+            (
+                "{\"a\": \"abc\n\"}",
+                (
+                    1,
+                    11,
+                    "expected '\"' to close the string, found a line break",
+                ),
+            ),
+            (
+                "\"a\tb\"",
+                (
+                    1,
+                    3,
+                    "expected an escape sequence such as \\t, found control character U+0009 in a string",
+                ),
+            ),
+            (
+                "\"a\u{1}b\"",
+                (
+                    1,
+                    3,
+                    "expected an escape sequence such as \\u0000, found control character U+0001 in a string",
+                ),
+            ),
+            (
+                "\"\\x\"",
+                (
+                    1,
+                    2,
+                    "expected an escape sequence (\\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX), found '\\x'",
+                ),
+            ),
+            (
+                "\"\\'\"",
+                (
+                    1,
+                    2,
+                    "expected an escape sequence (\\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX), found '\\''",
+                ),
+            ),
+            (
+                "\"\\u12G4\"",
+                (1, 6, "expected 4 hex digits after '\\u', found 'G4'"),
+            ),
+            (
+                "\"\\u12\"",
+                (1, 6, "expected 4 hex digits after '\\u', found '\"'"),
+            ),
+            (
+                "\"\\uD83D\"",
+                (
+                    1,
+                    2,
+                    "expected a low surrogate \\uDC00-\\uDFFF after the high surrogate '\\uD83D', found none (lone surrogates are not valid unicode)",
+                ),
+            ),
+            (
+                "\"\\uD83D\\u0041\"",
+                (
+                    1,
+                    2,
+                    "expected a low surrogate \\uDC00-\\uDFFF after the high surrogate '\\uD83D', found none (lone surrogates are not valid unicode)",
+                ),
+            ),
+            (
+                "\"x\\uDE00\"",
+                (
+                    1,
+                    3,
+                    "expected a high surrogate \\uD800-\\uDBFF before the low surrogate '\\uDE00', found none (lone surrogates are not valid unicode)",
+                ),
+            ),
+            (
+                "{\"a\": [1, 2}",
+                (
+                    1,
+                    12,
+                    "expected ',' or ']' after an array element, found '}'",
+                ),
+            ),
+            (
+                "{\"a\": 1",
+                (
+                    1,
+                    8,
+                    "unexpected end of file; expected ',' or '}' after an object member",
+                ),
+            ),
+            (
+                "{\"a\":",
+                (1, 6, "unexpected end of file; expected a value"),
+            ),
             ("[", (1, 2, "unexpected end of file; expected a value")),
-            ("{", (1, 2, "unexpected end of file; expected a property name in double quotes or '}'")),
-            ("{} {}", (1, 4, "expected the end of the file after the JSON value, found '{'")),
+            (
+                "{",
+                (
+                    1,
+                    2,
+                    "unexpected end of file; expected a property name in double quotes or '}'",
+                ),
+            ),
+            (
+                "{} {}",
+                (
+                    1,
+                    4,
+                    "expected the end of the file after the JSON value, found '{'",
+                ),
+            ),
             ("1 /* open", (1, 3, "unterminated block comment")),
-            ("{\n  /* never\n closed", (2, 3, "unterminated block comment")),
-            ("1 / 2", (1, 4, "expected '/' or '*' after '/' (a comment), found a space")),
-            ("1 /", (1, 4, "unexpected end of file; expected '/' or '*' after '/' (a comment)")),
-            ("[1,\u{a0}2]", (1, 4, "expected a value, found character U+00A0")),
+            (
+                "{\n  /* never\n closed",
+                (2, 3, "unterminated block comment"),
+            ),
+            (
+                "1 / 2",
+                (
+                    1,
+                    4,
+                    "expected '/' or '*' after '/' (a comment), found a space",
+                ),
+            ),
+            (
+                "1 /",
+                (
+                    1,
+                    4,
+                    "unexpected end of file; expected '/' or '*' after '/' (a comment)",
+                ),
+            ),
+            (
+                "[1,\u{a0}2]",
+                (1, 4, "expected a value, found character U+00A0"),
+            ),
             ("{\"k\": é}", (1, 7, "expected a value, found 'é'")),
         ];
         for (text, (line, column, message)) in cases {
-            assert_eq!(err(text), (*line, *column, (*message).to_owned()), "input: {text:?}");
+            assert_eq!(
+                err(text),
+                (*line, *column, (*message).to_owned()),
+                "input: {text:?}"
+            );
         }
     }
 
     #[test]
     fn error_positions_on_later_lines() {
         let text = "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",},\n  }\n}";
-        assert_eq!(err(text), (3, 25, "trailing comma is not allowed before '}'".into()));
+        assert_eq!(
+            err(text),
+            (3, 25, "trailing comma is not allowed before '}'".into())
+        );
         let e = parse("{\n\t\"a\": tru\n}").unwrap_err();
-        assert_eq!((e.pos, e.to_string()), (pos(2, 7), "expected a value, found 'tru'".into()));
+        assert_eq!(
+            (e.pos, e.to_string()),
+            (pos(2, 7), "expected a value, found 'tru'".into())
+        );
         let d = e.into_diagnostic("x.json");
         assert_eq!(d.to_string(), "x.json:2:7: expected a value, found 'tru'");
     }
 
     #[test]
     fn empty_input() {
-        for text in ["", "   \n\t", "// only a comment", "/* a */ // b\n", "\u{FEFF}"] {
-            assert_eq!(err(text).2, "file is empty; expected a JSON value", "{text:?}");
+        for text in [
+            "",
+            "   \n\t",
+            "// only a comment",
+            "/* a */ // b\n",
+            "\u{FEFF}",
+        ] {
+            assert_eq!(
+                err(text).2,
+                "file is empty; expected a JSON value",
+                "{text:?}"
+            );
         }
-        assert_eq!(err(""), (1, 1, "file is empty; expected a JSON value".into()));
+        assert_eq!(
+            err(""),
+            (1, 1, "file is empty; expected a JSON value".into())
+        );
     }
 
     #[test]
@@ -976,13 +1247,20 @@ mod tests {
         );
         // Far deeper input is an error, not a stack overflow.
         let deep = "{\"a\":".repeat(100_000);
-        assert!(parse(&deep).unwrap_err().message.starts_with("nesting too deep"));
+        assert!(
+            parse(&deep)
+                .unwrap_err()
+                .message
+                .starts_with("nesting too deep")
+        );
     }
 
     #[test]
     fn large_single_line_input_is_linear() {
         // 200k elements on one line: position lookups must not rescan the line.
-        let items: Vec<String> = (0..200_000).map(|i| format!("{{\"k\":\"v{i}\"}}")).collect();
+        let items: Vec<String> = (0..200_000)
+            .map(|i| format!("{{\"k\":\"v{i}\"}}"))
+            .collect();
         let text = format!("[{}]", items.join(","));
         assert!(text.len() > 3_000_000);
         let doc = parse(&text).unwrap();

@@ -184,7 +184,7 @@ pub fn load_settings(
         _ => Scope::System,
     };
     load_document(kind, path, text, cx, |doc, diags| {
-        let value = checked_value(doc, &SETTINGS, path, &["/mcpServers"], cx.mode, diags)?;
+        let value = checked_value(doc, &SETTINGS, path, &["/mcpServers"], diags)?;
         let file: SettingsFile = typed(&value, path, diags)?;
         let mcp_servers = build_mcp_map(
             file.mcp_servers.as_ref(),
@@ -250,7 +250,7 @@ fn load_mcp_servers_file(
     cx: &LoadContext<'_>,
 ) -> ParsedSource {
     load_document(kind, path, text, cx, |doc, diags| {
-        let value = checked_value(doc, &MCP_JSON, path, &["/mcpServers"], cx.mode, diags)?;
+        let value = checked_value(doc, &MCP_JSON, path, &["/mcpServers"], diags)?;
         let file: McpJsonFile = typed(&value, path, diags)?;
         Some(Content::McpServers(build_mcp_map(
             file.mcp_servers.as_ref(),
@@ -269,7 +269,7 @@ fn load_mcp_servers_file(
 /// Load the workspace `.lsp.json`.
 pub fn load_lsp_json(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
     load_document(SourceKind::LspJson, path, text, cx, |doc, diags| {
-        let value = checked_value(doc, &LSP_JSON, path, &[""], cx.mode, diags)?;
+        let value = checked_value(doc, &LSP_JSON, path, &[""], diags)?;
         let entries = lsp_entries(&value, "", path, diags)?;
         Some(Content::LspServers(build_lsp_map(
             &entries,
@@ -286,7 +286,7 @@ pub fn load_lsp_json(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> Pars
 /// Load the trusted-folders file.
 pub fn load_trusted_folders(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
     load_document(SourceKind::TrustedFolders, path, text, cx, |doc, diags| {
-        let value = checked_value(doc, &TRUSTED_FOLDERS, path, &[], cx.mode, diags)?;
+        let value = checked_value(doc, &TRUSTED_FOLDERS, path, &[], diags)?;
         let mut map: Map<String, Value> = value.as_object().cloned().unwrap_or_default();
         map.remove("$schema");
         let file: TrustedFoldersFile = typed(&Value::Object(map), path, diags)?;
@@ -297,7 +297,7 @@ pub fn load_trusted_folders(path: &Path, text: &FileText, cx: &LoadContext<'_>) 
 /// Load the approvals file.
 pub fn load_approvals(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
     load_document(SourceKind::Approvals, path, text, cx, |doc, diags| {
-        let value = checked_value(doc, &APPROVALS, path, &[], cx.mode, diags)?;
+        let value = checked_value(doc, &APPROVALS, path, &[], diags)?;
         let mut map: Map<String, Value> = value.as_object().cloned().unwrap_or_default();
         map.remove("$schema");
         let file: ApprovalsFile = typed(&Value::Object(map), path, diags)?;
@@ -320,7 +320,6 @@ pub fn load_extension(
             &EXTENSION,
             &path,
             &["/mcpServers", "/lspServers"],
-            cx.mode,
             diags,
         )?;
         let manifest: ExtensionManifest = typed(&value, &path, diags)?;
@@ -371,7 +370,7 @@ pub fn load_extension(
                             (&MCP_SERVERS_MAP, "")
                         };
                     if let Some(checked) =
-                        checked_value(&sub_doc, validator, &file, &[pointer], cx.mode, diags)
+                        checked_value(&sub_doc, validator, &file, &[pointer], diags)
                     {
                         let mut map_value = checked.pointer(pointer).cloned().unwrap_or_default();
                         if let Value::Object(obj) = &mut map_value {
@@ -409,7 +408,7 @@ pub fn load_extension(
                     read_referenced(&file, read, diags, "/lspServers", doc, &path)
                 {
                     let _ = &sub_value;
-                    let checked = checked_value(&sub_doc, &LSP_JSON, &file, &[""], cx.mode, diags);
+                    let checked = checked_value(&sub_doc, &LSP_JSON, &file, &[""], diags);
                     if let Some(v) = checked
                         && let Some(entries) = lsp_entries(&v, "", &file, diags)
                     {
@@ -524,19 +523,22 @@ fn load_document(
     }
 }
 
-/// Schema-check the whole document. Returns the value to build from: in
-/// lenient mode with the invalid entries (children of `entry_maps`) removed.
-/// `None` when the source must be rejected whole.
+/// Schema-check the whole document. Returns the value to build from, with
+/// the invalid entries (children of `entry_maps`) removed — in both modes,
+/// so that strict loading goes on to build (and report) every other entry
+/// exactly as lenient loading does; the strict caller then rejects the
+/// source because diagnostics are non-empty. `None` when the source must be
+/// rejected whole (a problem outside every entry).
 fn checked_value(
     doc: &Document,
     validator: &SchemaValidator,
     path: &Path,
     entry_maps: &[&str],
-    mode: LoadMode,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Value> {
     let violations = validator.check(doc);
     let mut value = doc.value.clone();
+    integral_numbers_as_integers(&mut value);
     let mut global = false;
     let mut bad_entries: BTreeSet<(String, String)> = BTreeSet::new();
     for v in violations {
@@ -548,7 +550,7 @@ fn checked_value(
         }
         diags.push(v.into_diagnostic(path));
     }
-    if global || (mode == LoadMode::Strict && !bad_entries.is_empty()) {
+    if global {
         return None;
     }
     for (map, name) in bad_entries {
@@ -557,6 +559,29 @@ fn checked_value(
         }
     }
     Some(value)
+}
+
+/// Numbers written with a zero fraction (`1.0`, `5e3`) become integers, as
+/// JSON Schema (which already accepted them as integers) and JavaScript
+/// (whose `JSON.parse` cannot tell `1.0` from `1`) see them; otherwise the
+/// typed fields (`timeout`, ports, counts) would reject what validation let
+/// through — and reject the whole source, without a position.
+fn integral_numbers_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            if f.fract() == 0.0 {
+                if (0.0..u64::MAX as f64).contains(&f) {
+                    *value = Value::from(f as u64);
+                } else if (i64::MIN as f64..0.0).contains(&f) {
+                    *value = Value::from(f as i64);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers_as_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_numbers_as_integers),
+        _ => {}
+    }
 }
 
 /// If `pointer` is inside an entry of one of `maps`, that (map, entry name).
@@ -914,12 +939,15 @@ pub fn build_mcp(
 }
 
 /// `approvalHash`: the literal entry without `scope`, `extensionName`, `description`.
+/// A field written as `null` is absent (canonical JSON: absent ≡ null), as
+/// it is for the typed entry.
 pub fn approval_hash(literal: &Value) -> String {
     let mut v = literal.clone();
     if let Value::Object(obj) = &mut v {
         obj.remove("scope");
         obj.remove("extensionName");
         obj.remove("description");
+        obj.retain(|_, field| !field.is_null());
     }
     hash_value(&v)
 }

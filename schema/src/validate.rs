@@ -314,8 +314,13 @@ impl SchemaValidator {
                     .schema_at(error.schema_path().as_str())
                     .map(|s| self.nouns(s, false, 0))
                     .filter(|n| !n.is_empty())
-                    .map_or_else(|| "matching the schema".to_owned(), |n| format!("that is {}", join_or(n)));
-                out.push(msg(format!("expected at least one item {what}, found none")));
+                    .map_or_else(
+                        || "matching the schema".to_owned(),
+                        |n| format!("that is {}", join_or(n)),
+                    );
+                out.push(msg(format!(
+                    "expected at least one item {what}, found none"
+                )));
             }
             ValidationErrorKind::Not { .. } => {
                 out.push(msg(format!(
@@ -324,7 +329,10 @@ impl SchemaValidator {
                 )));
             }
             ValidationErrorKind::FalseSchema => {
-                out.push(msg(format!("expected no value here, found {}", found(instance))));
+                out.push(msg(format!(
+                    "expected no value here, found {}",
+                    found(instance)
+                )));
             }
             ValidationErrorKind::PropertyNames { error: inner } => {
                 let name = inner.instance().as_str().unwrap_or_default().to_owned();
@@ -335,7 +343,11 @@ impl SchemaValidator {
                     out.push(Found {
                         pointer: pointer.clone(),
                         at_key: true,
-                        message: format!("invalid property name {}: {}", Value::from(name.as_str()), f.message),
+                        message: format!(
+                            "invalid property name {}: {}",
+                            Value::from(name.as_str()),
+                            f.message
+                        ),
                     });
                 }
             }
@@ -352,7 +364,9 @@ impl SchemaValidator {
                 )));
             }
             ValidationErrorKind::FromUtf8 { .. } => {
-                out.push(msg("expected encoded content that decodes to UTF-8 text".into()));
+                out.push(msg(
+                    "expected encoded content that decodes to UTF-8 text".into()
+                ));
             }
             ValidationErrorKind::ContentMediaType { content_media_type } => {
                 out.push(msg(format!(
@@ -391,10 +405,17 @@ impl SchemaValidator {
         for name in unexpected {
             let quoted = Value::from(name.as_str());
             let message = match did_you_mean(name, &candidates) {
-                Some(s) => format!("unknown property {quoted}; did you mean {}?", Value::from(s)),
+                Some(s) => format!(
+                    "unknown property {quoted}; did you mean {}?",
+                    Value::from(s)
+                ),
                 None if !allowed.is_empty() && allowed.len() <= LIST_PROPERTIES => format!(
                     "unknown property {quoted}; expected one of {}",
-                    allowed.iter().map(|a| Value::from(a.as_str()).to_string()).collect::<Vec<_>>().join(", ")
+                    allowed
+                        .iter()
+                        .map(|a| Value::from(a.as_str()).to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
                 None => format!("unknown property {quoted}"),
             };
@@ -492,7 +513,12 @@ impl SchemaValidator {
         }
         let mut nouns = Vec::new();
         for key in ["anyOf", "oneOf"] {
-            for branch in schema.get(key).and_then(Value::as_array).into_iter().flatten() {
+            for branch in schema
+                .get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 for noun in self.nouns(branch, plural, depth + 1) {
                     if !nouns.contains(&noun) {
                         nouns.push(noun);
@@ -544,29 +570,9 @@ impl SchemaValidator {
             .iter()
             .map(|&i| tag_mismatch(&context[i], path))
             .collect();
-        if accepting.len() > 1 {
-            if let Some(Some(first)) = tags.first() {
-                let at = first.instance_path().as_str();
-                if tags.iter().all(|t| t.is_some_and(|t| t.instance_path().as_str() == at)) {
-                    let mut values: Vec<&Value> = Vec::new();
-                    for tag in tags.iter().flatten() {
-                        let tag_values: Vec<&Value> = match tag.kind() {
-                            ValidationErrorKind::Constant { expected_value } => vec![&**expected_value],
-                            ValidationErrorKind::Enum { options } => {
-                                options.as_array().into_iter().flatten().collect()
-                            }
-                            _ => Vec::new(),
-                        };
-                        for v in tag_values {
-                            if !values.contains(&v) {
-                                values.push(v);
-                            }
-                        }
-                    }
-                    out.push(Found::value(at, expected_values(values, first.instance())));
-                    return;
-                }
-            }
+        if let Some(found) = merged_tag_mismatch(&tags) {
+            out.push(found);
+            return;
         }
         // Alternatives that differ only in one required property each
         // (untagged structs given an empty object): name them all.
@@ -622,17 +628,23 @@ impl SchemaValidator {
         for e in branch.iter().filter(|e| e.instance_path().as_str() == path) {
             match e.kind() {
                 ValidationErrorKind::Type { kind } => return Some(self.type_error_nouns(e, kind)),
-                ValidationErrorKind::Constant { expected_value } => {
-                    if json_type(expected_value) != json_type(instance) {
-                        return Some(type_nouns(&[json_type(expected_value)], false));
-                    }
+                ValidationErrorKind::Constant { expected_value }
+                    if !same_kind(expected_value, instance) =>
+                {
+                    return Some(type_nouns(&[json_type(expected_value)], false));
                 }
-                ValidationErrorKind::Enum { options } => {
-                    let options = options.as_array().map(Vec::as_slice).unwrap_or_default();
-                    if options.iter().all(|o| json_type(o) != json_type(instance)) {
-                        let names: Vec<&str> = options.iter().map(json_type).collect();
-                        return Some(type_nouns(&names, false));
-                    }
+                ValidationErrorKind::Enum { options }
+                    if options
+                        .as_array()
+                        .is_some_and(|o| !o.iter().any(|o| same_kind(o, instance))) =>
+                {
+                    let names: Vec<&str> = options
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(json_type)
+                        .collect();
+                    return Some(type_nouns(&names, false));
                 }
                 ValidationErrorKind::AnyOf { context }
                 | ValidationErrorKind::OneOfNotValid { context } => {
@@ -691,8 +703,10 @@ impl SchemaValidator {
     }
 }
 
-/// The error by which a branch rejects a direct property of the alternative's
-/// value with `const`/`enum` — how a tagged enum's wrong tag shows.
+/// The error by which a branch rejects the alternative's value, or one of its
+/// direct properties, with `const`/`enum`: how a wrong tag of a tagged enum
+/// shows, or a wrong value of an enum whose variants are documented (schemars
+/// renders those as `oneOf` of one `const` each).
 fn tag_mismatch<'e>(
     branch: &'e [ValidationError<'static>],
     path: &str,
@@ -701,8 +715,36 @@ fn tag_mismatch<'e>(
         matches!(
             e.kind(),
             ValidationErrorKind::Constant { .. } | ValidationErrorKind::Enum { .. }
-        ) && depth_below(e.instance_path().as_str(), path) == 1
+        ) && depth_below(e.instance_path().as_str(), path) <= 1
     })
+}
+
+/// When every alternative rejects the same value by `const`/`enum` (each
+/// alternative fixing its own tag or value): one message listing every
+/// allowed value, at that value.
+fn merged_tag_mismatch(tags: &[Option<&ValidationError<'static>>]) -> Option<Found> {
+    if tags.len() < 2 {
+        return None;
+    }
+    let first = (*tags.first()?)?;
+    let at = first.instance_path().as_str();
+    let mut values: Vec<&Value> = Vec::new();
+    for tag in tags {
+        let tag = (*tag).filter(|t| t.instance_path().as_str() == at)?;
+        let tag_values: Vec<&Value> = match tag.kind() {
+            ValidationErrorKind::Constant { expected_value } => vec![&**expected_value],
+            ValidationErrorKind::Enum { options } => {
+                options.as_array().into_iter().flatten().collect()
+            }
+            _ => Vec::new(),
+        };
+        for v in tag_values {
+            if !values.contains(&v) {
+                values.push(v);
+            }
+        }
+    }
+    Some(Found::value(at, expected_values(values, first.instance())))
 }
 
 /// How many pointer tokens `pointer` has below `base`.
@@ -722,6 +764,11 @@ fn json_type(v: &Value) -> &'static str {
         Value::Array(_) => "array",
         Value::Object(_) => "object",
     }
+}
+
+/// Whether two values have the same JSON type (all numbers are one type).
+fn same_kind(a: &Value, b: &Value) -> bool {
+    std::mem::discriminant(a) == std::mem::discriminant(b)
 }
 
 fn type_noun(name: &str, plural: bool) -> String {
@@ -868,13 +915,13 @@ fn edit_distance(a: &[char], b: &[char]) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=m {
-        d[0][j] = j;
-    }
+    d[0] = (0..=m).collect();
     for i in 1..=n {
         for j in 1..=m {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 best = best.min(d[i - 2][j - 2] + 1);
             }
@@ -977,7 +1024,9 @@ mod tests {
             .check(&doc)
             .into_iter()
             .map(|v| {
-                let at = v.pos.map_or("-".into(), |p| format!("{}:{}", p.line, p.column));
+                let at = v
+                    .pos
+                    .map_or("-".into(), |p| format!("{}:{}", p.line, p.column));
                 (v.pointer, at, v.message)
             })
             .collect()
@@ -1018,7 +1067,9 @@ mod tests {
             .check(&doc)
             .into_iter()
             .map(|v| {
-                let at = v.pos.map_or("-".into(), |p| format!("{}:{}", p.line, p.column));
+                let at = v
+                    .pos
+                    .map_or("-".into(), |p| format!("{}:{}", p.line, p.column));
                 (v.pointer, at, v.message)
             })
             .collect()
@@ -1029,7 +1080,10 @@ mod tests {
     }
 
     fn with_schema(schema: Value, text: &str) -> Vec<(String, String, String)> {
-        violations(&SchemaValidator::new(&schema).expect("schema compiles"), text)
+        violations(
+            &SchemaValidator::new(&schema).expect("schema compiles"),
+            text,
+        )
     }
 
     #[test]
@@ -1068,28 +1122,70 @@ mod tests {
         assert_eq!(
             check(text),
             vec![
-                v("/mcpServers/a/args", "5:15", "expected an array of strings, found \"-y server\""),
-                v("/mcpServers/a/timeout", "6:18", "expected an integer, found \"10\""),
-                v("/mcpServers/a/trust", "7:16", "expected a boolean, found \"yes\""),
+                v(
+                    "/mcpServers/a/args",
+                    "5:15",
+                    "expected an array of strings, found \"-y server\""
+                ),
+                v(
+                    "/mcpServers/a/timeout",
+                    "6:18",
+                    "expected an integer, found \"10\""
+                ),
+                v(
+                    "/mcpServers/a/trust",
+                    "7:16",
+                    "expected a boolean, found \"yes\""
+                ),
                 v("/mcpServers/a/env/A", "8:20", "expected a string, found 1"),
-                v("/mcpServers/a/env/B", "8:28", "expected a string, found an array"),
-                v("/mcpServers/a/socket", "9:17", "expected a string or an object, found 5"),
-                v("/mcpServers/a/homePage", "10:19", "expected a string, found 42"),
-                v("/mcpServers/a/name", "11:15", "expected a string matching /^[a-z]+$/, found a string"),
-                v("/mcpServers/a/name", "11:15", "expected at most 8 characters, found 57 characters"),
+                v(
+                    "/mcpServers/a/env/B",
+                    "8:28",
+                    "expected a string, found an array"
+                ),
+                v(
+                    "/mcpServers/a/socket",
+                    "9:17",
+                    "expected a string or an object, found 5"
+                ),
+                v(
+                    "/mcpServers/a/homePage",
+                    "10:19",
+                    "expected a string, found 42"
+                ),
+                v(
+                    "/mcpServers/a/name",
+                    "11:15",
+                    "expected a string matching /^[a-z]+$/, found a string"
+                ),
+                v(
+                    "/mcpServers/a/name",
+                    "11:15",
+                    "expected at most 8 characters, found 57 characters"
+                ),
                 v("/version", "14:14", "expected an integer, found 1.5"),
             ]
         );
-        assert_eq!(check("[]"), vec![v("", "1:1", "expected an object, found an empty array")]);
+        assert_eq!(
+            check("[]"),
+            vec![v("", "1:1", "expected an object, found an empty array")]
+        );
         assert_eq!(
             check(r#"{"mcpServers": {"a": "npx"}}"#),
-            vec![v("/mcpServers/a", "1:22", "expected an object, found \"npx\"")]
+            vec![v(
+                "/mcpServers/a",
+                "1:22",
+                "expected an object, found \"npx\""
+            )]
         );
     }
 
     #[test]
     fn null_is_named_only_when_it_is_all_that_is_allowed() {
-        assert_eq!(with_schema(json!({"type": "null"}), "1"), vec![v("", "1:1", "expected null, found 1")]);
+        assert_eq!(
+            with_schema(json!({"type": "null"}), "1"),
+            vec![v("", "1:1", "expected null, found 1")]
+        );
         assert_eq!(
             with_schema(json!({"type": ["string", "null", "integer"]}), "true"),
             vec![v("", "1:1", "expected a string or an integer, found true")]
@@ -1102,8 +1198,16 @@ mod tests {
         assert_eq!(
             server(r#""command": "x", "transport": 1, "auth": []"#),
             vec![
-                v("/mcpServers/s/transport", "1:51", "expected a string, found 1"),
-                v("/mcpServers/s/auth", "1:62", "expected an object, found an empty array"),
+                v(
+                    "/mcpServers/s/transport",
+                    "1:52",
+                    "expected a string, found 1"
+                ),
+                v(
+                    "/mcpServers/s/auth",
+                    "1:63",
+                    "expected an object, found an empty array"
+                ),
             ]
         );
     }
@@ -1113,28 +1217,43 @@ mod tests {
         let text = "{\n  \"mcpServers\": {\n    \"a\": {\n      \"args\": []\n    }\n  }\n}";
         assert_eq!(
             check(text),
-            vec![v("/mcpServers/a", "3:10", "missing required property \"command\"")]
+            vec![v(
+                "/mcpServers/a",
+                "3:10",
+                "missing required property \"command\""
+            )]
         );
-        assert_eq!(check("{}"), vec![v("", "1:1", "missing required property \"mcpServers\"")]);
+        assert_eq!(
+            check("{}"),
+            vec![v("", "1:1", "missing required property \"mcpServers\"")]
+        );
     }
 
     #[test]
     fn enum_and_const_list_the_allowed_values() {
         assert_eq!(
             server(r#""command": "x", "transport": "udp""#),
-            vec![v("/mcpServers/s/transport", "1:51", "expected one of \"stdio\", \"tcp\", \"socket\", found \"udp\"")]
+            vec![v(
+                "/mcpServers/s/transport",
+                "1:52",
+                "expected one of \"stdio\", \"tcp\", \"socket\", found \"udp\""
+            )]
         );
         assert_eq!(
             server(r#""command": "x", "transport": "Tcp""#),
             vec![v(
                 "/mcpServers/s/transport",
-                "1:51",
+                "1:52",
                 "expected one of \"stdio\", \"tcp\", \"socket\", found \"Tcp\"; did you mean \"tcp\"?"
             )]
         );
         assert_eq!(
             with_schema(json!({"const": "v1"}), r#""v2""#),
-            vec![v("", "1:1", "expected \"v1\", found \"v2\"; did you mean \"v1\"?")]
+            vec![v(
+                "",
+                "1:1",
+                "expected \"v1\", found \"v2\"; did you mean \"v1\"?"
+            )]
         );
         assert_eq!(
             with_schema(json!({"enum": [1, 2, null]}), "3"),
@@ -1157,27 +1276,55 @@ mod tests {
         assert_eq!(
             check(text),
             vec![
-                v("/mcpServers/a", "3:10", "missing required property \"command\""),
-                v("/mcpServers/a/comand", "4:7", "unknown property \"comand\"; did you mean \"command\"?"),
-                v("/mcpServers/a/socket/prot", "5:32", "unknown property \"prot\"; did you mean \"port\"?"),
+                v(
+                    "/mcpServers/a",
+                    "3:10",
+                    "missing required property \"command\""
+                ),
+                v(
+                    "/mcpServers/a/comand",
+                    "4:7",
+                    "unknown property \"comand\"; did you mean \"command\"?"
+                ),
+                v(
+                    "/mcpServers/a/socket/prot",
+                    "5:32",
+                    "unknown property \"prot\"; did you mean \"port\"?"
+                ),
                 v(
                     "/mcpServers/a/socket/zzz",
                     "5:43",
-                    "unknown property \"zzz\"; expected one of \"host\", \"port\", \"path\""
+                    "unknown property \"zzz\"; expected one of \"host\", \"path\", \"port\""
                 ),
-                v("/mcpServers/a/enviroment", "6:7", "unknown property \"enviroment\""),
-                v("/verison", "9:3", "unknown property \"verison\"; did you mean \"version\"?"),
+                v(
+                    "/mcpServers/a/enviroment",
+                    "6:7",
+                    "unknown property \"enviroment\""
+                ),
+                v(
+                    "/verison",
+                    "9:3",
+                    "unknown property \"verison\"; did you mean \"version\"?"
+                ),
             ]
         );
         // A name the object already uses is not suggested again.
         assert_eq!(
             server(r#""command": "x", "comand": "y""#),
-            vec![v("/mcpServers/s/comand", "1:38", "unknown property \"comand\"")]
+            vec![v(
+                "/mcpServers/s/comand",
+                "1:39",
+                "unknown property \"comand\""
+            )]
         );
         // Keys needing pointer escapes.
         assert_eq!(
             server(r#""command": "x", "a/b~": 1"#),
-            vec![v("/mcpServers/s/a~1b~0", "1:38", "unknown property \"a/b~\"")]
+            vec![v(
+                "/mcpServers/s/a~1b~0",
+                "1:39",
+                "unknown property \"a/b~\""
+            )]
         );
     }
 
@@ -1187,14 +1334,26 @@ mod tests {
         assert_eq!(
             server(r#""command": "x", "socket": {"host": 1, "port": 70000}"#),
             vec![
-                v("/mcpServers/s/socket/host", "1:58", "expected a string, found 1"),
-                v("/mcpServers/s/socket/port", "1:69", "expected at most 65535, found 70000"),
+                v(
+                    "/mcpServers/s/socket/host",
+                    "1:58",
+                    "expected a string, found 1"
+                ),
+                v(
+                    "/mcpServers/s/socket/port",
+                    "1:69",
+                    "expected at most 65535, found 70000"
+                ),
             ]
         );
         // Neither type: list what the alternatives accept (null left out).
         assert_eq!(
             server(r#""command": "x", "socket": [1]"#),
-            vec![v("/mcpServers/s/socket", "1:49", "expected a string or an object, found an array")]
+            vec![v(
+                "/mcpServers/s/socket",
+                "1:49",
+                "expected a string or an object, found an array"
+            )]
         );
         assert_eq!(server(r#""command": "x", "socket": "/tmp/sock""#), vec![]);
     }
@@ -1206,12 +1365,27 @@ mod tests {
   "client": "c",
   "scopes": ["a", 2]
 }}}}"#;
-        assert_eq!(check(text), vec![v("/mcpServers/s/auth/scopes/1", "4:19", "expected a string, found 2")]);
+        assert_eq!(
+            check(text),
+            vec![v(
+                "/mcpServers/s/auth/scopes/1",
+                "4:19",
+                "expected a string, found 2"
+            )]
+        );
         assert_eq!(
             server(r#""command": "x", "auth": {"type": "oauth", "client": "c", "scope": []}"#),
             vec![
-                v("/mcpServers/s/auth", "1:47", "missing required property \"scopes\""),
-                v("/mcpServers/s/auth/scope", "1:80", "unknown property \"scope\"; did you mean \"scopes\"?"),
+                v(
+                    "/mcpServers/s/auth",
+                    "1:47",
+                    "missing required property \"scopes\""
+                ),
+                v(
+                    "/mcpServers/s/auth/scope",
+                    "1:80",
+                    "unknown property \"scope\"; did you mean \"scopes\"?"
+                ),
             ]
         );
         // A wrong tag: every tag is listed, at the tag.
@@ -1225,15 +1399,59 @@ mod tests {
         );
         assert_eq!(
             server(r#""command": "x", "auth": {"type": "none", "token": "t"}"#),
-            vec![v("/mcpServers/s/auth/token", "1:64", "unknown property \"token\"; expected one of \"type\"")]
+            vec![v(
+                "/mcpServers/s/auth/token",
+                "1:64",
+                "unknown property \"token\"; expected one of \"type\""
+            )]
         );
         assert_eq!(
             server(r#""command": "x", "auth": {"token": "t"}"#),
-            vec![v("/mcpServers/s/auth", "1:47", "missing required property \"type\"")]
+            vec![v(
+                "/mcpServers/s/auth",
+                "1:47",
+                "missing required property \"type\""
+            )]
         );
         assert_eq!(
             server(r#""command": "x", "auth": "token""#),
-            vec![v("/mcpServers/s/auth", "1:47", "expected an object, found \"token\"")]
+            vec![v(
+                "/mcpServers/s/auth",
+                "1:47",
+                "expected an object, found \"token\""
+            )]
+        );
+    }
+
+    /// Documented variants: schemars renders `oneOf` of one `const` each.
+    #[derive(JsonSchema, Deserialize)]
+    #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)]
+    enum Level {
+        /// Trusted.
+        TrustFolder,
+        /// Parent trusted.
+        TrustParent,
+        /// Not trusted.
+        DoNotTrust,
+    }
+
+    #[test]
+    fn documented_enum_variants_list_every_value() {
+        let trust = SchemaValidator::for_type::<BTreeMap<String, Level>>().unwrap();
+        assert_eq!(
+            violations(
+                &trust,
+                r#"{"/a": "TRUST_FOLDR", "/b": 1, "/c": "DO_NOT_TRUST"}"#
+            ),
+            vec![
+                v(
+                    "/~1a",
+                    "1:8",
+                    "expected one of \"TRUST_FOLDER\", \"TRUST_PARENT\", \"DO_NOT_TRUST\", found \"TRUST_FOLDR\"; did you mean \"TRUST_FOLDER\"?"
+                ),
+                v("/~1b", "1:29", "expected a string, found 1"),
+            ]
         );
     }
 
@@ -1254,13 +1472,21 @@ mod tests {
         );
         assert_eq!(
             check(r#"{"a": {}}"#),
-            vec![v("/a", "1:7", "missing required property \"command\" or \"url\"")]
+            vec![v(
+                "/a",
+                "1:7",
+                "missing required property \"command\" or \"url\""
+            )]
         );
         assert_eq!(
             check(r#"{"a": {"commnd": "x"}}"#),
             vec![
                 v("/a", "1:7", "missing required property \"command\""),
-                v("/a/commnd", "1:8", "unknown property \"commnd\"; did you mean \"command\"?"),
+                v(
+                    "/a/commnd",
+                    "1:8",
+                    "unknown property \"commnd\"; did you mean \"command\"?"
+                ),
             ]
         );
         assert_eq!(
@@ -1293,7 +1519,10 @@ mod tests {
             vec![v("", "1:1", "expected a string or an integer, found true")]
         );
         assert_eq!(
-            with_schema(json!({"oneOf": [{"type": "number"}, {"type": "integer"}]}), "1"),
+            with_schema(
+                json!({"oneOf": [{"type": "number"}, {"type": "integer"}]}),
+                "1"
+            ),
             vec![v(
                 "",
                 "1:1",
@@ -1332,20 +1561,44 @@ mod tests {
                 v("/xmin", "2:30", "expected more than 0, found 0"),
                 v("/xmax", "2:41", "expected less than 10, found 10"),
                 v("/mult", "2:53", "expected a multiple of 5, found 7"),
-                v("/minlen", "3:11", "expected at least 1 character, found 0 characters"),
-                v("/maxlen", "3:25", "expected at most 1 character, found 2 characters"),
+                v(
+                    "/minlen",
+                    "3:11",
+                    "expected at least 1 character, found 0 characters"
+                ),
+                v(
+                    "/maxlen",
+                    "3:25",
+                    "expected at most 1 character, found 2 characters"
+                ),
                 v("/minitems", "3:43", "expected at least 2 items, found 1"),
                 v("/maxitems", "3:60", "expected at most 1 item, found 2"),
                 v("/minprops", "4:13", "expected at least 1 property, found 0"),
                 v("/maxprops", "4:29", "expected at most 1 property, found 2"),
-                v("/email", "5:10", "expected a string in email format, found \"nope\""),
-                v("/unique", "5:28", "expected unique items, found \"a\" more than once"),
-                v("/contains", "5:56", "expected at least one item that is an integer, found none"),
-                v("/not", "5:70", "expected a value the schema does not exclude, found \"s\""),
+                v(
+                    "/email",
+                    "5:10",
+                    "expected a string in email format, found \"nope\""
+                ),
+                v(
+                    "/unique",
+                    "5:28",
+                    "expected unique items, found \"a\" more than once"
+                ),
+                v(
+                    "/contains",
+                    "5:57",
+                    "expected at least one item that is an integer, found none"
+                ),
+                v(
+                    "/not",
+                    "5:71",
+                    "expected a value the schema does not exclude, found \"s\""
+                ),
                 v("/never", "6:10", "expected no value here, found 1"),
                 v(
                     "/names/Bad",
-                    "6:31",
+                    "6:32",
                     "invalid property name \"Bad\": expected a string matching /^[a-z]+$/, found \"Bad\""
                 ),
             ]
@@ -1362,7 +1615,11 @@ mod tests {
         });
         assert_eq!(
             with_schema(schema, r#"{"command": "x", "descripton": "d"}"#),
-            vec![v("/descripton", "1:18", "unknown property \"descripton\"; did you mean \"description\"?")]
+            vec![v(
+                "/descripton",
+                "1:18",
+                "unknown property \"descripton\"; did you mean \"description\"?"
+            )]
         );
     }
 
@@ -1384,11 +1641,22 @@ mod tests {
             "$defs": defs,
         });
         assert_eq!(
-            with_schema(schema, r#"{"a": {"comand": "x", "socket": {"prot": 1}, "auth": {"type": "nne"}}}"#),
+            with_schema(
+                schema,
+                r#"{"a": {"comand": "x", "socket": {"prot": 1}, "auth": {"type": "nne"}}}"#
+            ),
             vec![
                 v("/a", "1:7", "missing required property \"command\""),
-                v("/a/comand", "1:8", "unknown property \"comand\"; did you mean \"command\"?"),
-                v("/a/socket/prot", "1:34", "unknown property \"prot\"; did you mean \"port\"?"),
+                v(
+                    "/a/comand",
+                    "1:8",
+                    "unknown property \"comand\"; did you mean \"command\"?"
+                ),
+                v(
+                    "/a/socket/prot",
+                    "1:34",
+                    "unknown property \"prot\"; did you mean \"port\"?"
+                ),
                 v(
                     "/a/auth/type",
                     "1:63",
@@ -1400,7 +1668,8 @@ mod tests {
 
     #[test]
     fn violations_are_sorted_by_position_and_become_diagnostics() {
-        let text = "{\n  \"version\": -1,\n  \"mcpServers\": {\"b\": {\"command\": 1}, \"a\": {}}\n}";
+        let text =
+            "{\n  \"version\": -1,\n  \"mcpServers\": {\"b\": {\"command\": 1}, \"a\": {}}\n}";
         let doc = parse(text).unwrap();
         let found = validator().check(&doc);
         let rendered: Vec<String> = found

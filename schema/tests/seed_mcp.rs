@@ -13,7 +13,8 @@ use steward_schema::admission::{
     unavailable_reason,
 };
 use steward_schema::jsonc;
-use steward_schema::resource::{Reason, Scope};
+use steward_schema::load::LoadMode;
+use steward_schema::resource::{Reason, Scope, SourceKind};
 
 // ---------------------------------------------------------------------------
 // C9 — servers_equal
@@ -177,6 +178,56 @@ fn unrelated_settings_edit_changes_neither_servers_nor_gating_c6() {
         .desired();
     assert_eq!(before, after);
     assert!(gating_equal(&mcp_gating(&before), &mcp_gating(&after)));
+    // The loaded contents compare equal too: no reconcile at all.
+    let a = load_settings_text(
+        SourceKind::UserSettings,
+        r#"{"theme": "dark", "mcpServers": {"a": {"command": "x"}}}"#,
+        LoadMode::Strict,
+    );
+    let b = load_settings_text(
+        SourceKind::UserSettings,
+        r#"{"ui": {"x": 1}, "mcp": {}, "mcpServers": {"a": {"command": "x"}}}"#,
+        LoadMode::Strict,
+    );
+    assert_eq!(a.content, b.content);
+}
+
+#[test]
+fn settings_map_is_replaced_not_merged_on_reload_a1() {
+    let before = srcs()
+        .user(r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "y"}}}"#)
+        .extension("e1", r#"{"mcpServers": {"e": {"command": "z"}}}"#)
+        .cli_mcp(r#"{"mcpServers": {"c": {"command": "w"}}}"#)
+        .desired();
+    let after = srcs()
+        .user(r#"{"mcpServers": {"a": {"command": "x"}}}"#)
+        .extension("e1", r#"{"mcpServers": {"e": {"command": "z"}}}"#)
+        .cli_mcp(r#"{"mcpServers": {"c": {"command": "w"}}}"#)
+        .desired();
+    assert!(!after.mcp.contains_key("b"), "removals take effect");
+    assert!(
+        after.mcp.contains_key("e") && after.mcp.contains_key("c"),
+        "other layers intact"
+    );
+    assert_eq!(
+        before.mcp["a"], after.mcp["a"],
+        "unchanged server untouched"
+    );
+}
+
+#[test]
+fn toggling_mcp_excluded_blocks_and_readmits_16() {
+    let servers = r#""mcpServers": {"a": {"command": "x"}, "b": {"command": "y"}}"#;
+    let off = srcs()
+        .user(&format!(r#"{{{servers}, "mcp": {{"excluded": ["a"]}}}}"#))
+        .desired();
+    assert_eq!(mcp_reason(&off, "a"), Some(Reason::Excluded));
+    assert_eq!(mcp_reason(&off, "b"), None);
+    let on = srcs()
+        .user(&format!(r#"{{{servers}, "mcp": {{"excluded": []}}}}"#))
+        .desired();
+    assert_eq!(mcp_reason(&on, "a"), None);
+    assert_eq!(off.mcp["a"].spec.config_hash, on.mcp["a"].spec.config_hash);
 }
 
 #[test]
@@ -192,7 +243,11 @@ fn gating_lists_come_from_the_desired_state() {
     assert_eq!(g.excluded, list(&["x"]));
     assert_eq!(g.pending, list(&["p"]));
     let none = srcs().desired();
-    assert_eq!(mcp_gating(&none).allowed, None, "absent allowed stays absent");
+    assert_eq!(
+        mcp_gating(&none).allowed,
+        None,
+        "absent allowed stays absent"
+    );
 }
 
 #[test]
@@ -220,12 +275,15 @@ fn allowed_absent_allows_all_h() {
 // ---------------------------------------------------------------------------
 // D11 / F-K — the --allowed-mcp-server-names upper bound
 
-const ABC: &str = r#""mcpServers": {"a": {"command": "x"}, "b": {"command": "x"}, "c": {"command": "x"}}"#;
+const ABC: &str =
+    r#""mcpServers": {"a": {"command": "x"}, "b": {"command": "x"}, "c": {"command": "x"}}"#;
 
 #[test]
 fn cli_bound_cannot_be_widened_by_settings_k() {
     let s = srcs()
-        .user(&format!(r#"{{{ABC}, "mcp": {{"allowed": ["a", "b", "c"]}}}}"#))
+        .user(&format!(
+            r#"{{{ABC}, "mcp": {{"allowed": ["a", "b", "c"]}}}}"#
+        ))
         .allowed_mcp_flag(&["a", "b"])
         .desired();
     assert_eq!(mcp_reason(&s, "c"), Some(Reason::NotAllowed));
@@ -251,7 +309,9 @@ fn settings_can_narrow_within_cli_bound_k() {
 #[test]
 fn without_cli_bound_settings_allow_list_wins_unbounded_k() {
     let s = srcs()
-        .user(&format!(r#"{{{ABC}, "mcp": {{"allowed": ["a", "b", "c"]}}}}"#))
+        .user(&format!(
+            r#"{{{ABC}, "mcp": {{"allowed": ["a", "b", "c"]}}}}"#
+        ))
         .desired();
     for n in ["a", "b", "c"] {
         assert_eq!(mcp_reason(&s, n), None, "{n}");
@@ -286,7 +346,9 @@ fn allow_lists_accept_star_and_question_globs_in_both_lists_k() {
                                      "gitea": {"command": "x"}, "time": {"command": "x"}}"#;
     // CLI bound `git*`, settings `git-?ab` → only git-lab.
     let s = srcs()
-        .user(&format!(r#"{{{servers}, "mcp": {{"allowed": ["git-?ab"]}}}}"#))
+        .user(&format!(
+            r#"{{{servers}, "mcp": {{"allowed": ["git-?ab"]}}}}"#
+        ))
         .allowed_mcp_flag(&["git*"])
         .desired();
     assert_eq!(mcp_reason(&s, "git-lab"), None);
@@ -476,7 +538,10 @@ fn approval_survives_remove_and_identical_readd_e() {
         .approvals(&file)
         .desired();
     assert!(!removed.mcp.contains_key("p"));
-    assert!(removed.approvals.contains_key("p"), "records are never dropped");
+    assert!(
+        removed.approvals.contains_key("p"),
+        "records are never dropped"
+    );
     let readded = srcs().mcp_json(P).approvals(&file).desired();
     assert_eq!(mcp_reason(&readded, "p"), None);
 }
@@ -494,7 +559,9 @@ fn rotating_a_secret_keeps_approval_hash_but_changes_config_hash_d() {
     let entry = r#"{"mcpServers": {"p": {"command": "srv", "env": {"API_KEY": "$TOKEN"},
                     "headers": {}, "args": ["--key=${TOKEN}"]}}}"#;
     let old = srcs().mcp_json(entry).env(env_with(&[("TOKEN", "old")]));
-    let new = srcs().mcp_json(entry).env(env_with(&[("TOKEN", "rotated")]));
+    let new = srcs()
+        .mcp_json(entry)
+        .env(env_with(&[("TOKEN", "rotated")]));
     let (so, sn) = (old.desired(), new.desired());
     let (po, pn) = (mcp_spec(&so, "p"), mcp_spec(&sn, "p"));
     assert_eq!(po.env.as_ref().unwrap()["API_KEY"], "old");

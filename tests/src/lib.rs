@@ -1,3 +1,4 @@
 //! Envtest harness and fake servers for Steward's integration tests.
 pub mod fake_lsp;
 pub mod fake_mcp;
+pub mod harness;

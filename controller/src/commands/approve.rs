@@ -44,7 +44,9 @@ impl Verb {
 /// Why a decision was refused. Messages read after "failed to".
 #[derive(Debug, thiserror::Error)]
 pub enum DecisionError {
-    #[error("{verb} {name}: no MCP server of that name is configured for {workspace}; {known}{hint}")]
+    #[error(
+        "{verb} {name}: no MCP server of that name is configured for {workspace}; {known}{hint}"
+    )]
     Unknown {
         verb: &'static str,
         name: String,
@@ -61,7 +63,9 @@ pub enum DecisionError {
         source_kind: String,
         scope: String,
     },
-    #[error("{verb} {name}: it is a language server; only MCP servers from .mcp.json or .qwen/settings.json need approval")]
+    #[error(
+        "{verb} {name}: it is a language server; only MCP servers from .mcp.json or .qwen/settings.json need approval"
+    )]
     LanguageServer { verb: &'static str, name: String },
     #[error(transparent)]
     Store(#[from] ApprovalsError),
@@ -182,14 +186,14 @@ pub fn run(
             "nothing to {}: {}",
             verb.word(),
             match verb {
-                Verb::Approve => "every gated server is already approved for its current configuration",
+                Verb::Approve =>
+                    "every gated server is already approved for its current configuration",
                 Verb::Reject => "no gated server is pending a decision",
             }
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    approvals::record(&paths.approvals, &paths.workspace, &chosen)
-        .map_err(DecisionError::from)?;
+    approvals::record(&paths.approvals, &paths.workspace, &chosen).map_err(DecisionError::from)?;
 
     for (name, hash, status) in &chosen {
         writeln!(

@@ -14,6 +14,7 @@ use crate::cli::{Cli, Command};
 use crate::paths::{Paths, PathsError};
 
 pub mod approve;
+pub mod live;
 pub mod schema;
 pub mod status;
 pub mod validate;
@@ -33,7 +34,9 @@ pub enum CommandError {
     },
     #[error(transparent)]
     Paths(#[from] PathsError),
-    #[error("read {NOW_VAR}={value:?}: {source} (expected an RFC 3339 time such as 2025-01-01T00:00:00Z)")]
+    #[error(
+        "read {NOW_VAR}={value:?}: {source} (expected an RFC 3339 time such as 2025-01-01T00:00:00Z)"
+    )]
     Now {
         value: String,
         source: humantime::TimestampError,
@@ -44,6 +47,13 @@ pub enum CommandError {
     Decision(#[from] approve::DecisionError),
     #[error(transparent)]
     Output(#[from] crate::output::OutputError),
+    #[error(transparent)]
+    Control(#[from] crate::control::ControlError),
+    #[error(transparent)]
+    Run(#[from] crate::controller::RunError),
+    /// The controller answered with an error (already phrased for "failed to").
+    #[error("{0}")]
+    Controller(String),
     /// Writing our own output failed (a closed pipe is not reported).
     #[error("write the output: {0}")]
     Io(#[from] io::Error),
@@ -98,23 +108,45 @@ pub fn run(
         Command::Status(args) => {
             let paths = resolve_paths(&workspace, env)?;
             let now = now(env)?;
-            status::run(
-                &paths,
-                &args.desired.inputs(),
-                args.output,
-                args.offline,
-                env,
-                now,
-                io,
-            )
+            if args.offline {
+                status::run(&paths, &args.desired.inputs(), args.output, env, now, io)
+            } else {
+                live::status(
+                    &paths,
+                    &args.desired.inputs(),
+                    args.output,
+                    args.watch,
+                    env,
+                    now,
+                    io,
+                )
+            }
         }
         Command::Approve(args) => {
             let paths = resolve_paths(&workspace, env)?;
-            approve::run(&paths, approve::Verb::Approve, &args.names, args.all, env, io)
+            approve::run(
+                &paths,
+                approve::Verb::Approve,
+                &args.names,
+                args.all,
+                env,
+                io,
+            )
         }
         Command::Reject(args) => {
             let paths = resolve_paths(&workspace, env)?;
-            approve::run(&paths, approve::Verb::Reject, &args.names, args.all, env, io)
+            approve::run(
+                &paths,
+                approve::Verb::Reject,
+                &args.names,
+                args.all,
+                env,
+                io,
+            )
         }
+        Command::Run(args) => live::run(&workspace, args),
+        Command::Reload => live::reload(&resolve_paths(&workspace, env)?, io),
+        Command::Stop(args) => live::stop_start(&resolve_paths(&workspace, env)?, &args.names, true, io),
+        Command::Start(args) => live::stop_start(&resolve_paths(&workspace, env)?, &args.names, false, io),
     }
 }

@@ -55,7 +55,11 @@ pub fn write_all(name: &str, dir: &Path) -> Result<Vec<PathBuf>, SchemaError> {
     Ok(written)
 }
 
-pub fn run(name: Option<&str>, out: Option<&Path>, io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
+pub fn run(
+    name: Option<&str>,
+    out: Option<&Path>,
+    io: &mut Io<'_>,
+) -> Result<ExitCode, CommandError> {
     let name = name.unwrap_or("all");
     let Some(chosen) = selected(name) else {
         let names: Vec<&str> = schemas::NAMES.iter().map(|(n, _)| *n).collect();

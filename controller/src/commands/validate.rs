@@ -94,10 +94,11 @@ pub fn run(
             writeln!(io.out, "{d}")?;
         }
     }
+    let noun = if files.is_empty() { "source" } else { "file" };
     if problems > 0 {
         writeln!(
             io.err,
-            "{problems} problem{} in {bad_sources} of {} source{}",
+            "{problems} problem{} in {bad_sources} of {} {noun}{}",
             plural(problems),
             checked.len(),
             plural(checked.len())
@@ -108,21 +109,16 @@ pub fn run(
         .iter()
         .filter(|s| s.state == SourceState::Absent)
         .count();
+    write!(
+        io.err,
+        "ok: {} {noun}{} checked",
+        checked.len(),
+        plural(checked.len())
+    )?;
     if files.is_empty() {
-        writeln!(
-            io.err,
-            "ok: {} source{} checked, {absent} absent",
-            checked.len(),
-            plural(checked.len())
-        )?;
-    } else {
-        writeln!(
-            io.err,
-            "ok: {} file{} checked",
-            checked.len(),
-            plural(checked.len())
-        )?;
+        write!(io.err, ", {absent} absent")?;
     }
+    writeln!(io.err)?;
     Ok(ExitCode::SUCCESS)
 }
 

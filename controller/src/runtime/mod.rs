@@ -1,2 +1,3 @@
 //! Runtime: the processes and protocol connections Steward owns.
+pub mod mcp;
 pub mod process;

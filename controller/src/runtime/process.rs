@@ -956,8 +956,9 @@ async fn poll_until(deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
 /// targets that mean "every process", init, or this process and its group.
 #[allow(unsafe_code)]
 fn send_signal(target: i32, signal: i32) -> io::Result<()> {
-    let me = std::process::id() as i32;
-    if target.unsigned_abs() <= 1 || target == me || Some(-target) == own_pgid() {
+    // SAFETY: getpgrp cannot fail and has no preconditions.
+    let own_group = unsafe { libc::getpgrp() };
+    if target.unsigned_abs() <= 1 || target == std::process::id() as i32 || target == -own_group {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("refusing to signal {target}"),
@@ -970,11 +971,6 @@ fn send_signal(target: i32, signal: i32) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
-}
-
-fn own_pgid() -> Option<i32> {
-    static OWN: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
-    *OWN.get_or_init(|| read_stat(std::process::id() as i32).map(|p| p.pgid))
 }
 
 /// Whether a pipe (read end) still has a writer: poll reports POLLHUP only
@@ -1576,10 +1572,13 @@ mod tests {
 
     #[tokio::test]
     async fn cooperative_child_exits_on_term() {
-        let script = r#"trap 'exit 7' TERM; sleep 1000 & echo ready; wait"#;
+        let script = r#"trap 'exit 7' TERM; sleep 1000 & echo $!; wait"#;
         let mut process = spawner().spawn(&sh(script)).await.unwrap();
         let mut lines = lines_of(&mut process);
-        assert_eq!(next_line(&mut lines).await, "ready");
+        let grandchild: i32 = next_line(&mut lines).await.parse().unwrap();
+        // Between fork and exec the background child still runs the shell's
+        // trap handler and would swallow the TERM (then it is a straggler).
+        eventually("the grandchild runs sleep", || comm(grandchild) == "sleep").await;
         let report = process.stop(Duration::from_secs(10)).await;
         assert_eq!(report.outcome, StopOutcome::ExitedOnTerm, "{report:?}");
         assert_eq!(
@@ -1626,7 +1625,9 @@ mod tests {
             .await
             .unwrap();
         let mut lines = lines_of(&mut process);
-        let grandchild = cleanup.track(next_line(&mut lines).await.parse().unwrap());
+        let pid: i32 = next_line(&mut lines).await.parse().unwrap();
+        eventually("the grandchild runs sleep", || comm(pid) == "sleep").await;
+        let grandchild = cleanup.track(pid);
         assert_eq!(grandchild.pgid as u32, process.pgid());
         let report = process.stop(Duration::from_secs(5)).await;
         assert_eq!(report.outcome, StopOutcome::ExitedOnTerm, "{report:?}");

@@ -159,13 +159,23 @@ impl Srcs {
         });
         self
     }
-    pub fn extension_with_files(mut self, dir: &str, manifest: &str, files: &[(&str, &str)]) -> Self {
+    pub fn extension_with_files(
+        mut self,
+        dir: &str,
+        manifest: &str,
+        files: &[(&str, &str)],
+    ) -> Self {
         self.extensions.push(Ext {
             dir: dir.to_owned(),
             manifest: manifest.to_owned(),
             files: files
                 .iter()
-                .map(|(p, t)| (ext_dir(dir).join(p).to_string_lossy().into_owned(), (*t).to_owned()))
+                .map(|(p, t)| {
+                    (
+                        ext_dir(dir).join(p).to_string_lossy().into_owned(),
+                        (*t).to_owned(),
+                    )
+                })
                 .collect(),
         });
         self
@@ -198,12 +208,6 @@ impl Srcs {
         self.cli.allowed_lsp = Some(names(list));
         self
     }
-    /// Folder trust on (in user settings, merged with `user` if set later
-    /// is not needed: this sets system settings) and no trust rule for WS.
-    pub fn untrusted(self) -> Self {
-        self.system(r#"{"security": {"folderTrust": {"enabled": true}}}"#)
-    }
-
     pub fn cx(&self) -> LoadContext<'_> {
         LoadContext {
             workspace: ws(),
@@ -249,8 +253,16 @@ impl Srcs {
                 "/etc/qwen-code/settings.json",
                 &self.system,
             ),
-            mcp_json: load::load_mcp_json(Path::new("/ws/.mcp.json"), &opt_text(&self.mcp_json), &cx),
-            lsp_json: load::load_lsp_json(Path::new("/ws/.lsp.json"), &opt_text(&self.lsp_json), &cx),
+            mcp_json: load::load_mcp_json(
+                Path::new("/ws/.mcp.json"),
+                &opt_text(&self.mcp_json),
+                &cx,
+            ),
+            lsp_json: load::load_lsp_json(
+                Path::new("/ws/.lsp.json"),
+                &opt_text(&self.lsp_json),
+                &cx,
+            ),
             extensions,
             cli_mcp: self
                 .cli_mcp
@@ -287,7 +299,9 @@ impl Srcs {
 
     /// The merged desired state (every source must be valid).
     pub fn desired(&self) -> DesiredState {
-        desired::desired_state(&self.valid_sources(), ws(), &self.cli, &|p: &Path| p.to_path_buf())
+        desired::desired_state(&self.valid_sources(), ws(), &self.cli, &|p: &Path| {
+            p.to_path_buf()
+        })
     }
 }
 
@@ -298,18 +312,22 @@ pub fn mcp_reason(state: &DesiredState, name: &str) -> Option<Reason> {
 }
 
 pub fn mcp_blocked(state: &DesiredState, name: &str) -> Option<Blocked> {
-    let d = state
-        .mcp
-        .get(name)
-        .unwrap_or_else(|| panic!("MCP server {name} is not configured: {:?}", state.mcp.keys()));
+    let d = state.mcp.get(name).unwrap_or_else(|| {
+        panic!(
+            "MCP server {name} is not configured: {:?}",
+            state.mcp.keys()
+        )
+    });
     admission::admit_mcp(name, &d.spec, state)
 }
 
 pub fn lsp_reason(state: &DesiredState, name: &str) -> Option<Reason> {
-    let d = state
-        .lsp
-        .get(name)
-        .unwrap_or_else(|| panic!("LSP server {name} is not configured: {:?}", state.lsp.keys()));
+    let d = state.lsp.get(name).unwrap_or_else(|| {
+        panic!(
+            "LSP server {name} is not configured: {:?}",
+            state.lsp.keys()
+        )
+    });
     admission::admit_lsp(name, &d.spec, state).map(|b| b.reason)
 }
 
@@ -368,7 +386,11 @@ pub fn ctx(env: &BTreeMap<String, String>, mode: LoadMode) -> LoadContext<'_> {
 /// Load `.mcp.json` text strictly with the standard environment.
 pub fn load_mcp(t: &str) -> ParsedSource {
     let env = env();
-    load::load_mcp_json(Path::new("/ws/.mcp.json"), &text(t), &ctx(&env, LoadMode::Strict))
+    load::load_mcp_json(
+        Path::new("/ws/.mcp.json"),
+        &text(t),
+        &ctx(&env, LoadMode::Strict),
+    )
 }
 
 pub fn load_mcp_mode(t: &str, mode: LoadMode) -> ParsedSource {
@@ -387,21 +409,32 @@ pub fn load_lsp_mode(t: &str, mode: LoadMode) -> ParsedSource {
 
 pub fn load_settings_text(kind: SourceKind, t: &str, mode: LoadMode) -> ParsedSource {
     let env = env();
-    load::load_settings(kind, Path::new("/ws/.qwen/settings.json"), &text(t), &ctx(&env, mode))
+    load::load_settings(
+        kind,
+        Path::new("/ws/.qwen/settings.json"),
+        &text(t),
+        &ctx(&env, mode),
+    )
 }
 
 /// The MCP servers a loaded `.mcp.json`/`--mcp-config` contributes.
 pub fn mcp_servers(p: &ParsedSource) -> &BTreeMap<String, McpServerSpec> {
     match &p.content {
         Content::McpServers(m) => m,
-        other => panic!("expected MCP servers, found {other:?} ({:?})", p.diagnostics),
+        other => panic!(
+            "expected MCP servers, found {other:?} ({:?})",
+            p.diagnostics
+        ),
     }
 }
 
 pub fn lsp_servers(p: &ParsedSource) -> &BTreeMap<String, LspServerSpec> {
     match &p.content {
         Content::LspServers(m) => m,
-        other => panic!("expected LSP servers, found {other:?} ({:?})", p.diagnostics),
+        other => panic!(
+            "expected LSP servers, found {other:?} ({:?})",
+            p.diagnostics
+        ),
     }
 }
 
@@ -425,7 +458,12 @@ pub fn ext_lsp(name: &str, entry: &str) -> LspServerSpec {
     let manifest = format!(r#"{{"name": "e", "lspServers": {{"{name}": {entry}}}}}"#);
     let files: Vec<(String, String)> = Vec::new();
     let read = reader(&files);
-    let p = load::load_extension(&ext_dir("e"), &text(&manifest), &read, &ctx(&env, LoadMode::Strict));
+    let p = load::load_extension(
+        &ext_dir("e"),
+        &text(&manifest),
+        &read,
+        &ctx(&env, LoadMode::Strict),
+    );
     assert!(p.diagnostics.is_empty(), "{entry}: {:?}", p.diagnostics);
     match p.content {
         Content::Extension(e) => e.lsp_servers[name].clone(),

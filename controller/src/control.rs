@@ -1,0 +1,207 @@
+//! The control socket: a unix socket under HOME_DIR through which `steward
+//! status|reload|stop|start` (and later `steward lsp`) talk to a running
+//! controller. Protocol: one JSON request per line; one JSON response per
+//! line (a stream of them for `watch`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use steward_schema::resource::{ReloadSummary, WorkspaceStatus};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+
+/// A request to the controller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "camelCase")]
+pub enum Request {
+    /// The current `WorkspaceStatus`.
+    Status,
+    /// `WorkspaceStatus` now and after every change, until the client hangs up.
+    Watch,
+    /// Re-read every source (extensions included); answers when the reload's
+    /// reconciles have finished.
+    Reload,
+    /// Stop servers and keep them stopped (persisted) until started.
+    Stop { names: Vec<String> },
+    /// Undo `stop`.
+    Start { names: Vec<String> },
+}
+
+/// A response line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Response {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Box<WorkspaceStatus>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload: Option<ReloadSummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl Response {
+    pub fn ok() -> Self {
+        Response {
+            ok: true,
+            error: None,
+            status: None,
+            reload: None,
+            message: None,
+        }
+    }
+
+    pub fn error(message: impl Into<String>) -> Self {
+        Response {
+            ok: false,
+            error: Some(message.into()),
+            ..Response::ok()
+        }
+    }
+}
+
+/// A request that needs the controller's event loop, with where to answer.
+#[derive(Debug)]
+pub struct Incoming {
+    pub request: Request,
+    pub reply: oneshot::Sender<Response>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("reach the controller at {path}: {source}")]
+    Connect {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("talk to the controller: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("read the controller's answer: {0}")]
+    Decode(#[from] serde_json::Error),
+    #[error("the controller closed the connection without answering")]
+    Closed,
+}
+
+/// Bind the socket at `path` (a stale socket from a dead controller is
+/// replaced; the caller holds the controller lock, so it cannot be live).
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    UnixListener::bind(path)
+}
+
+/// Serve connections: every request goes to `to_loop` (the controller's
+/// event loop answers); `Watch` is answered by `watch_stream`.
+pub async fn serve<W, Fut>(listener: UnixListener, to_loop: mpsc::Sender<Incoming>, watch_stream: W)
+where
+    W: Fn(UnixStream) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let to_loop = to_loop.clone();
+        let watch_stream = watch_stream.clone();
+        tokio::spawn(async move {
+            let (read, mut write) = stream.into_split();
+            let mut lines = BufReader::new(read).lines();
+            let Ok(Some(line)) = lines.next_line().await else {
+                return;
+            };
+            let response = match serde_json::from_str::<Request>(&line) {
+                Ok(Request::Watch) => {
+                    let stream = match lines.into_inner().into_inner().reunite(write) {
+                        Ok(s) => s,
+                        Err(_) => return,
+                    };
+                    watch_stream(stream).await;
+                    return;
+                }
+                Ok(request) => {
+                    let (reply, answer) = oneshot::channel();
+                    if to_loop.send(Incoming { request, reply }).await.is_err() {
+                        Response::error("the controller is shutting down")
+                    } else {
+                        answer
+                            .await
+                            .unwrap_or_else(|_| Response::error("the controller is shutting down"))
+                    }
+                }
+                Err(e) => Response::error(format!("parse the request: {e}")),
+            };
+            let _ = write_line(&mut write, &response).await;
+        });
+    }
+}
+
+/// Write one response line.
+pub async fn write_line<W: AsyncWriteExt + Unpin>(w: &mut W, response: &Response) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(response).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    w.write_all(&line).await?;
+    w.flush().await
+}
+
+/// Connect to the controller at `path`, if one is listening.
+pub async fn connect(path: &Path) -> Result<UnixStream, ControlError> {
+    UnixStream::connect(path)
+        .await
+        .map_err(|source| ControlError::Connect {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Send `request` and read one response (bounded by `timeout`).
+pub async fn request(path: &Path, request: &Request, timeout: Duration) -> Result<Response, ControlError> {
+    let stream = connect(path).await?;
+    let (read, mut write) = stream.into_split();
+    let mut line = serde_json::to_vec(request)?;
+    line.push(b'\n');
+    write.write_all(&line).await?;
+    let mut lines = BufReader::new(read).lines();
+    let answer = tokio::time::timeout(timeout, lines.next_line())
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in time"))??;
+    match answer {
+        Some(line) => Ok(serde_json::from_str(&line)?),
+        None => Err(ControlError::Closed),
+    }
+}
+
+/// Open a watch stream: yields each status document as it arrives.
+pub async fn watch(path: &Path) -> Result<mpsc::Receiver<Result<Response, ControlError>>, ControlError> {
+    let stream = connect(path).await?;
+    let (read, mut write) = stream.into_split();
+    let mut line = serde_json::to_vec(&Request::Watch)?;
+    line.push(b'\n');
+    write.write_all(&line).await?;
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        let _keep_open = write;
+        let mut lines = BufReader::new(read).lines();
+        loop {
+            let item = match lines.next_line().await {
+                Ok(Some(line)) => serde_json::from_str(&line).map_err(ControlError::from),
+                Ok(None) => Err(ControlError::Closed),
+                Err(e) => Err(ControlError::Io(e)),
+            };
+            let end = item.is_err();
+            if tx.send(item).await.is_err() || end {
+                return;
+            }
+        }
+    });
+    Ok(rx)
+}

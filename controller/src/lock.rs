@@ -1,0 +1,90 @@
+//! One controller per workspace: an exclusive advisory lock on a file under
+//! HOME_DIR (never in the workspace) that also records the holder's pid, so
+//! a second `steward run` can say who is already running.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("start: another controller (pid {pid}) is already running for {workspace}")]
+    Held { pid: String, workspace: PathBuf },
+    #[error("take the controller lock {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Held for the controller's lifetime; released on drop (and by the kernel
+/// if the process dies).
+#[derive(Debug)]
+pub struct ControllerLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl ControllerLock {
+    pub fn acquire(path: &Path, workspace: &Path) -> Result<Self, LockError> {
+        let io = |source| LockError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                let pid = pid.trim();
+                return Err(LockError::Held {
+                    pid: if pid.is_empty() { "unknown".to_owned() } else { pid.to_owned() },
+                    workspace: workspace.to_path_buf(),
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(io(e)),
+        }
+        file.set_len(0).map_err(io)?;
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        write!(file, "{}", std::process::id()).map_err(io)?;
+        file.flush().map_err(io)?;
+        Ok(ControllerLock {
+            _file: file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_lock_names_the_first_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/controller.lock");
+        let first = ControllerLock::acquire(&path, Path::new("/ws")).unwrap();
+        let err = ControllerLock::acquire(&path, Path::new("/ws")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
+        drop(first);
+        ControllerLock::acquire(&path, Path::new("/ws")).unwrap();
+    }
+}

@@ -1,0 +1,247 @@
+//! The status store: the observed state of every server and of the
+//! controller, and the one place `WorkspaceStatus` documents are assembled.
+//!
+//! Writers (reconcile, the reload tracker) update entries; readers (the
+//! control socket, `status --watch`) take a consistent document and wait for
+//! the next change on a version counter. Conditions follow the Kubernetes
+//! convention: `lastTransitionTime` moves only when `status` changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+use steward_schema::admission;
+use steward_schema::resource::{
+    API_VERSION, Condition, ConditionStatus, ControllerStatus, Item, LspServer, McpServer,
+    Metadata, ReloadSummary, RemovedRef, ResourceKind, ServerStatus, WorkspaceStatus,
+};
+use tokio::sync::watch;
+
+use crate::snapshot::{Key, Snapshot};
+
+/// RFC 3339 (seconds) of a time; `STEWARD_NOW` pins "now" for snapshot tests.
+pub fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// Now, as RFC 3339 (or `STEWARD_NOW` when set, for deterministic output).
+pub fn now_rfc3339() -> String {
+    match std::env::var("STEWARD_NOW") {
+        Ok(v) if !v.is_empty() => v,
+        _ => rfc3339(SystemTime::now()),
+    }
+}
+
+/// Set condition `type_` in `conditions`; the transition time changes only
+/// when the status does.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: ConditionStatus,
+    reason: Option<&str>,
+    message: Option<&str>,
+    now: &str,
+) {
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = now.to_owned();
+            }
+            c.status = status;
+            c.reason = reason.map(str::to_owned);
+            c.message = message.map(str::to_owned);
+        }
+        None => conditions.push(Condition {
+            type_: type_.to_owned(),
+            status,
+            reason: reason.map(str::to_owned),
+            message: message.map(str::to_owned),
+            last_transition_time: now.to_owned(),
+        }),
+    }
+}
+
+/// Facts about the controller process itself.
+#[derive(Debug, Clone, Default)]
+pub struct ControllerFacts {
+    pub pid: Option<u32>,
+    pub started_at: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    servers: BTreeMap<Key, ServerStatus>,
+    last_reload: Option<ReloadSummary>,
+    conditions: Vec<Condition>,
+    removed: BTreeSet<RemovedRef>,
+}
+
+/// Observed state, shared by the reconcilers and the readers.
+#[derive(Debug)]
+pub struct StatusStore {
+    inner: Mutex<Inner>,
+    version: watch::Sender<u64>,
+    facts: ControllerFacts,
+}
+
+impl StatusStore {
+    pub fn new(facts: ControllerFacts) -> Self {
+        StatusStore {
+            inner: Mutex::new(Inner::default()),
+            version: watch::Sender::new(0),
+            facts,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn bump(&self) {
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    /// A receiver that sees a new value after every change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    /// The status of `key`, if it was ever written.
+    pub fn get(&self, key: &Key) -> Option<ServerStatus> {
+        self.lock().servers.get(key).cloned()
+    }
+
+    /// Update the status of `key`, starting from `initial` if it has none.
+    pub fn update(
+        &self,
+        key: &Key,
+        initial: impl FnOnce() -> ServerStatus,
+        f: impl FnOnce(&mut ServerStatus),
+    ) {
+        {
+            let mut inner = self.lock();
+            let entry = inner.servers.entry(key.clone()).or_insert_with(initial);
+            f(entry);
+            inner.removed.remove(&RemovedRef {
+                kind: key.kind,
+                name: key.name.clone(),
+            });
+        }
+        self.bump();
+    }
+
+    /// Forget `key` (it left the configuration); remember it as removed.
+    pub fn remove(&self, key: &Key) {
+        {
+            let mut inner = self.lock();
+            inner.servers.remove(key);
+            inner.removed.insert(RemovedRef {
+                kind: key.kind,
+                name: key.name.clone(),
+            });
+        }
+        self.bump();
+    }
+
+    /// Names removed from the configuration during this controller's life.
+    pub fn removed_names(&self, kind: ResourceKind) -> BTreeSet<String> {
+        self.lock()
+            .removed
+            .iter()
+            .filter(|r| r.kind == kind)
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
+    pub fn set_last_reload(&self, summary: ReloadSummary) {
+        self.lock().last_reload = Some(summary);
+        self.bump();
+    }
+
+    /// Set a controller-level condition.
+    pub fn set_controller_condition(
+        &self,
+        type_: &str,
+        status: ConditionStatus,
+        reason: Option<&str>,
+        message: Option<&str>,
+    ) {
+        let now = now_rfc3339();
+        set_condition(
+            &mut self.lock().conditions,
+            type_,
+            status,
+            reason,
+            message,
+            &now,
+        );
+        self.bump();
+    }
+
+    /// Notify readers that something outside the store changed (a snapshot).
+    pub fn touch(&self) {
+        self.bump();
+    }
+
+    /// The whole document for `snap`, with the observed status of each
+    /// desired server (or its admission status before any reconcile).
+    pub fn workspace_status(&self, snap: &Snapshot) -> WorkspaceStatus {
+        let now = now_rfc3339();
+        let inner = self.lock();
+        let mut items = Vec::new();
+        for (name, d) in &snap.desired.mcp {
+            let key = Key::mcp(name);
+            let status = inner.servers.get(&key).cloned().unwrap_or_else(|| {
+                admission::admission_status(snap.admission.get(&key).and_then(|b| b.as_ref()), &now)
+            });
+            items.push(Item::McpServer(McpServer {
+                api_version: API_VERSION.to_owned(),
+                metadata: Metadata {
+                    name: name.clone(),
+                    source: d.source,
+                    generation: snap.generation(&key),
+                },
+                spec: d.spec.clone(),
+                status,
+            }));
+        }
+        if snap.desired.lsp_enabled {
+            for (name, d) in &snap.desired.lsp {
+                let key = Key::lsp(name);
+                let status = inner.servers.get(&key).cloned().unwrap_or_else(|| {
+                    admission::admission_status(
+                        snap.admission.get(&key).and_then(|b| b.as_ref()),
+                        &now,
+                    )
+                });
+                items.push(Item::LspServer(LspServer {
+                    api_version: API_VERSION.to_owned(),
+                    metadata: Metadata {
+                        name: name.clone(),
+                        source: d.source,
+                        generation: snap.generation(&key),
+                    },
+                    spec: d.spec.clone(),
+                    status,
+                }));
+            }
+        }
+        WorkspaceStatus {
+            api_version: API_VERSION.to_owned(),
+            kind: "WorkspaceStatus".to_owned(),
+            workspace: snap.desired.workspace.to_string_lossy().into_owned(),
+            controller: ControllerStatus {
+                running: true,
+                pid: self.facts.pid,
+                trusted: snap.desired.policy.trusted,
+                lsp_enabled: snap.desired.lsp_enabled,
+                started_at: self.facts.started_at.clone(),
+                last_reload: inner.last_reload.clone(),
+                conditions: inner.conditions.clone(),
+            },
+            sources: snap.source_statuses(),
+            items,
+            removed: inner.removed.iter().cloned().collect(),
+        }
+    }
+}

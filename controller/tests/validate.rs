@@ -1,0 +1,179 @@
+//! `steward validate`: every problem as `path:line:col: message (at /ptr)`
+//! on stdout, exit 1 when there is any; format chosen from the file name.
+
+mod common;
+
+use common::Sandbox;
+
+/// One broken file per kind of problem, in the workspace.
+fn broken_files(sb: &Sandbox) -> Vec<&'static str> {
+    sb.ws_file(
+        "syntax.mcp.json",
+        "{\n  \"mcpServers\": {\n    \"a\": { \"command\": \"x\", },\n  }\n}\n",
+    );
+    sb.ws_file(
+        "types/settings.json",
+        r#"{
+  "mcp": { "allowed": "alpha" },
+  "mcpServers": { "t": { "command": "x", "timeout": "soon" } }
+}"#,
+    );
+    sb.ws_file(
+        "transport.mcp.json",
+        r#"{ "mcpServers": { "ws": { "type": "websocket", "url": "wss://x.example" } } }"#,
+    );
+    sb.ws_file(
+        "transport.lsp.json",
+        r#"{ "go": { "command": "gopls", "transport": "pipe" } }"#,
+    );
+    sb.ws_file(
+        "env.mcp.json",
+        r#"{
+  "mcpServers": {
+    "needs-token": {
+      "command": "srv",
+      "env": { "TOKEN": "${STEWARD_TEST_UNSET_TOKEN}", "MODE": "${MODE:-fast}" }
+    }
+  }
+}"#,
+    );
+    sb.ws_file(
+        "folder.lsp.json",
+        r#"{ "ts": { "command": "tsserver", "workspaceFolder": "../elsewhere" } }"#,
+    );
+    sb.ws_file(
+        "socket.lsp.json",
+        r#"{
+  "go": { "command": "gopls", "transport": "tcp", "socket": { "host": "localhost", "port": "eighty" } },
+  "zig": { "command": "zls", "socket": 42 }
+}"#,
+    );
+    vec![
+        "syntax.mcp.json",
+        "types/settings.json",
+        "transport.mcp.json",
+        "transport.lsp.json",
+        "env.mcp.json",
+        "folder.lsp.json",
+        "socket.lsp.json",
+    ]
+}
+
+#[test]
+fn validate_broken_files_snapshot() {
+    let sb = Sandbox::new();
+    let files = broken_files(&sb);
+    let mut args = vec!["validate"];
+    args.extend(files.iter().copied());
+    let run = sb.run(&args);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    sb.insta_settings().bind(|| {
+        insta::assert_snapshot!(
+            "validate_broken_files",
+            format!("--- stdout\n{}--- stderr\n{}", run.stdout, run.stderr)
+        );
+    });
+}
+
+#[test]
+fn every_problem_line_is_path_line_col() {
+    let sb = Sandbox::new();
+    let files = broken_files(&sb);
+    for file in files {
+        let run = sb.run(&["validate", file]);
+        assert_eq!(run.code, 1, "{file}: {}", run.stdout);
+        for line in run.stdout.lines() {
+            let rest = line
+                .strip_prefix(&format!("{file}:"))
+                .unwrap_or_else(|| panic!("not prefixed by the path: {line}"));
+            let mut parts = rest.splitn(3, ':');
+            let (l, c) = (parts.next().unwrap(), parts.next().unwrap());
+            assert!(
+                l.parse::<u32>().is_ok() && c.parse::<u32>().is_ok(),
+                "no line:col in {line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn unset_variable_names_variable_file_and_key() {
+    let sb = Sandbox::new();
+    broken_files(&sb);
+    let run = sb.run(&["validate", "env.mcp.json"]);
+    assert_eq!(run.code, 1);
+    let line = run.stdout.trim();
+    assert!(line.starts_with("env.mcp.json:"), "{line}");
+    assert!(line.contains("STEWARD_TEST_UNSET_TOKEN"), "{line}");
+    assert!(line.contains("/mcpServers/needs-token/env/TOKEN"), "{line}");
+    // A variable with a default is fine.
+    assert!(!line.contains("MODE"), "{line}");
+}
+
+#[test]
+fn workspace_validation_checks_every_source() {
+    let sb = Sandbox::new();
+    // Nothing at all: every source absent, which is fine.
+    let run = sb.run(&["validate"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.is_empty());
+    assert_eq!(run.stderr, "ok: 8 sources checked, 8 absent\n");
+
+    sb.ws_file(
+        ".mcp.json",
+        r#"{ "mcpServers": { "a": { "command": "x" } } }"#,
+    );
+    sb.home_file(
+        "extensions/e/qwen-extension.json",
+        r#"{ "name": "e", "mcpServers": { "b": { "url": "not a url" } } }"#,
+    );
+    sb.home_file("trustedFolders.json", r#"{ "/x": "TRUST_EVERYTHING" }"#);
+    let run = sb.run(&[
+        "validate",
+        "--mcp-config",
+        r#"{"mcpServers": {"c": {"command": ""}}}"#,
+    ]);
+    assert_eq!(run.code, 1);
+    sb.insta_settings().bind(|| {
+        insta::assert_snapshot!(
+            "validate_workspace",
+            format!("--- stdout\n{}--- stderr\n{}", run.stdout, run.stderr)
+        );
+    });
+}
+
+#[test]
+fn valid_files_pass_with_a_summary() {
+    let sb = Sandbox::new();
+    sb.ws_file(
+        ".mcp.json",
+        "// comments are fine\n{ \"mcpServers\": { \"a\": { \"command\": \"x\" } } }",
+    );
+    sb.ws_file(".lsp.json", r#"{ "rust": { "command": "rust-analyzer" } }"#);
+    let run = sb.run(&["validate", ".mcp.json", ".lsp.json"]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, ""), "{}", run.stderr);
+    assert_eq!(run.stderr, "ok: 2 files checked\n");
+}
+
+#[test]
+fn a_named_file_that_does_not_exist_is_an_error() {
+    let sb = Sandbox::new();
+    let run = sb.run(&["validate", "missing.mcp.json"]);
+    assert_eq!(run.code, 1);
+    assert_eq!(run.stdout, "missing.mcp.json: the file does not exist\n");
+}
+
+#[test]
+fn an_unknown_file_name_is_a_usage_error() {
+    let sb = Sandbox::new();
+    sb.ws_file("package.json", "{}");
+    let run = sb.run(&["validate", "package.json"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("cannot tell the format of package.json"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("qwen-extension.json"), "{}", run.stderr);
+}

@@ -1,0 +1,411 @@
+//! The envtest harness: a temporary HOME_DIR and workspace, the real
+//! `steward` binary, and helpers that wait for status conditions with a
+//! deadline (never fixed sleeps).
+//!
+//! Every process a test starts is cleaned up: the controller is stopped with
+//! SIGTERM (then SIGKILL) when its [`Controller`] is dropped, and the harness
+//! checks that no fake server recorded under the test's directory survives.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use steward::control::{self, Request};
+use steward::paths::Paths;
+use steward_schema::resource::{Item, Phase, WorkspaceStatus};
+
+use crate::fake_mcp::{self, FakeMcpConfig};
+
+/// The cargo target directory the binaries live in.
+fn target_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("CARGO_TARGET_DIR") {
+        return PathBuf::from(dir);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the workspace")
+        .join("target")
+}
+
+/// Path of a binary of this workspace (built once if missing).
+pub fn bin(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    let path = target_dir().join(profile).join(name);
+    if !path.exists() {
+        BUILT.get_or_init(|| {
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.args(["build", "-p", "steward", "-p", "steward-tests", "--bins"]);
+            if profile == "release" {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("run cargo build");
+            assert!(status.success(), "cargo build of the binaries failed");
+        });
+    }
+    path
+}
+
+/// A temporary HOME_DIR + workspace.
+pub struct Env {
+    pub root: tempfile::TempDir,
+    pub home: PathBuf,
+    pub ws: PathBuf,
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Env {
+    pub fn new() -> Self {
+        let root = tempfile::Builder::new()
+            .prefix("stw")
+            .tempdir()
+            .expect("temp dir");
+        let home = root.path().join("home");
+        let ws = root.path().join("ws");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        let ws = std::fs::canonicalize(&ws).unwrap();
+        let home = std::fs::canonicalize(&home).unwrap();
+        Env { root, home, ws }
+    }
+
+    /// The environment every steward process of this test gets.
+    pub fn vars(&self) -> BTreeMap<String, String> {
+        let mut vars = BTreeMap::new();
+        vars.insert("QWEN_HOME".into(), self.home.to_string_lossy().into_owned());
+        vars.insert("HOME".into(), self.home.to_string_lossy().into_owned());
+        let etc = self.root.path().join("etc");
+        vars.insert(
+            "QWEN_CODE_SYSTEM_DEFAULTS_PATH".into(),
+            etc.join("system-defaults.json").to_string_lossy().into_owned(),
+        );
+        vars.insert(
+            "QWEN_CODE_SYSTEM_SETTINGS_PATH".into(),
+            etc.join("settings.json").to_string_lossy().into_owned(),
+        );
+        vars.insert("RUST_LOG".into(), "steward=debug,info".into());
+        vars
+    }
+
+    pub fn paths(&self) -> Paths {
+        let mut env = steward::paths::process_env();
+        env.extend(self.vars());
+        Paths::resolve(&self.ws, &env).expect("paths")
+    }
+
+    /// Write `content` to `rel` under the workspace (parents created), the
+    /// way an editor that saves by rename does.
+    pub fn write(&self, rel: &str, content: &str) {
+        write_atomic(&self.ws.join(rel), content);
+    }
+
+    /// Write a file under HOME_DIR.
+    pub fn write_home(&self, rel: &str, content: &str) {
+        write_atomic(&self.home.join(rel), content);
+    }
+
+    /// A directory for fake-server record files.
+    pub fn records(&self) -> PathBuf {
+        let dir = self.root.path().join("records");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// The record file of fake server `name`.
+    pub fn record(&self, name: &str) -> PathBuf {
+        self.records().join(format!("{name}.jsonl"))
+    }
+
+    /// An `mcpServers` entry that runs the fake MCP server with `config`,
+    /// recording to [`Env::record`]`(name)`.
+    pub fn fake_mcp(&self, name: &str, mut config: FakeMcpConfig) -> Value {
+        if config.name == FakeMcpConfig::default().name {
+            config.name = name.to_owned();
+        }
+        if config.record.is_none() {
+            config.record = Some(self.record(name));
+        }
+        json!({
+            "command": bin("fake-mcp-server").to_string_lossy(),
+            "env": { fake_mcp::CONFIG_ENV: config.to_json() },
+        })
+    }
+
+    /// Run the steward CLI with `args` in this environment.
+    pub fn steward(&self, args: &[&str]) -> Output {
+        Command::new(bin("steward"))
+            .arg("--workspace")
+            .arg(&self.ws)
+            .args(args)
+            .env_clear()
+            .envs(base_env())
+            .envs(self.vars())
+            .output()
+            .expect("run steward")
+    }
+
+    /// Start `steward run` with `args`; returns once its socket answers.
+    pub fn start(&self, args: &[&str]) -> Controller {
+        let log = self.root.path().join(format!("controller-{}.log", nanos()));
+        let log_file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(bin("steward"))
+            .arg("--workspace")
+            .arg(&self.ws)
+            .arg("run")
+            .args(["--crash-backoff-ms", "200", "--start-backoff-ms", "100"])
+            .args(args)
+            .env_clear()
+            .envs(base_env())
+            .envs(self.vars())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("spawn steward run");
+        let mut controller = Controller {
+            child: Some(child),
+            socket: self.paths().socket_path(),
+            log,
+        };
+        controller.wait_ready();
+        controller
+    }
+}
+
+fn base_env() -> Vec<(String, String)> {
+    ["PATH", "LANG", "TMPDIR"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+        .collect()
+}
+
+fn nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default()
+}
+
+/// Write by rename (temp file in the same directory, then rename over).
+pub fn write_atomic(path: &Path, content: &str) {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp{}",
+        path.file_name().unwrap().to_string_lossy(),
+        nanos()
+    ));
+    std::fs::write(&tmp, content).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// A running `steward run`.
+pub struct Controller {
+    child: Option<Child>,
+    socket: PathBuf,
+    pub log: PathBuf,
+}
+
+/// The default deadline for a condition.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+impl Controller {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn wait_ready(&mut self) {
+        let start = Instant::now();
+        while start.elapsed() < DEADLINE {
+            if self.try_status().is_some() {
+                return;
+            }
+            if let Some(Ok(Some(code))) = self.child.as_mut().map(Child::try_wait) {
+                panic!("the controller exited with {code}\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the controller did not answer within {DEADLINE:?}\n{}", self.log_text());
+    }
+
+    /// The live status, if the controller answers.
+    pub fn try_status(&self) -> Option<WorkspaceStatus> {
+        let rt = Self::rt();
+        let r = rt
+            .block_on(control::request(
+                &self.socket,
+                &Request::Status,
+                Duration::from_secs(5),
+            ))
+            .ok()?;
+        r.status.map(|s| *s)
+    }
+
+    pub fn status(&self) -> WorkspaceStatus {
+        self.try_status()
+            .unwrap_or_else(|| panic!("no status from the controller\n{}", self.log_text()))
+    }
+
+    /// Poll the status until `pred` holds (deadline [`DEADLINE`]).
+    pub fn wait_for(&self, what: &str, pred: impl Fn(&WorkspaceStatus) -> bool) -> WorkspaceStatus {
+        self.wait_for_within(what, DEADLINE, pred)
+    }
+
+    pub fn wait_for_within(
+        &self,
+        what: &str,
+        deadline: Duration,
+        pred: impl Fn(&WorkspaceStatus) -> bool,
+    ) -> WorkspaceStatus {
+        let start = Instant::now();
+        let mut last = None;
+        while start.elapsed() < deadline {
+            if let Some(s) = self.try_status() {
+                if pred(&s) {
+                    return s;
+                }
+                last = Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(15));
+        }
+        panic!(
+            "timed out after {deadline:?} waiting for: {what}\nlast status: {}\ncontroller log:\n{}",
+            serde_json::to_string_pretty(&last).unwrap_or_default(),
+            self.log_text()
+        );
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Send SIGTERM and wait for the exit status (bounded).
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        signal(child.id() as i32, libc::SIGTERM);
+        let start = Instant::now();
+        while start.elapsed() < DEADLINE {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        child.wait().ok()
+    }
+
+    /// SIGKILL the controller (no cleanup of its own).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+/// Send `sig` to `pid`.
+#[allow(unsafe_code)]
+pub fn signal(pid: i32, sig: i32) -> bool {
+    // SAFETY: kill(2) with a pid we started; no memory is shared.
+    unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// Whether `pid` is alive (and not a zombie).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .unwrap_or("");
+            state != "Z" && state != "X"
+        }
+        Err(_) => false,
+    }
+}
+
+/// Wait until `cond` holds (deadline [`DEADLINE`]); panics with `what`.
+pub fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while start.elapsed() < DEADLINE {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    panic!("timed out after {DEADLINE:?} waiting for: {what}");
+}
+
+/// Every pid that started recording into `dir` (fake servers and grandchildren).
+pub fn recorded_pids(dir: &Path) -> Vec<u32> {
+    let mut pids = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return pids;
+    };
+    for entry in entries.flatten() {
+        if let Ok(events) = fake_mcp::read_record(&entry.path()) {
+            for e in events {
+                if e.event == "start" {
+                    pids.push(e.pid);
+                }
+                if e.event == "grandchild"
+                    && let Some(pid) = e.message.get("pid").and_then(Value::as_u64)
+                {
+                    pids.push(pid as u32);
+                }
+            }
+        }
+    }
+    pids.sort();
+    pids.dedup();
+    pids
+}
+
+/// The item named `name` of kind McpServer.
+pub fn mcp<'a>(status: &'a WorkspaceStatus, name: &str) -> Option<&'a steward_schema::resource::McpServer> {
+    status.items.iter().find_map(|i| match i {
+        Item::McpServer(s) if s.metadata.name == name => Some(s),
+        _ => None,
+    })
+}
+
+/// Whether McpServer `name` is Ready.
+pub fn ready(status: &WorkspaceStatus, name: &str) -> bool {
+    mcp(status, name).is_some_and(|s| s.status.phase == Phase::Ready)
+}
+
+/// The pid of McpServer `name`, if running.
+pub fn pid_of(status: &WorkspaceStatus, name: &str) -> Option<u32> {
+    mcp(status, name).and_then(|s| s.status.pid)
+}
+
+/// `{"mcpServers": {...}}` from (name, entry) pairs.
+pub fn mcp_servers(entries: &[(&str, Value)]) -> String {
+    let map: serde_json::Map<String, Value> = entries
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect();
+    serde_json::to_string_pretty(&json!({ "mcpServers": map })).unwrap()
+}
