@@ -53,7 +53,8 @@ McpServer and LspServer resources, decides which of them may run (trust, allow-l
 approvals) and keeps exactly those running.",
     after_help = "Run `steward --help` for the files read, the environment and the exit codes.",
     after_long_help = TOP_AFTER_HELP,
-    propagate_version = true
+    propagate_version = true,
+    args_override_self = true
 )]
 pub struct Cli {
     /// The workspace root (default: the current directory). Symlinks are
@@ -151,7 +152,8 @@ Examples:
     Reject(DecisionArgs),
 
     /// Run the controller for the workspace (until SIGINT/SIGTERM)
-    #[command(long_about = "\
+    #[command(
+        long_about = "\
 Run the controller: start every admitted server, keep each in step with the configuration files \
 while they change (restarting only what changed), restart crashed servers with backoff, and serve \
 `steward status|reload|stop|start` on a control socket under HOME_DIR. One controller per \
@@ -165,7 +167,9 @@ exits at once. Logs go to stderr (RUST_LOG, --log-format).
 Examples:
   steward run
   steward run --workspace ~/src/app --allowed-mcp-server-names github,time
-  RUST_LOG=steward=debug steward run --log-format json")]
+  RUST_LOG=steward=debug steward run --log-format json",
+        args_override_self = true
+    )]
     Run(RunArgs),
 
     /// Re-read every source (extensions included) and apply the result

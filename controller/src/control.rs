@@ -146,7 +146,10 @@ where
 }
 
 /// Write one response line.
-pub async fn write_line<W: AsyncWriteExt + Unpin>(w: &mut W, response: &Response) -> std::io::Result<()> {
+pub async fn write_line<W: AsyncWriteExt + Unpin>(
+    w: &mut W,
+    response: &Response,
+) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(response).map_err(std::io::Error::other)?;
     line.push(b'\n');
     w.write_all(&line).await?;
@@ -164,7 +167,11 @@ pub async fn connect(path: &Path) -> Result<UnixStream, ControlError> {
 }
 
 /// Send `request` and read one response (bounded by `timeout`).
-pub async fn request(path: &Path, request: &Request, timeout: Duration) -> Result<Response, ControlError> {
+pub async fn request(
+    path: &Path,
+    request: &Request,
+    timeout: Duration,
+) -> Result<Response, ControlError> {
     let stream = connect(path).await?;
     let (read, mut write) = stream.into_split();
     let mut line = serde_json::to_vec(request)?;
@@ -181,7 +188,9 @@ pub async fn request(path: &Path, request: &Request, timeout: Duration) -> Resul
 }
 
 /// Open a watch stream: yields each status document as it arrives.
-pub async fn watch(path: &Path) -> Result<mpsc::Receiver<Result<Response, ControlError>>, ControlError> {
+pub async fn watch(
+    path: &Path,
+) -> Result<mpsc::Receiver<Result<Response, ControlError>>, ControlError> {
     let stream = connect(path).await?;
     let (read, mut write) = stream.into_split();
     let mut line = serde_json::to_vec(&Request::Watch)?;

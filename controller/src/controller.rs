@@ -111,7 +111,10 @@ fn write_stopped(path: &Path, keys: &BTreeSet<Key>) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?)?;
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?,
+    )?;
     std::fs::rename(&tmp, path)
 }
 
@@ -216,7 +219,12 @@ impl Shared {
     /// sources that were saved (a save retries a `Failed` server at once).
     fn apply(&self, applied: &Applied, tracker: &mut ReloadTracker, trigger: &str) {
         let snap = self.store.snapshot();
-        let mut keys: BTreeSet<Key> = applied.changed.iter().filter(|k| runs(k)).cloned().collect();
+        let mut keys: BTreeSet<Key> = applied
+            .changed
+            .iter()
+            .filter(|k| runs(k))
+            .cloned()
+            .collect();
         for key in snap.keys().into_iter().filter(runs) {
             let from_touched = snap
                 .get(&key)
@@ -501,7 +509,10 @@ fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> 
     r.message = Some(format!(
         "{} {}",
         if stop { "stopped" } else { "started" },
-        keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ")
+        keys.iter()
+            .map(|k| k.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     ));
     r
 }

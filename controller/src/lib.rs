@@ -48,6 +48,7 @@ pub mod cli;
 pub mod commands;
 pub mod control;
 pub mod controller;
+pub mod entry;
 pub mod lock;
 pub mod offline;
 pub mod output;

@@ -48,7 +48,11 @@ impl ControllerLock {
                 let _ = file.read_to_string(&mut pid);
                 let pid = pid.trim();
                 return Err(LockError::Held {
-                    pid: if pid.is_empty() { "unknown".to_owned() } else { pid.to_owned() },
+                    pid: if pid.is_empty() {
+                        "unknown".to_owned()
+                    } else {
+                        pid.to_owned()
+                    },
                     workspace: workspace.to_path_buf(),
                 });
             }

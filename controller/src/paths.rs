@@ -39,10 +39,11 @@ pub enum PathsError {
 impl Paths {
     /// Resolve from the environment `env` and a workspace directory.
     pub fn resolve(workspace: &Path, env: &BTreeMap<String, String>) -> Result<Self, PathsError> {
-        let workspace = std::fs::canonicalize(workspace).map_err(|source| PathsError::Workspace {
-            path: workspace.to_path_buf(),
-            source,
-        })?;
+        let workspace =
+            std::fs::canonicalize(workspace).map_err(|source| PathsError::Workspace {
+                path: workspace.to_path_buf(),
+                source,
+            })?;
         let home_dir = match env.get("QWEN_HOME").filter(|v| !v.is_empty()) {
             Some(h) => PathBuf::from(h),
             None => PathBuf::from(env.get("HOME").ok_or(PathsError::NoHome)?).join(".qwen"),

@@ -21,9 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use steward_schema::admission::Blocked;
-use steward_schema::resource::{
-    ConditionStatus, McpServerSpec, Phase, Reason, ServerStatus,
-};
+use steward_schema::resource::{ConditionStatus, McpServerSpec, Phase, Reason, ServerStatus};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -190,9 +188,7 @@ impl Reconciler {
     /// A runtime event arrived for `key`: remember it for the next reconcile.
     pub fn note_event(&self, event: &RuntimeEvent) {
         let mut flags = lock(&self.flags);
-        let f = flags
-            .entry((event.key.clone(), event.conn_id))
-            .or_default();
+        let f = flags.entry((event.key.clone(), event.conn_id)).or_default();
         match &event.dead {
             Some(msg) => f.dead = Some(msg.clone()),
             None => f.refresh = true,
@@ -416,7 +412,9 @@ impl Reconciler {
         let now = Instant::now();
         // A backoff still running (start failure or crash loop) says "not yet".
         let not_before = {
-            let b = lock(&self.backoff).next_retry_at(key).filter(|at| *at > now);
+            let b = lock(&self.backoff)
+                .next_retry_at(key)
+                .filter(|at| *at > now);
             let c = lock(&self.crash)
                 .next_retry_at(key, hash)
                 .filter(|at| *at > now);

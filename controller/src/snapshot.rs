@@ -184,7 +184,9 @@ impl Snapshot {
     pub fn changed_keys(&self, next: &Snapshot) -> Vec<Key> {
         let keys: BTreeSet<&Key> = self.admission.keys().chain(next.admission.keys()).collect();
         keys.into_iter()
-            .filter(|k| self.get(k) != next.get(k) || self.admission.get(k) != next.admission.get(k))
+            .filter(|k| {
+                self.get(k) != next.get(k) || self.admission.get(k) != next.admission.get(k)
+            })
             .cloned()
             .collect()
     }
@@ -359,7 +361,9 @@ impl DesiredStore {
                 None => {
                     let empty = ParsedSource::absent(ext.kind, ext.path.clone());
                     let kept = keep(&empty, ext);
-                    if kept.is_valid() && kept.state != steward_schema::resource::SourceState::Absent {
+                    if kept.is_valid()
+                        && kept.state != steward_schema::resource::SourceState::Absent
+                    {
                         set.extensions.push(kept);
                     }
                 }

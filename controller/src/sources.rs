@@ -57,11 +57,7 @@ pub enum SourceRef {
 }
 
 /// Load one source of the workspace.
-pub fn load_one(
-    which: &SourceRef,
-    paths: &Paths,
-    cx: &LoadContext<'_>,
-) -> ParsedSource {
+pub fn load_one(which: &SourceRef, paths: &Paths, cx: &LoadContext<'_>) -> ParsedSource {
     match which {
         SourceRef::Settings(kind) => {
             let path = match kind {

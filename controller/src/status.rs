@@ -241,7 +241,24 @@ impl StatusStore {
             },
             sources: snap.source_statuses(),
             items,
-            removed: inner.removed.iter().cloned().collect(),
+            // Removed from the desired state: already forgotten, or still stopping.
+            removed: inner
+                .removed
+                .iter()
+                .cloned()
+                .chain(
+                    inner
+                        .servers
+                        .keys()
+                        .filter(|k| !snap.admission.contains_key(k))
+                        .map(|k| RemovedRef {
+                            kind: k.kind,
+                            name: k.name.clone(),
+                        }),
+                )
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
         }
     }
 }

@@ -280,7 +280,9 @@ pub fn unavailable_reason(
         return Some(UnavailableReason::Excluded);
     }
     match approval_state(name, &d.spec, &state.approvals) {
-        ApprovalState::Pending | ApprovalState::Rejected => Some(UnavailableReason::PendingApproval),
+        ApprovalState::Pending | ApprovalState::Rejected => {
+            Some(UnavailableReason::PendingApproval)
+        }
         _ => None,
     }
 }

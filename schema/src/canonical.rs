@@ -83,6 +83,9 @@ mod tests {
     #[test]
     fn escaping_is_stable() {
         let v = json!({"k\"ey": "line\nbreak \u{1F600}"});
-        assert_eq!(canonical_json(&v), "{\"k\\\"ey\":\"line\\nbreak \u{1F600}\"}");
+        assert_eq!(
+            canonical_json(&v),
+            "{\"k\\\"ey\":\"line\\nbreak \u{1F600}\"}"
+        );
     }
 }

@@ -80,7 +80,10 @@ impl AllowList {
         self.settings
             .as_deref()
             .is_none_or(|l| glob::matches_any(l, name))
-            && self.cli.as_deref().is_none_or(|l| glob::matches_any(l, name))
+            && self
+                .cli
+                .as_deref()
+                .is_none_or(|l| glob::matches_any(l, name))
     }
 }
 

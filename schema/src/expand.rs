@@ -43,13 +43,18 @@ pub fn extension_vars(extension_path: &str, workspace_path: &str) -> BTreeMap<St
     vars.insert("CLAUDE_PLUGIN_ROOT".to_owned(), extension_path.to_owned());
     vars.insert("workspacePath".to_owned(), workspace_path.to_owned());
     vars.insert("/".to_owned(), std::path::MAIN_SEPARATOR.to_string());
-    vars.insert("pathSeparator".to_owned(), std::path::MAIN_SEPARATOR.to_string());
+    vars.insert(
+        "pathSeparator".to_owned(),
+        std::path::MAIN_SEPARATOR.to_string(),
+    );
     vars
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExpandError {
-    #[error("expand ${{{name}}}: the variable is not set and has no default (write ${{{name}:-default}} to give one)")]
+    #[error(
+        "expand ${{{name}}}: the variable is not set and has no default (write ${{{name}:-default}} to give one)"
+    )]
     Unset { name: String },
     #[error("expand variable reference: missing '}}' after \"${{{text}\"")]
     Unterminated { text: String },
@@ -193,7 +198,10 @@ mod tests {
         let err = expand("Bearer ${API_KEY}", &v).unwrap_err();
         assert_eq!(err.variable(), Some("API_KEY"));
         assert!(err.to_string().contains("${API_KEY}"), "{err}");
-        assert_eq!(expand("$MISSING", &v).unwrap_err().variable(), Some("MISSING"));
+        assert_eq!(
+            expand("$MISSING", &v).unwrap_err().variable(),
+            Some("MISSING")
+        );
     }
 
     #[test]
@@ -208,7 +216,10 @@ mod tests {
             expand("${1abc}", &v),
             Err(ExpandError::Malformed { .. })
         ));
-        assert!(matches!(expand("${}", &v), Err(ExpandError::Malformed { .. })));
+        assert!(matches!(
+            expand("${}", &v),
+            Err(ExpandError::Malformed { .. })
+        ));
     }
 
     #[test]

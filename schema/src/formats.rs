@@ -187,7 +187,9 @@ pub struct McpJsonFile {
 }
 
 /// How Steward talks to a language server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum LspTransport {
     /// The server's stdin/stdout (requires `command`).

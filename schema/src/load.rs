@@ -419,15 +419,8 @@ pub fn load_extension(
             }
             Some(inline) => {
                 if let Some(entries) = lsp_entries(inline, "/lspServers", &path, diags) {
-                    content.lsp_servers = build_lsp_map(
-                        &entries,
-                        "/lspServers",
-                        doc,
-                        &path,
-                        &origin,
-                        cx,
-                        diags,
-                    );
+                    content.lsp_servers =
+                        build_lsp_map(&entries, "/lspServers", doc, &path, &origin, cx, diags);
                 }
             }
         }
@@ -603,7 +596,11 @@ fn entry_of(pointer: &str, maps: &[&str]) -> Option<(String, String)> {
     None
 }
 
-fn typed<T: DeserializeOwned>(value: &Value, path: &Path, diags: &mut Vec<Diagnostic>) -> Option<T> {
+fn typed<T: DeserializeOwned>(
+    value: &Value,
+    path: &Path,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<T> {
     match serde_json::from_value(value.clone()) {
         Ok(v) => Some(v),
         Err(err) => {
@@ -823,7 +820,10 @@ pub fn build_mcp(
     if let Some(c) = &command
         && c.trim().is_empty()
     {
-        errors.push(("/command".to_owned(), "expected a non-empty command".to_owned()));
+        errors.push((
+            "/command".to_owned(),
+            "expected a non-empty command".to_owned(),
+        ));
     }
 
     // Which transport: `type` decides when given; otherwise the precedence of
@@ -831,10 +831,7 @@ pub fn build_mcp(
     let (transport, url, http_url) = match entry.kind {
         Some(McpEntryType::Stdio) => {
             if entry.command.is_none() {
-                errors.push((
-                    String::new(),
-                    "type \"stdio\" needs \"command\"".to_owned(),
-                ));
+                errors.push((String::new(), "type \"stdio\" needs \"command\"".to_owned()));
             }
             (McpTransport::Stdio, None, None)
         }
@@ -1026,7 +1023,10 @@ fn build_lsp(
     if let Some(c) = &command
         && c.trim().is_empty()
     {
-        errors.push(("/command".to_owned(), "expected a non-empty command".to_owned()));
+        errors.push((
+            "/command".to_owned(),
+            "expected a non-empty command".to_owned(),
+        ));
     }
 
     // Socket: `socket` string/object, else top-level host/port/path.
@@ -1035,15 +1035,17 @@ fn build_lsp(
         Some(SocketField::Object(o)) => (o.host.clone(), o.port, o.path.clone()),
         None => (entry.host.clone(), entry.port, entry.path.clone()),
     };
-    let transport = entry.transport.unwrap_or(if command.is_some() || entry.command.is_some() {
-        LspTransport::Stdio
-    } else if port.is_some() {
-        LspTransport::Tcp
-    } else if sock_path.is_some() {
-        LspTransport::Socket
-    } else {
-        LspTransport::Stdio
-    });
+    let transport = entry
+        .transport
+        .unwrap_or(if command.is_some() || entry.command.is_some() {
+            LspTransport::Stdio
+        } else if port.is_some() {
+            LspTransport::Tcp
+        } else if sock_path.is_some() {
+            LspTransport::Socket
+        } else {
+            LspTransport::Stdio
+        });
     let socket = match transport {
         LspTransport::Stdio => {
             if entry.command.is_none() {
@@ -1153,7 +1155,9 @@ fn build_lsp(
         workspace_folder,
         root_uri,
         startup_timeout: entry.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT_MS),
-        shutdown_timeout: entry.shutdown_timeout.unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT_MS),
+        shutdown_timeout: entry
+            .shutdown_timeout
+            .unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT_MS),
         restart_on_crash: entry.restart_on_crash.unwrap_or(false),
         max_restarts: entry.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS),
         trust_required,

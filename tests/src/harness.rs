@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -19,33 +18,26 @@ use steward_schema::resource::{Item, Phase, WorkspaceStatus};
 
 use crate::fake_mcp::{self, FakeMcpConfig};
 
-/// The cargo target directory the binaries live in.
-fn target_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("CARGO_TARGET_DIR") {
-        return PathBuf::from(dir);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ lives in the workspace")
-        .join("target")
-}
-
-/// Path of a binary of this workspace (built once if missing).
+/// Path of a binary of this crate: cargo builds them next to the
+/// integration test executables (`target/<profile>/`), before running them.
+/// `steward` is the real program built as `steward-under-test`.
 pub fn bin(name: &str) -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-    let path = target_dir().join(profile).join(name);
-    if !path.exists() {
-        BUILT.get_or_init(|| {
-            let mut cmd = Command::new(env!("CARGO"));
-            cmd.args(["build", "-p", "steward", "-p", "steward-tests", "--bins"]);
-            if profile == "release" {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("run cargo build");
-            assert!(status.success(), "cargo build of the binaries failed");
-        });
-    }
+    let name = if name == "steward" {
+        "steward-under-test"
+    } else {
+        name
+    };
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("tests run from target/<profile>/deps");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is not built (run through cargo test)",
+        path.display()
+    );
     path
 }
 
@@ -85,7 +77,9 @@ impl Env {
         let etc = self.root.path().join("etc");
         vars.insert(
             "QWEN_CODE_SYSTEM_DEFAULTS_PATH".into(),
-            etc.join("system-defaults.json").to_string_lossy().into_owned(),
+            etc.join("system-defaults.json")
+                .to_string_lossy()
+                .into_owned(),
         );
         vars.insert(
             "QWEN_CODE_SYSTEM_SETTINGS_PATH".into(),
@@ -241,7 +235,10 @@ impl Controller {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("the controller did not answer within {DEADLINE:?}\n{}", self.log_text());
+        panic!(
+            "the controller did not answer within {DEADLINE:?}\n{}",
+            self.log_text()
+        );
     }
 
     /// The live status, if the controller answers.
@@ -384,7 +381,10 @@ pub fn recorded_pids(dir: &Path) -> Vec<u32> {
 }
 
 /// The item named `name` of kind McpServer.
-pub fn mcp<'a>(status: &'a WorkspaceStatus, name: &str) -> Option<&'a steward_schema::resource::McpServer> {
+pub fn mcp<'a>(
+    status: &'a WorkspaceStatus,
+    name: &str,
+) -> Option<&'a steward_schema::resource::McpServer> {
     status.items.iter().find_map(|i| match i {
         Item::McpServer(s) if s.metadata.name == name => Some(s),
         _ => None,

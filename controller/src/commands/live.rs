@@ -61,7 +61,9 @@ pub fn status(
                 })?;
                 print_status(&status, format, now, io)
             }
-            Err(control::ControlError::Connect { .. }) => offline(paths, inputs, format, env, now, io),
+            Err(control::ControlError::Connect { .. }) => {
+                offline(paths, inputs, format, env, now, io)
+            }
             Err(e) => Err(e.into()),
         };
     }
@@ -93,10 +95,18 @@ pub fn status(
         let now = SystemTime::now();
         match format {
             Format::Json => {
-                writeln!(io.out, "{}", serde_json::to_string(&status).map_err(std::io::Error::other)?)?;
+                writeln!(
+                    io.out,
+                    "{}",
+                    serde_json::to_string(&status).map_err(std::io::Error::other)?
+                )?;
             }
             Format::Yaml => {
-                write!(io.out, "---\n{}", output::render(&status, Format::Yaml, now)?)?;
+                write!(
+                    io.out,
+                    "---\n{}",
+                    output::render(&status, Format::Yaml, now)?
+                )?;
             }
             Format::Table => {
                 let table = output::render_table(&status, now);
@@ -132,7 +142,11 @@ fn changed(prev: &WorkspaceStatus, item: &Item) -> bool {
         for c in &mut s.conditions {
             c.last_transition_time.clear();
         }
-        (i.kind(), i.name().to_owned(), serde_json::to_string(&s).unwrap_or_default())
+        (
+            i.kind(),
+            i.name().to_owned(),
+            serde_json::to_string(&s).unwrap_or_default(),
+        )
     };
     let now = strip(item);
     !prev.items.iter().any(|p| strip(p) == now)
@@ -189,12 +203,22 @@ fn need_controller(paths: &Paths, e: control::ControlError) -> CommandError {
 pub fn reload(paths: &Paths, io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
     let rt = runtime()?;
     let response = rt
-        .block_on(control::request(&paths.socket_path(), &Request::Reload, REQUEST_TIMEOUT))
+        .block_on(control::request(
+            &paths.socket_path(),
+            &Request::Reload,
+            REQUEST_TIMEOUT,
+        ))
         .map_err(|e| need_controller(paths, e))?;
     let response = answer(response)?;
     match response.reload {
         Some(s) => {
-            let list = |v: &[String]| if v.is_empty() { "-".to_owned() } else { v.join(", ") };
+            let list = |v: &[String]| {
+                if v.is_empty() {
+                    "-".to_owned()
+                } else {
+                    v.join(", ")
+                }
+            };
             writeln!(io.out, "added:     {}", list(&s.added))?;
             writeln!(io.out, "removed:   {}", list(&s.removed))?;
             writeln!(io.out, "restarted: {}", list(&s.restarted))?;
@@ -203,25 +227,46 @@ pub fn reload(paths: &Paths, io: &mut Io<'_>) -> Result<ExitCode, CommandError> 
             for skip in &s.skipped {
                 writeln!(io.out, "skipped:   {} ({})", skip.name, skip.reason)?;
             }
-            Ok(if s.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if s.failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         None => {
-            writeln!(io.out, "{}", response.message.unwrap_or_else(|| "reloaded".to_owned()))?;
+            writeln!(
+                io.out,
+                "{}",
+                response.message.unwrap_or_else(|| "reloaded".to_owned())
+            )?;
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
 /// `steward stop` / `steward start`.
-pub fn stop_start(paths: &Paths, names: &[String], stop: bool, io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
+pub fn stop_start(
+    paths: &Paths,
+    names: &[String],
+    stop: bool,
+    io: &mut Io<'_>,
+) -> Result<ExitCode, CommandError> {
     let rt = runtime()?;
     let request = if stop {
-        Request::Stop { names: names.to_vec() }
+        Request::Stop {
+            names: names.to_vec(),
+        }
     } else {
-        Request::Start { names: names.to_vec() }
+        Request::Start {
+            names: names.to_vec(),
+        }
     };
     let response = rt
-        .block_on(control::request(&paths.socket_path(), &request, REQUEST_TIMEOUT))
+        .block_on(control::request(
+            &paths.socket_path(),
+            &request,
+            REQUEST_TIMEOUT,
+        ))
         .map_err(|e| need_controller(paths, e))?;
     let response = answer(response)?;
     if let Some(m) = response.message {
@@ -280,13 +325,16 @@ pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, Comma
         let signals = shutdown.clone();
         tokio::spawn(async move {
             use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut int), Ok(mut term)) =
-                (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-            else {
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
                 return;
             };
             tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-            tracing::info!("signal received: stopping every server (a second signal exits at once)");
+            tracing::info!(
+                "signal received: stopping every server (a second signal exits at once)"
+            );
             signals.cancel();
             tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
             tracing::warn!("second signal: exiting at once");

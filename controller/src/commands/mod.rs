@@ -146,7 +146,11 @@ pub fn run(
         }
         Command::Run(args) => live::run(&workspace, args),
         Command::Reload => live::reload(&resolve_paths(&workspace, env)?, io),
-        Command::Stop(args) => live::stop_start(&resolve_paths(&workspace, env)?, &args.names, true, io),
-        Command::Start(args) => live::stop_start(&resolve_paths(&workspace, env)?, &args.names, false, io),
+        Command::Stop(args) => {
+            live::stop_start(&resolve_paths(&workspace, env)?, &args.names, true, io)
+        }
+        Command::Start(args) => {
+            live::stop_start(&resolve_paths(&workspace, env)?, &args.names, false, io)
+        }
     }
 }
