@@ -192,6 +192,67 @@ Example:
 
     /// Undo `steward stop`
     Start(NamesArgs),
+
+    /// Use the running language servers: hover, definition, diagnostics...
+    #[command(long_about = "\
+Ask the running controller's language servers. Positions are FILE:LINE:COL, 1-based like \
+compiler output. The server is chosen by the file's extension (extensionToLanguage in .lsp.json, \
+else the usual language of the extension matched against a server's `languages`). A document is \
+opened on first use (didOpen), tracked, and sent didChange when the file changed on disk since; \
+after a server restarts, every tracked document is opened again before the reload counts as done.
+
+Examples:
+  steward lsp hover src/main.c:12:5
+  steward lsp diagnostics app.py
+  steward lsp symbols app.py -o json
+  steward lsp request --server clangd textDocument/foldingRange '{\"textDocument\":{\"uri\":\"file:///w/a.c\"}}'")]
+    Lsp(LspArgs),
+}
+
+/// `steward lsp`.
+#[derive(Debug, Args)]
+pub struct LspArgs {
+    /// Output: readable text (default) or the server's JSON answer
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = LspFormat::Text, global = true)]
+    pub output: LspFormat,
+
+    #[command(subcommand)]
+    pub command: LspCommand,
+}
+
+/// Output of `steward lsp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LspFormat {
+    Text,
+    Json,
+}
+
+/// The `steward lsp` operations.
+#[derive(Debug, Subcommand)]
+pub enum LspCommand {
+    /// Open (or refresh) a document on its server
+    Open { file: PathBuf },
+    /// Hover information at FILE:LINE:COL
+    Hover { location: String },
+    /// Where the symbol at FILE:LINE:COL is defined
+    Definition { location: String },
+    /// Every reference to the symbol at FILE:LINE:COL
+    References { location: String },
+    /// The document's symbols
+    Symbols { file: PathBuf },
+    /// The server's diagnostics for the document (waits briefly for them)
+    Diagnostics { file: PathBuf },
+    /// Send any request: METHOD [PARAMS_JSON]
+    Request {
+        /// The server (default: chosen by --file)
+        #[arg(long)]
+        server: Option<String>,
+        /// Open this document first (and choose the server by it)
+        #[arg(long)]
+        file: Option<PathBuf>,
+        method: String,
+        params: Option<String>,
+    },
 }
 
 /// `steward stop` / `steward start`.

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 
 /// A request to the controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "camelCase")]
+#[serde(tag = "request", rename_all = "camelCase")]
 pub enum Request {
     /// The current `WorkspaceStatus`.
     Status,
@@ -27,6 +27,44 @@ pub enum Request {
     Stop { names: Vec<String> },
     /// Undo `stop`.
     Start { names: Vec<String> },
+    /// Use a language server (`steward lsp ...`).
+    Lsp(LspQuery),
+}
+
+/// What `steward lsp` asks of a language server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LspQuery {
+    pub op: LspOp,
+    /// Absolute path of the document (all ops but `request`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+    /// 1-based line and column (character) of the position ops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+    /// Which server (default: chosen by the file's extension / language).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// `request`: the method and its params.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<serde_json::Value>,
+}
+
+/// The `steward lsp` operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LspOp {
+    Open,
+    Hover,
+    Definition,
+    References,
+    Symbols,
+    Diagnostics,
+    Request,
 }
 
 /// A response line.
@@ -42,6 +80,11 @@ pub struct Response {
     pub reload: Option<ReloadSummary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// `steward lsp`: the server used and its answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
 }
 
 impl Response {
@@ -52,6 +95,8 @@ impl Response {
             status: None,
             reload: None,
             message: None,
+            server: None,
+            result: None,
         }
     }
 

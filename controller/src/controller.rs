@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::control::{self, Incoming, Request, Response};
 use crate::lock::{ControllerLock, LockError};
+use crate::lsp_service::LspService;
 use crate::paths::{Paths, PathsError, process_env};
 use crate::queue::{WorkQueue, run_workers};
 use crate::reconcile::{Outcome, ReconcileConfig, Reconciler, RuntimeEvent};
@@ -194,6 +195,7 @@ struct Shared {
     status: Arc<StatusStore>,
     reconciler: Arc<Reconciler>,
     queue: Arc<WorkQueue<Key>>,
+    lsp: Arc<LspService>,
 }
 
 impl Shared {
@@ -266,10 +268,9 @@ impl Shared {
     }
 }
 
-/// Kinds this controller runs today (LSP servers are reported, not run, until
-/// the LSP runtime lands).
-fn runs(key: &Key) -> bool {
-    key.kind == ResourceKind::McpServer
+/// Every desired key is reconciled (LSP keys exist only with LSP enabled).
+fn runs(_key: &Key) -> bool {
+    true
 }
 
 /// Run the controller until `shutdown` is cancelled.
@@ -298,12 +299,14 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let (outcome_tx, mut outcome_rx) = mpsc::unbounded_channel::<(Key, Outcome)>();
     let cancel = CancellationToken::new();
     let spawner = Spawner::new().map_err(RunError::Spawner)?;
+    let lsp = Arc::new(LspService::default());
     let reconciler = Arc::new(Reconciler::new(
         store.clone(),
         status.clone(),
         spawner,
         opts.reconcile.clone(),
         read_stopped(&paths.stopped_file()),
+        lsp.clone(),
         event_tx,
         outcome_tx,
         cancel.clone(),
@@ -314,6 +317,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         status: status.clone(),
         reconciler: reconciler.clone(),
         queue: queue.clone(),
+        lsp,
     };
 
     // Workers.
@@ -468,6 +472,22 @@ fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTrack
                 let _ = reply.send(response);
             });
         }
+        Request::Lsp(query) => {
+            let snap = shared.store.snapshot();
+            let status = shared.status.clone();
+            let lsp = shared.lsp.clone();
+            tokio::spawn(async move {
+                let response = match lsp.query(&snap, &status, query).await {
+                    Ok((server, result)) => Response {
+                        server: Some(server),
+                        result: Some(result),
+                        ..Response::ok()
+                    },
+                    Err(e) => Response::error(e),
+                };
+                let _ = reply.send(response);
+            });
+        }
         Request::Stop { names } | Request::Start { names } if names.is_empty() => {
             let _ = reply.send(Response::error("name at least one server"));
         }
@@ -538,9 +558,8 @@ async fn watch_stream(mut stream: UnixStream, store: Arc<DesiredStore>, status: 
             // A hung-up client is noticed on the next write; also poll for EOF.
             _ = stream.readable() => {
                 let mut buf = [0u8; 1];
-                match stream.try_read(&mut buf) {
-                    Ok(0) => return,
-                    _ => {}
+                if let Ok(0) = stream.try_read(&mut buf) {
+                    return;
                 }
             }
         }

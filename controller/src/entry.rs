@@ -28,7 +28,6 @@ pub fn main() -> ExitCode {
             err: &mut err,
         },
     );
-    drop((out, err));
     match result {
         Ok(code) => code,
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,

@@ -50,6 +50,7 @@ pub mod control;
 pub mod controller;
 pub mod entry;
 pub mod lock;
+pub mod lsp_service;
 pub mod offline;
 pub mod output;
 pub mod paths;

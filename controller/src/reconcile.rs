@@ -27,7 +27,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::{BackoffConfig, CrashLoop, CrashLoopConfig, KeyBackoff};
+use crate::lsp_service::LspService;
 use crate::queue::Requeue;
+use crate::runtime::lsp::{LspConnection, LspEvent};
 use crate::runtime::mcp::{self, McpConnection, McpEvent, McpTimeouts};
 use crate::runtime::process::Spawner;
 use crate::snapshot::{Desired, DesiredStore, Key};
@@ -68,27 +70,48 @@ pub enum Outcome {
     Skipped(Reason),
 }
 
-/// A live connection of either kind.
+/// A live connection of either kind. A language server's connection is
+/// shared with `steward lsp` queries (which hold it only for one bounded
+/// request).
 enum Conn {
     Mcp(McpConnection),
+    Lsp(Arc<LspConnection>),
 }
 
 impl Conn {
     fn pid(&self) -> Option<u32> {
         match self {
             Conn::Mcp(c) => c.pid(),
+            Conn::Lsp(c) => c.pid(),
         }
     }
 
     fn stderr_tail(&self, n: usize) -> Vec<String> {
         match self {
             Conn::Mcp(c) => c.stderr_tail(n),
+            Conn::Lsp(c) => c.stderr_tail(n),
         }
     }
 
     async fn stop(self, config: &ReconcileConfig) {
         match self {
             Conn::Mcp(c) => c.stop(config.close_timeout, config.stop_grace).await,
+            Conn::Lsp(mut c) => {
+                // Queries hold a clone for at most one bounded request.
+                let deadline = Instant::now() + config.close_timeout;
+                loop {
+                    match Arc::try_unwrap(c) {
+                        Ok(conn) => return conn.stop(config.stop_grace).await,
+                        Err(shared) if Instant::now() < deadline => {
+                            c = shared;
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        // Still shared: dropping our handle kills the process
+                        // group when the last query lets go.
+                        Err(_) => return,
+                    }
+                }
+            }
         }
     }
 }
@@ -128,6 +151,13 @@ pub struct Reconciler {
     backoff: Mutex<KeyBackoff<Key>>,
     crash: Mutex<CrashLoop<Key>>,
     stopped: Mutex<BTreeSet<Key>>,
+    /// Language servers that failed for good under a hash (crash without
+    /// `restartOnCrash`, or too many restarts): not started again until the
+    /// spec changes or its source is saved again.
+    held: Mutex<HashMap<Key, (String, Reason, String)>>,
+    /// Crash restarts per language server under its current hash.
+    lsp_crashes: Mutex<HashMap<Key, (String, u32)>>,
+    lsp: Arc<LspService>,
     next_conn_id: AtomicU64,
     events: mpsc::UnboundedSender<RuntimeEvent>,
     outcomes: mpsc::UnboundedSender<(Key, Outcome)>,
@@ -164,6 +194,7 @@ impl Reconciler {
         spawner: Spawner,
         config: ReconcileConfig,
         stopped: BTreeSet<Key>,
+        lsp: Arc<LspService>,
         events: mpsc::UnboundedSender<RuntimeEvent>,
         outcomes: mpsc::UnboundedSender<(Key, Outcome)>,
         cancel: CancellationToken,
@@ -178,6 +209,9 @@ impl Reconciler {
             observed: Mutex::new(HashMap::new()),
             flags: Mutex::new(HashMap::new()),
             stopped: Mutex::new(stopped),
+            held: Mutex::new(HashMap::new()),
+            lsp_crashes: Mutex::new(HashMap::new()),
+            lsp,
             next_conn_id: AtomicU64::new(1),
             events,
             outcomes,
@@ -200,6 +234,8 @@ impl Reconciler {
     pub fn retry_now(&self, key: &Key) {
         lock(&self.backoff).reset(key);
         lock(&self.crash).reset(key);
+        lock(&self.held).remove(key);
+        lock(&self.lsp_crashes).remove(key);
     }
 
     /// Mark `key` stopped (or started) by the user.
@@ -227,12 +263,19 @@ impl Reconciler {
     /// Stop everything, in parallel (controller shutdown).
     pub async fn stop_all(&self) {
         let all: Vec<(Key, Observed)> = lock(&self.observed).drain().collect();
-        let config = &self.config;
         futures::future::join_all(all.into_iter().map(|(key, o)| async move {
             tracing::info!(server = %key, "stopping");
-            o.conn.stop(config).await;
+            self.stop_conn(&key, o.conn).await;
         }))
         .await;
+    }
+
+    /// Stop a connection (taking a language server out of query routing first).
+    async fn stop_conn(&self, key: &Key, conn: Conn) {
+        if matches!(conn, Conn::Lsp(_)) {
+            self.lsp.unpublish(&key.name);
+        }
+        conn.stop(&self.config).await;
     }
 
     fn report(&self, key: &Key, outcome: Outcome) {
@@ -266,11 +309,11 @@ impl Reconciler {
         let Some(desired) = snap.get(key) else {
             if let Some(o) = observed {
                 self.set_status(key, |s| s.phase = Phase::Stopping);
-                o.conn.stop(&self.config).await;
+                self.stop_conn(key, o.conn).await;
             }
             self.status.remove(key);
-            lock(&self.backoff).reset(key);
-            lock(&self.crash).reset(key);
+            self.retry_now(key);
+            self.lsp.forget(&key.name);
             return (Requeue::No, Some(Outcome::Removed));
         };
         let generation = snap.generation(key);
@@ -287,7 +330,7 @@ impl Reconciler {
         if let Some(b) = blocked {
             if let Some(o) = observed {
                 self.set_status(key, |s| s.phase = Phase::Stopping);
-                o.conn.stop(&self.config).await;
+                self.stop_conn(key, o.conn).await;
             }
             let now = now_rfc3339();
             self.set_status(key, |s| {
@@ -340,11 +383,21 @@ impl Reconciler {
             let crashed = flags.dead.clone();
             self.set_status(key, |s| s.phase = Phase::Stopping);
             let (old_hash, started_at) = (o.hash.clone(), o.started_at);
-            o.conn.stop(&self.config).await;
+            self.stop_conn(key, o.conn).await;
             if let Some(msg) = crashed
                 && old_hash == hash
             {
-                return self.crashed(key, &hash, started_at, &msg, &tail);
+                return match desired {
+                    Desired::Lsp(d) => self.lsp_crashed(
+                        key,
+                        &hash,
+                        d.spec.restart_on_crash,
+                        d.spec.max_restarts,
+                        &msg,
+                        &tail,
+                    ),
+                    Desired::Mcp(_) => self.crashed(key, &hash, started_at, &msg, &tail),
+                };
             }
             return self.start(key, &desired, &hash, generation, true).await;
         }
@@ -401,6 +454,75 @@ impl Reconciler {
         (Requeue::At(retry_at), Some(Outcome::Failed))
     }
 
+    /// A language server exited: restart through the queue with
+    /// `restartOnCrash`, up to `maxRestarts`; otherwise it stays `Failed`
+    /// (held) until its spec changes or its source is saved again.
+    fn lsp_crashed(
+        &self,
+        key: &Key,
+        hash: &str,
+        restart_on_crash: bool,
+        max_restarts: u32,
+        msg: &str,
+        tail: &[String],
+    ) -> (Requeue, Option<Outcome>) {
+        let count = {
+            let mut crashes = lock(&self.lsp_crashes);
+            let entry = crashes
+                .entry(key.clone())
+                .or_insert_with(|| (hash.to_owned(), 0));
+            if entry.0 != hash {
+                *entry = (hash.to_owned(), 0);
+            }
+            entry.1 += 1;
+            entry.1
+        };
+        let restart = restart_on_crash && count <= max_restarts;
+        let (reason, message) = if restart {
+            (
+                Reason::Crashed,
+                format!("{msg}; restarting ({count} of {max_restarts})"),
+            )
+        } else if restart_on_crash {
+            (
+                Reason::MaxRestartsExceeded,
+                format!("{msg}; gave up after {max_restarts} restarts (save the file to retry)"),
+            )
+        } else {
+            (
+                Reason::Crashed,
+                format!("{msg}; restartOnCrash is false (save the file to retry)"),
+            )
+        };
+        let message = with_tail(message, tail);
+        tracing::warn!(server = %key, %msg, restart, "language server crashed");
+        let now_s = now_rfc3339();
+        self.set_status(key, |s| {
+            s.phase = Phase::Failed;
+            s.reason = Some(reason);
+            s.message = Some(message.clone());
+            s.pid = None;
+            s.started_at = None;
+            if restart {
+                s.restarts += 1;
+            }
+            set_condition(
+                &mut s.conditions,
+                "Ready",
+                ConditionStatus::False,
+                Some(reason.as_str()),
+                Some(msg),
+                &now_s,
+            );
+        });
+        if restart {
+            (Requeue::After(Duration::ZERO), Some(Outcome::Failed))
+        } else {
+            lock(&self.held).insert(key.clone(), (hash.to_owned(), reason, message));
+            (Requeue::No, Some(Outcome::Failed))
+        }
+    }
+
     async fn start(
         &self,
         key: &Key,
@@ -409,6 +531,10 @@ impl Reconciler {
         generation: u64,
         restarting: bool,
     ) -> (Requeue, Option<Outcome>) {
+        if lock(&self.held).get(key).is_some_and(|(h, _, _)| h == hash) {
+            // Failed for good under this hash; a save or spec change retries.
+            return (Requeue::No, None);
+        }
         let now = Instant::now();
         // A backoff still running (start failure or crash loop) says "not yet".
         let not_before = {
@@ -534,25 +660,43 @@ impl Reconciler {
                 .map(Conn::Mcp)
                 .map_err(|e| (e.reason, e.message))
             }
-            Desired::Lsp(_) => Err((
-                Reason::StartFailed,
-                "language servers are not run by this build yet".to_owned(),
-            )),
+            Desired::Lsp(d) => {
+                let events = self.events.clone();
+                let ev_key = key.clone();
+                let on_event = Arc::new(move |e: LspEvent| {
+                    if let LspEvent::Exited(how) = e {
+                        let _ = events.send(RuntimeEvent {
+                            key: ev_key.clone(),
+                            conn_id,
+                            dead: Some(format!("the server {how}")),
+                        });
+                    }
+                });
+                let conn = LspConnection::connect(&self.spawner, &key.name, &d.spec, on_event)
+                    .await
+                    .map_err(|e| (e.reason, e.message))?;
+                let conn = Arc::new(conn);
+                // Replay tracked documents before the start counts as done.
+                self.lsp.publish(&key.name, conn.clone()).await;
+                Ok(Conn::Lsp(conn))
+            }
         }
     }
 
     async fn refresh(&self, o: &Observed) {
-        match &o.conn {
-            Conn::Mcp(c) => {
-                if let Err(e) = c.refresh().await {
-                    tracing::warn!(%e, "could not refresh the tool list");
-                }
-            }
+        if let Conn::Mcp(c) = &o.conn
+            && let Err(e) = c.refresh().await
+        {
+            tracing::warn!(%e, "could not refresh the tool list");
         }
     }
 
     fn publish_ready(&self, key: &Key, desired: &Desired<'_>, o: &Observed) {
         let now_s = now_rfc3339();
+        let capabilities = match &o.conn {
+            Conn::Lsp(c) => Some(c.capabilities()),
+            Conn::Mcp(_) => None,
+        };
         let (tools, prompts) = match (&o.conn, desired) {
             (Conn::Mcp(c), Desired::Mcp(d)) => {
                 let spec: &McpServerSpec = &d.spec;
@@ -577,6 +721,7 @@ impl Reconciler {
             s.observed_hash = Some(o.hash.clone());
             s.tools = tools;
             s.prompts = prompts;
+            s.capabilities = capabilities;
             s.next_retry_at = None;
             s.started_at = Some(started);
             set_condition(

@@ -19,10 +19,7 @@ use tokio::sync::watch;
 
 use crate::snapshot::{Key, Snapshot};
 
-/// RFC 3339 (seconds) of a time; `STEWARD_NOW` pins "now" for snapshot tests.
-pub fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t).to_string()
-}
+pub use crate::offline::rfc3339;
 
 /// Now, as RFC 3339 (or `STEWARD_NOW` when set, for deterministic output).
 pub fn now_rfc3339() -> String {
@@ -188,41 +185,35 @@ impl StatusStore {
     pub fn workspace_status(&self, snap: &Snapshot) -> WorkspaceStatus {
         let now = now_rfc3339();
         let inner = self.lock();
+        // Observed status, or admission alone before the first reconcile.
+        let status_of = |key: &Key| {
+            inner.servers.get(key).cloned().unwrap_or_else(|| {
+                admission::admission_status(snap.admission.get(key).and_then(|b| b.as_ref()), &now)
+            })
+        };
+        let metadata = |key: &Key, source| Metadata {
+            name: key.name.clone(),
+            source,
+            generation: snap.generation(key),
+        };
         let mut items = Vec::new();
         for (name, d) in &snap.desired.mcp {
             let key = Key::mcp(name);
-            let status = inner.servers.get(&key).cloned().unwrap_or_else(|| {
-                admission::admission_status(snap.admission.get(&key).and_then(|b| b.as_ref()), &now)
-            });
             items.push(Item::McpServer(McpServer {
                 api_version: API_VERSION.to_owned(),
-                metadata: Metadata {
-                    name: name.clone(),
-                    source: d.source,
-                    generation: snap.generation(&key),
-                },
+                metadata: metadata(&key, d.source),
                 spec: d.spec.clone(),
-                status,
+                status: status_of(&key),
             }));
         }
         if snap.desired.lsp_enabled {
             for (name, d) in &snap.desired.lsp {
                 let key = Key::lsp(name);
-                let status = inner.servers.get(&key).cloned().unwrap_or_else(|| {
-                    admission::admission_status(
-                        snap.admission.get(&key).and_then(|b| b.as_ref()),
-                        &now,
-                    )
-                });
                 items.push(Item::LspServer(LspServer {
                     api_version: API_VERSION.to_owned(),
-                    metadata: Metadata {
-                        name: name.clone(),
-                        source: d.source,
-                        generation: snap.generation(&key),
-                    },
+                    metadata: metadata(&key, d.source),
                     spec: d.spec.clone(),
-                    status,
+                    status: status_of(&key),
                 }));
             }
         }

@@ -133,6 +133,31 @@ impl Env {
         })
     }
 
+    /// An `.lsp.json` entry that runs the fake language server with
+    /// `config`, recording to [`Env::record`]`(name)`.
+    pub fn fake_lsp(
+        &self,
+        name: &str,
+        mut config: crate::fake_lsp::Config,
+        exts: &[&str],
+    ) -> Value {
+        if config.name == crate::fake_lsp::Config::default().name {
+            config.name = name.to_owned();
+        }
+        if config.record.is_none() {
+            config.record = Some(self.record(name));
+        }
+        let map: serde_json::Map<String, Value> = exts
+            .iter()
+            .map(|e| ((*e).to_owned(), json!(name)))
+            .collect();
+        json!({
+            "command": bin("fake-lsp-server").to_string_lossy(),
+            "env": { crate::fake_lsp::CONFIG_ENV: config.to_json() },
+            "extensionToLanguage": map,
+        })
+    }
+
     /// Run the steward CLI with `args` in this environment.
     pub fn steward(&self, args: &[&str]) -> Output {
         Command::new(bin("steward"))
@@ -389,6 +414,22 @@ pub fn mcp<'a>(
         Item::McpServer(s) if s.metadata.name == name => Some(s),
         _ => None,
     })
+}
+
+/// The item named `name` of kind LspServer.
+pub fn lsp<'a>(
+    status: &'a WorkspaceStatus,
+    name: &str,
+) -> Option<&'a steward_schema::resource::LspServer> {
+    status.items.iter().find_map(|i| match i {
+        Item::LspServer(s) if s.metadata.name == name => Some(s),
+        _ => None,
+    })
+}
+
+/// Whether LspServer `name` is Ready.
+pub fn lsp_ready(status: &WorkspaceStatus, name: &str) -> bool {
+    lsp(status, name).is_some_and(|s| s.status.phase == Phase::Ready)
 }
 
 /// Whether McpServer `name` is Ready.

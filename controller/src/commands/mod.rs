@@ -15,6 +15,7 @@ use crate::paths::{Paths, PathsError};
 
 pub mod approve;
 pub mod live;
+pub mod lsp;
 pub mod schema;
 pub mod status;
 pub mod validate;
@@ -149,6 +150,7 @@ pub fn run(
         Command::Stop(args) => {
             live::stop_start(&resolve_paths(&workspace, env)?, &args.names, true, io)
         }
+        Command::Lsp(args) => lsp::run(&resolve_paths(&workspace, env)?, args, io),
         Command::Start(args) => {
             live::stop_start(&resolve_paths(&workspace, env)?, &args.names, false, io)
         }

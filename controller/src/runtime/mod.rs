@@ -1,3 +1,4 @@
 //! Runtime: the processes and protocol connections Steward owns.
+pub mod lsp;
 pub mod mcp;
 pub mod process;
