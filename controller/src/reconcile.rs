@@ -74,7 +74,7 @@ pub enum Outcome {
 /// shared with `steward lsp` queries (which hold it only for one bounded
 /// request).
 enum Conn {
-    Mcp(McpConnection),
+    Mcp(Box<McpConnection>),
     Lsp(Arc<LspConnection>),
 }
 
@@ -657,7 +657,7 @@ impl Reconciler {
                     on_event,
                 )
                 .await
-                .map(Conn::Mcp)
+                .map(|c| Conn::Mcp(Box::new(c)))
                 .map_err(|e| (e.reason, e.message))
             }
             Desired::Lsp(d) => {

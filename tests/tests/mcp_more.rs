@@ -373,7 +373,11 @@ fn streamable_http_servers_connect_a_header_edit_reconnects_and_sse_is_refused()
             m.status.phase == Phase::Ready
                 && m.metadata.generation == gen1 + 1
                 && m.status.observed_hash.as_deref() == Some(m.spec.config_hash.as_str())
-        })
+        }) && s
+            .controller
+            .last_reload
+            .as_ref()
+            .is_some_and(|l| l.trigger.contains("settings.json"))
     });
     assert_eq!(h1.initializes(), 2, "the header edit reconnected h1");
     assert_eq!(h2.initializes(), 1, "h2 was not reconnected");
@@ -874,7 +878,7 @@ fn a_second_signal_during_a_slow_shutdown_exits_at_once_and_no_server_survives()
     let took = second.elapsed();
     assert_eq!(status.code(), Some(130), "{status:?}");
     assert!(
-        took < Duration::from_millis(1500),
+        took < Duration::from_millis(2500),
         "the second signal exited after {took:?}, not at once"
     );
     wait_all_gone("every server process dies with the controller", &pids);

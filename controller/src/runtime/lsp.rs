@@ -335,9 +335,7 @@ impl LspConnection {
             ));
         }
         let Some(answer) = raw::request(&self.socket, method, params) else {
-            return Err(format!(
-                "send {method}: not a standard LSP request (async-lsp can only send the methods it knows)"
-            ));
+            return Err(format!("send {method}: the request cannot be encoded"));
         };
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(result)) => Ok(result),
@@ -425,11 +423,11 @@ impl LspConnection {
                 ),
             }
             // `exit` ends the server's process: only for one Steward owns.
-            if let Some(process) = &self.process {
-                if self.socket.notify::<Exit>(()).is_ok() {
-                    let exited = tokio::time::timeout_at(deadline, process.exited()).await;
-                    tracing::debug!(server = %self.name, exited = exited.is_ok(), "exit sent");
-                }
+            if let Some(process) = &self.process
+                && self.socket.notify::<Exit>(()).is_ok()
+            {
+                let exited = tokio::time::timeout_at(deadline, process.exited()).await;
+                tracing::debug!(server = %self.name, exited = exited.is_ok(), "exit sent");
             }
         }
         // Closing: the main loop flushes what is queued and drops the streams.
@@ -837,7 +835,12 @@ async fn handshake(args: HandshakeArgs<'_>) -> Result<Opened, Failure> {
                 ));
             }
         },
-        (Endpoint::Stdio, None) => unreachable!("Endpoint::of requires a command for stdio"),
+        // `Endpoint::of` requires a command for stdio; kept total anyway.
+        (Endpoint::Stdio, None) => {
+            return Err(Failure::Connect(
+                "start the language server: the stdio transport needs a command".to_owned(),
+            ));
+        }
         (endpoint, Some(process)) => {
             tasks.pipes = Some(keep_pipes(
                 name,
@@ -1124,7 +1127,8 @@ async fn run_session(
     let how = tokio::select! {
         ended = main_loop => {
             let how = match ended {
-                Ok(()) | Err(async_lsp::Error::Eof) => "closed the connection".to_owned(),
+                Ok(()) => "closed the connection".to_owned(),
+                Err(error) if closed_by_peer(&error) => "closed the connection".to_owned(),
                 Err(error) => format!("broke the connection: {}", describe(&error)),
             };
             tracing::debug!(server = %shared.name, how = %how, "lsp main loop ended");
@@ -1271,6 +1275,21 @@ mod raw {
         Box::pin(async move { socket.request::<R>(params).await })
     }
 
+    /// Any other method (extensions such as clangd's), through async-lsp's
+    /// `forward` Service impl; the main loop assigns the id.
+    fn any(socket: &ServerSocket, method: &str, params: Value) -> Option<Answer> {
+        let request: async_lsp::AnyRequest = serde_json::from_value(
+            serde_json::json!({ "id": 0, "method": method, "params": params }),
+        )
+        .ok()?;
+        let mut socket = socket.clone();
+        Some(Box::pin(async move {
+            tower_service::Service::call(&mut socket, request)
+                .await
+                .map_err(async_lsp::Error::from)
+        }))
+    }
+
     macro_rules! requests {
         ($($ty:ident => $method:literal,)*) => {
             $(
@@ -1286,7 +1305,7 @@ mod raw {
             pub(super) fn request(socket: &ServerSocket, method: &str, params: Value) -> Option<Answer> {
                 match method {
                     $($method => Some(send::<$ty>(socket, params)),)*
-                    _ => None,
+                    _ => any(socket, method, params),
                 }
             }
         };
@@ -1363,6 +1382,21 @@ fn describe(error: &async_lsp::Error) -> String {
             format!("the server answered with an error: {response}")
         }
         other => other.to_string(),
+    }
+}
+
+/// The peer went away: end of stream, or a write to a closed pipe/socket.
+fn closed_by_peer(error: &async_lsp::Error) -> bool {
+    match error {
+        async_lsp::Error::Eof => true,
+        async_lsp::Error::Io(error) => matches!(
+            error.kind(),
+            io::ErrorKind::BrokenPipe
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::UnexpectedEof
+        ),
+        _ => false,
     }
 }
 
@@ -1894,11 +1928,12 @@ mod tests {
             ),
             "{error}"
         );
-        let error = connection
+        // Extension methods go through async-lsp's `forward` socket Service.
+        let state = connection
             .request("fake/state", Value::Null, SOON)
             .await
-            .unwrap_err();
-        assert!(error.contains("not a standard LSP request"), "{error}");
+            .unwrap();
+        assert_eq!(state["pid"], json!(connection.pid().unwrap()), "{state}");
         let error = connection
             .request("shutdown", Value::Null, SOON)
             .await
@@ -1949,7 +1984,12 @@ mod tests {
         );
         connection.stop(SOON).await;
         assert!(!alive(pid));
-        no_more_events(&mut rx);
+        while let Ok(event) = rx.try_recv() {
+            assert!(
+                matches!(event, LspEvent::DiagnosticsChanged(_)),
+                "{event:?}"
+            );
+        }
     }
 
     #[tokio::test]
@@ -2094,7 +2134,12 @@ mod tests {
                 .starts_with("complete the LSP handshake within 500ms: no answer to initialize"),
             "{error}"
         );
-        assert!(error.message.ends_with("hanging in initialize"), "{error}");
+        assert!(
+            error
+                .message
+                .contains("\nfake-lsp-server fake: hanging in initialize"),
+            "{error}"
+        );
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "{:?}",
@@ -2501,7 +2546,7 @@ mod tests {
         }
         let (_dir, ws) = workspace();
         let spawner = Spawner::new().unwrap();
-        let mut measure = async |spec: &LspServerSpec| {
+        let measure = async |spec: &LspServerSpec| {
             let mut connects = Vec::new();
             let mut stops = Vec::new();
             for _ in 0..30 {

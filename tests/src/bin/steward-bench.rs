@@ -2203,7 +2203,7 @@ fn bench(opts: Opts) -> Result<()> {
             }
         }
         let lo = costs.first();
-        let hi = costs.last().filter(|c| costs.len() > 1);
+        let hi = costs.last().filter(|_| costs.len() > 1);
         if let (Some(lo), Some(hi)) = (lo, hi) {
             cost.insert(
                 "perEditCpuRatio".into(),
