@@ -456,6 +456,11 @@ fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTrack
             shared.apply(&applied, tracker, "steward reload");
             if let Some(summary) = tracker.finish_if_done() {
                 shared.status.set_last_reload(summary);
+            } else if tracker.current.is_none() {
+                // Nothing to reconcile: no outcome will ever come to answer
+                // the waiters, so drop them (they answer "nothing to
+                // reconcile") instead of leaving `steward reload` hanging.
+                tracker.waiters.clear();
             }
             tokio::spawn(async move {
                 let response = match rx.await {

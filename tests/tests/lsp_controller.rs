@@ -64,8 +64,13 @@ fn edit_restarts_only_that_server_and_replays_documents() {
     let mut a2 = a.clone();
     a2["args"] = json!(["--stdio"]);
     env.write(".lsp.json", &lsp_json(&[("alpha", a2), ("beta", b)]));
-    let s = c.wait_for("alpha restarted", |s| {
-        lsp_ready(s, "alpha") && pid(s, "alpha") != Some(pa)
+    let s = c.wait_for("alpha restarted and the reload recorded", |s| {
+        lsp_ready(s, "alpha")
+            && pid(s, "alpha") != Some(pa)
+            && s.controller
+                .last_reload
+                .as_ref()
+                .is_some_and(|r| r.restarted.contains(&"alpha".to_owned()))
     });
     assert_eq!(pid(&s, "beta"), Some(pb), "beta keeps its pid");
     wait_until("old alpha exits", || !alive(pa));

@@ -3,8 +3,9 @@
 //! and an external daemon Steward only connects to), stopping servers that
 //! ignore `shutdown`, server→client requests with unusual ids, `.lsp.json`
 //! appearing and disappearing, formatting-only saves, document tracking
-//! across restarts, removals and failures, `lastReload` and the
-//! `ReloadFailed` condition, and SIGTERM during a slow `initialize`.
+//! across restarts (edit, crash), removals and failures, rapid consecutive
+//! saves, `lastReload` and the `ReloadFailed` condition, and SIGTERM during
+//! a slow `initialize`.
 //!
 //! Every test ends by stopping the controller (exit 0) and waiting until no
 //! fake server it started is alive.
@@ -19,7 +20,9 @@ use steward_schema::resource::{ConditionStatus, Phase, Reason, SourceState, Work
 use steward_tests::fake_lsp::{
     CONFIG_ENV, Config, Event, IdStyle, Record, Transport, read_records,
 };
-use steward_tests::harness::{Controller, DEADLINE, Env, alive, bin, lsp, lsp_ready, wait_until};
+use steward_tests::harness::{
+    Controller, DEADLINE, Env, alive, bin, lsp, lsp_ready, signal, wait_until,
+};
 
 // ---- helpers ----
 
@@ -530,12 +533,28 @@ fn server_requests_with_zero_and_string_ids_are_answered_from_settings() {
             json!([{"mode": name, "level": 3}]),
             "{name}: the section \"fake\" of settings"
         );
-        let changed = received(&env, name, p, "workspace/didChangeConfiguration");
+        // The server's own view, through `steward lsp request` (an
+        // extension method): every answer it waited for, and the settings
+        // pushed with didChangeConfiguration.
+        let state = lsp_cli(&env, &["request", "--server", name, "fake/state"]);
+        let answers = &state["serverRequestAnswers"];
         assert_eq!(
-            changed[0]["params"]["settings"],
-            json!({"fake": {"mode": name, "level": 3}, "other": true}),
-            "{name}"
+            answers["workspace/configuration"],
+            json!({"result": [{"mode": name, "level": 3}]}),
+            "{name}: {state}"
         );
+        for method in [
+            "window/workDoneProgress/create",
+            "client/registerCapability",
+        ] {
+            assert_eq!(answers[method], json!({"result": null}), "{name}: {state}");
+        }
+        assert_eq!(
+            state["settings"],
+            json!({"fake": {"mode": name, "level": 3}, "other": true}),
+            "{name}: {state}"
+        );
+        assert_eq!(state["pid"], json!(p), "{name}: {state}");
         let text = hover(&env, &format!("x.{name}"));
         assert!(text.contains(&format!("fake-hover {name}")), "{text}");
     }
@@ -818,6 +837,83 @@ fn a_failed_server_keeps_its_documents_for_the_fixed_one() {
     let text = hover(&env, "doc.aa");
     assert!(text.contains("fake-hover alpha"), "{text}");
     assert_eq!(opened(&env, "alpha", new).len(), 1, "not opened twice");
+    finish(c, &env, &[]);
+}
+
+/// A server killed behind Steward's back and restarted (`restartOnCrash`)
+/// gets its tracked documents replayed too.
+#[test]
+fn a_server_restarted_after_a_crash_gets_its_documents_replayed() {
+    let env = Env::new();
+    let mut a = env.fake_lsp("alpha", Config::default(), &[".aa"]);
+    a["restartOnCrash"] = json!(true);
+    env.write(".lsp.json", &lsp_json(&[("alpha", a)]));
+    env.write("doc.aa", "fn doc\n");
+    let c = env.start(&[]);
+    let s = c.wait_for("alpha Ready", |s| lsp_ready(s, "alpha"));
+    let old = pid(&s, "alpha").unwrap();
+    lsp_cli(&env, &["open", env.ws.join("doc.aa").to_str().unwrap()]);
+
+    assert!(signal(old as i32, libc::SIGKILL));
+    let s = c.wait_for("alpha restarted after the crash", |s| {
+        lsp_ready(s, "alpha") && pid(s, "alpha").is_some_and(|p| p != old)
+    });
+    assert_eq!(lsp(&s, "alpha").unwrap().status.restarts, 1);
+    let new = pid(&s, "alpha").unwrap();
+    assert_eq!(opened(&env, "alpha", new), [uri(&env, "doc.aa")]);
+    let text = hover(&env, "doc.aa");
+    assert!(text.contains("fake-hover alpha"), "{text}");
+    finish(c, &env, &[]);
+}
+
+/// Several saves in a row, without waiting: the server settles on the last
+/// configuration, every intermediate process is gone, and the other server
+/// was never touched.
+#[test]
+fn rapid_consecutive_edits_settle_on_the_last_config() {
+    let env = Env::new();
+    let a = env.fake_lsp("alpha", Config::default(), &[".aa"]);
+    let b = env.fake_lsp("beta", Config::default(), &[".bb"]);
+    env.write(
+        ".lsp.json",
+        &lsp_json(&[("alpha", a.clone()), ("beta", b.clone())]),
+    );
+    let c = env.start(&[]);
+    let s = c.wait_for("alpha and beta Ready", |s| {
+        lsp_ready(s, "alpha") && lsp_ready(s, "beta")
+    });
+    let pb = pid(&s, "beta").unwrap();
+    for n in 1..=6 {
+        let mut a2 = a.clone();
+        a2["args"] = json!([format!("--edit-{n}")]);
+        env.write(
+            ".lsp.json",
+            &lsp_json(&[("alpha", a2), ("beta", b.clone())]),
+        );
+    }
+    let s = c.wait_for("alpha runs the last config", |s| {
+        lsp(s, "alpha").is_some_and(|l| {
+            l.status.phase == Phase::Ready
+                && l.status.observed_hash.as_deref() == Some(l.spec.config_hash.as_str())
+                && l.spec.args == ["--edit-6"]
+        })
+    });
+    let last = pid(&s, "alpha").unwrap();
+    let start = records(&env, "alpha")
+        .into_iter()
+        .find(|r| r.pid == last && r.event == Event::Start)
+        .expect("the running alpha recorded its start");
+    assert_eq!(start.message["args"], json!(["--edit-6"]), "{start:?}");
+    let others: Vec<u32> = starts(&env, "alpha")
+        .into_iter()
+        .filter(|p| *p != last)
+        .collect();
+    assert!(!others.is_empty(), "alpha never restarted");
+    wait_until("every earlier alpha exits", || {
+        others.iter().all(|p| !alive(*p))
+    });
+    assert_eq!(pid(&s, "beta"), Some(pb), "beta is untouched");
+    assert_eq!(starts(&env, "beta"), vec![pb]);
     finish(c, &env, &[]);
 }
 

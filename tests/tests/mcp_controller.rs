@@ -48,8 +48,13 @@ fn servers_start_and_an_args_edit_restarts_only_that_server() {
 
     let a2 = edited(&a, "1");
     user_settings(&env, &[("alpha", a2), ("beta", b)]);
-    let s = c.wait_for("alpha restarted", |s| {
-        ready(s, "alpha") && pid_of(s, "alpha") != Some(pa)
+    let s = c.wait_for("alpha restarted and the reload recorded", |s| {
+        ready(s, "alpha")
+            && pid_of(s, "alpha") != Some(pa)
+            && s.controller
+                .last_reload
+                .as_ref()
+                .is_some_and(|r| r.restarted.contains(&"alpha".to_owned()))
     });
     assert_eq!(pid_of(&s, "beta"), Some(pb), "beta must keep its pid");
     assert!(!alive(pa), "the old alpha process is gone");

@@ -971,3 +971,184 @@ fn denylisted_env_keys_never_reach_the_server_and_config_path_does_not_pick_the_
         "the controller logs the dropped keys"
     );
 }
+
+#[test]
+fn steward_reload_with_nothing_changed_answers_at_once() {
+    let env = Env::new();
+    user_settings(&env, &[("alpha", env.fake_mcp("alpha", tools(&["a1"])))]);
+    let c = env.start(&[]);
+    let s = c.wait_for("alpha Ready and the start reload done", |s| {
+        ready(s, "alpha") && s.controller.last_reload.is_some()
+    });
+    let pid = pid_of(&s, "alpha");
+    for round in 0..2 {
+        let mut reload = CliChild::spawn(&env, &["reload"]);
+        let started = Instant::now();
+        let code = loop {
+            if let Some(status) = reload.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "round {round}: `steward reload` with nothing to do did not answer within {DEADLINE:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(code.success(), "round {round}: {}", reload.stderr_text());
+        let out = reload.next_line("what the reload did");
+        assert!(
+            out.contains("nothing to reconcile") || out.starts_with("added:"),
+            "round {round}: {out}"
+        );
+    }
+    assert_eq!(pid_of(&c.status(), "alpha"), pid, "nothing restarted");
+}
+
+#[test]
+fn status_watch_table_started_on_an_empty_workspace_prints_the_header_with_the_first_rows() {
+    let env = Env::new();
+    let c = env.start(&[]);
+    c.wait_for("the start reload done", |s| {
+        s.controller.last_reload.is_some()
+    });
+    let watch = CliChild::spawn(&env, &["status", "--watch"]);
+    user_settings(&env, &[("alpha", env.fake_mcp("alpha", tools(&["a1"])))]);
+    c.wait_for("alpha Ready", |s| ready(s, "alpha"));
+    let lines = watch.read_until("alpha's row", |l| l.contains("alpha"));
+    let lines: Vec<&String> = lines.iter().filter(|l| !l.trim().is_empty()).collect();
+    assert!(
+        lines
+            .first()
+            .is_some_and(|l| l.contains("KIND") && l.contains("PHASE")),
+        "the header comes before the first row: {lines:?}"
+    );
+}
+
+#[test]
+fn status_watch_ends_cleanly_when_the_controller_stops() {
+    let env = Env::new();
+    user_settings(&env, &[("alpha", env.fake_mcp("alpha", tools(&["a1"])))]);
+    let mut c = env.start(&[]);
+    c.wait_for("alpha Ready", |s| ready(s, "alpha"));
+    let mut watch = CliChild::spawn(&env, &["status", "--watch", "-o", "json"]);
+    watch.next_line("the first document");
+    let status = c.terminate().unwrap();
+    assert!(status.success(), "{status:?}");
+    let started = Instant::now();
+    let code = loop {
+        if let Some(code) = watch.child.try_wait().unwrap() {
+            break code;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the watch did not end with the controller"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(code.success(), "{code:?}: {}", watch.stderr_text());
+    assert!(
+        watch.stderr_text().contains("the controller stopped"),
+        "{}",
+        watch.stderr_text()
+    );
+}
+
+#[test]
+fn a_crashed_servers_escaped_grandchild_does_not_leak() {
+    for mode in [GrandchildMode::Group, GrandchildMode::Setsid] {
+        let env = Env::new();
+        let g = env.fake_mcp(
+            "crasher",
+            FakeMcpConfig {
+                spawn_grandchild: Some(mode),
+                crash_after_ms: Some(1000),
+                ..tools(&["g"])
+            },
+        );
+        user_settings(&env, &[("crasher", g)]);
+        let c = env.start(&[]);
+        c.wait_for("crasher restarted after its first crash", |s| {
+            mcp(s, "crasher").is_some_and(|m| m.status.restarts >= 1)
+        });
+        let events = read_record(&env.record("crasher")).unwrap();
+        let first = events.iter().find(|e| e.event == "start").unwrap().pid;
+        let grandchild = events
+            .iter()
+            .find(|e| e.event == "grandchild" && e.pid == first)
+            .and_then(|e| e.message.get("pid").and_then(Value::as_u64))
+            .unwrap() as u32;
+        wait_all_gone(
+            &format!("{mode:?}: the first crasher and its grandchild are gone"),
+            &[first, grandchild],
+        );
+    }
+}
+
+#[test]
+fn sigint_during_a_slow_start_exits_0_promptly_and_kills_the_starting_server() {
+    let env = Env::new();
+    let slow = env.fake_mcp(
+        "slow",
+        FakeMcpConfig {
+            hang_in_initialize: true,
+            ..tools(&["s"])
+        },
+    );
+    user_settings(&env, &[("slow", slow)]);
+    let mut c = env.start(&[]);
+    c.wait_for("slow Starting", |s| {
+        mcp(s, "slow").is_some_and(|m| m.status.phase == Phase::Starting)
+    });
+    wait_until("slow spawned", || starts(&env.record("slow")) == 1);
+    let pids = recorded_pids(&env.records());
+    let sent = Instant::now();
+    assert!(signal(c.pid() as i32, libc::SIGINT));
+    let status = exit_status(&mut c, DEADLINE);
+    let took = sent.elapsed();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    // The handshake deadline is 30 s: an in-flight start must be abandoned.
+    assert!(
+        took < Duration::from_secs(10),
+        "shutdown waited {took:?} for a start in flight"
+    );
+    wait_all_gone("the starting server is gone", &pids);
+}
+
+#[test]
+fn deleted_sources_are_empty_and_a_recreated_qwen_dir_is_followed_again() {
+    let env = Env::new();
+    let proj = env.fake_mcp("proj", tools(&["p"]));
+    let wsrv = env.fake_mcp("wsrv", tools(&["w"]));
+    env.write(".mcp.json", &mcp_servers(&[("proj", proj.clone())]));
+    env.write(
+        ".qwen/settings.json",
+        &mcp_servers(&[("wsrv", wsrv.clone())]),
+    );
+    let c = env.start(&[]);
+    approve(&env, &["proj", "wsrv"]);
+    let s = c.wait_for("both Ready", |s| ready(s, "proj") && ready(s, "wsrv"));
+    let (pp, pw) = (pid_of(&s, "proj").unwrap(), pid_of(&s, "wsrv").unwrap());
+
+    // A deleted file is an empty, valid source.
+    std::fs::remove_file(env.ws.join(".mcp.json")).unwrap();
+    c.wait_for("proj gone", |s| mcp(s, "proj").is_none());
+    wait_until("proj exits", || !alive(pp));
+    // The whole directory of a source goes away (a branch switch), then
+    // comes back: the watch follows it down again.
+    std::fs::remove_dir_all(env.ws.join(".qwen")).unwrap();
+    let s = c.wait_for("wsrv gone", |s| mcp(s, "wsrv").is_none());
+    assert!(
+        s.sources
+            .iter()
+            .filter(|src| src.kind == SourceKind::WorkspaceSettings
+                || src.kind == SourceKind::ProjectMcpJson)
+            .all(|src| src.state == steward_schema::resource::SourceState::Absent),
+        "{:?}",
+        s.sources
+    );
+    wait_until("wsrv exits", || !alive(pw));
+    env.write(".qwen/settings.json", &mcp_servers(&[("wsrv", wsrv)]));
+    env.write(".mcp.json", &mcp_servers(&[("proj", proj)]));
+    // Identical re-adds keep their approvals.
+    c.wait_for("both Ready again", |s| ready(s, "proj") && ready(s, "wsrv"));
+}

@@ -75,6 +75,7 @@ pub fn status(
         Err(e) => return Err(e.into()),
     };
     let mut previous: Option<WorkspaceStatus> = None;
+    let mut header_printed = false;
     loop {
         let Some(item) = rt.block_on(stream.recv()) else {
             return Ok(ExitCode::SUCCESS);
@@ -111,23 +112,32 @@ pub fn status(
             Format::Table => {
                 let table = output::render_table(&status, now);
                 let mut lines = table.lines();
-                let header = lines.next().unwrap_or_default();
+                // An empty document renders no header at all.
+                let header = lines.next();
                 let rows: Vec<&str> = lines.collect();
-                match &previous {
-                    None => {
-                        writeln!(io.out, "{header}")?;
-                        for row in &rows {
-                            writeln!(io.out, "{row}")?;
-                        }
-                    }
-                    Some(prev) => {
-                        // Print only the rows whose item changed (kubectl get -w).
-                        for (item, row) in status.items.iter().zip(&rows) {
-                            if changed(prev, item) {
-                                writeln!(io.out, "{row}")?;
-                            }
-                        }
-                    }
+                // The first document prints every row; later ones only the
+                // rows whose item changed (kubectl get -w).
+                let changed_rows: Vec<&str> = status
+                    .items
+                    .iter()
+                    .zip(&rows)
+                    .filter(|(item, _)| previous.as_ref().is_none_or(|p| changed(p, item)))
+                    .map(|(_, row)| *row)
+                    .collect();
+                if previous.is_none() && status.items.is_empty() {
+                    writeln!(io.err, "no servers are configured for {}", status.workspace)?;
+                }
+                // The header once, before the first row (which may come
+                // later than the first document on an empty workspace).
+                if !header_printed
+                    && !changed_rows.is_empty()
+                    && let Some(header) = header
+                {
+                    writeln!(io.out, "{header}")?;
+                    header_printed = true;
+                }
+                for row in changed_rows {
+                    writeln!(io.out, "{row}")?;
                 }
             }
         }
