@@ -10,14 +10,14 @@
 //! Applying a change returns the keys whose desired spec or admission
 //! changed; those, and only those, are enqueued for reconcile.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use steward_schema::admission::{self, Blocked};
 use steward_schema::desired::{self, CliOptions, DesiredLsp, DesiredMcp, DesiredState, SourceSet};
-use steward_schema::load::{LoadMode, ParsedSource};
+use steward_schema::load::{FileText, LoadMode, ParsedSource};
 use steward_schema::resource::{ResourceKind, SourceKind, SourceStatus};
 
 use crate::paths::Paths;
@@ -213,6 +213,8 @@ pub struct DesiredStore {
     cli: CliOptions,
     mcp_config: Vec<String>,
     current: RwLock<Arc<Snapshot>>,
+    /// The last strict load of each watched file, with the text it came from.
+    last_load: Mutex<HashMap<PathBuf, (FileText, ParsedSource)>>,
     /// `mcp.serverCommand` as of controller start (restart-only).
     initial_server_command: Option<String>,
 }
@@ -235,6 +237,7 @@ impl DesiredStore {
             cli,
             mcp_config,
             current: RwLock::new(Arc::new(snap)),
+            last_load: Mutex::new(HashMap::new()),
             initial_server_command,
         }
     }
@@ -293,10 +296,26 @@ impl DesiredStore {
         }
     }
 
-    /// Load `which` strictly, as a hot reload would (no state change).
+    /// Load `which` strictly, as a hot reload would (no state change). The
+    /// watcher judges a file with this and the event loop then applies it:
+    /// the last load per path is remembered with its text, so the same
+    /// content is parsed and validated once.
     pub fn load_strict(&self, which: &SourceRef) -> ParsedSource {
+        let path = sources::path_of(which, &self.paths);
+        let text = sources::read_file(&path);
+        let mut cache = self
+            .last_load
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((cached_text, parsed)) = cache.get(&path)
+            && *cached_text == text
+        {
+            return parsed.clone();
+        }
         let cx = sources::context(&self.paths, &self.env, LoadMode::Strict);
-        sources::load_one(which, &self.paths, &cx)
+        let parsed = sources::load_text(which, &self.paths, &text, &cx);
+        cache.insert(path, (text, parsed.clone()));
+        parsed
     }
 
     /// Apply a change of the watched file `path` (strict).

@@ -56,35 +56,42 @@ pub enum SourceRef {
     Extension(PathBuf),
 }
 
+/// The file behind a single-file source (an extension: its manifest).
+pub fn path_of(which: &SourceRef, paths: &Paths) -> PathBuf {
+    match which {
+        SourceRef::Settings(SourceKind::SystemDefaults) => paths.system_defaults.clone(),
+        SourceRef::Settings(SourceKind::UserSettings) => paths.user_settings.clone(),
+        SourceRef::Settings(SourceKind::WorkspaceSettings) => paths.workspace_settings.clone(),
+        SourceRef::Settings(_) => paths.system_settings.clone(),
+        SourceRef::McpJson => paths.mcp_json.clone(),
+        SourceRef::LspJson => paths.lsp_json.clone(),
+        SourceRef::TrustedFolders => paths.trusted_folders.clone(),
+        SourceRef::Approvals => paths.approvals.clone(),
+        SourceRef::Extension(dir) => dir.join("qwen-extension.json"),
+    }
+}
+
+/// Load one source from `text` (the content of [`path_of`]).
+pub fn load_text(
+    which: &SourceRef,
+    paths: &Paths,
+    text: &FileText,
+    cx: &LoadContext<'_>,
+) -> ParsedSource {
+    let path = path_of(which, paths);
+    match which {
+        SourceRef::Settings(kind) => load::load_settings(*kind, &path, text, cx),
+        SourceRef::McpJson => load::load_mcp_json(&path, text, cx),
+        SourceRef::LspJson => load::load_lsp_json(&path, text, cx),
+        SourceRef::TrustedFolders => load::load_trusted_folders(&path, text, cx),
+        SourceRef::Approvals => load::load_approvals(&path, text, cx),
+        SourceRef::Extension(dir) => load::load_extension(dir, text, &reader(), cx),
+    }
+}
+
 /// Load one source of the workspace.
 pub fn load_one(which: &SourceRef, paths: &Paths, cx: &LoadContext<'_>) -> ParsedSource {
-    match which {
-        SourceRef::Settings(kind) => {
-            let path = match kind {
-                SourceKind::SystemDefaults => &paths.system_defaults,
-                SourceKind::UserSettings => &paths.user_settings,
-                SourceKind::WorkspaceSettings => &paths.workspace_settings,
-                _ => &paths.system_settings,
-            };
-            load::load_settings(*kind, path, &read_file(path), cx)
-        }
-        SourceRef::McpJson => load::load_mcp_json(&paths.mcp_json, &read_file(&paths.mcp_json), cx),
-        SourceRef::LspJson => load::load_lsp_json(&paths.lsp_json, &read_file(&paths.lsp_json), cx),
-        SourceRef::TrustedFolders => load::load_trusted_folders(
-            &paths.trusted_folders,
-            &read_file(&paths.trusted_folders),
-            cx,
-        ),
-        SourceRef::Approvals => {
-            load::load_approvals(&paths.approvals, &read_file(&paths.approvals), cx)
-        }
-        SourceRef::Extension(dir) => load::load_extension(
-            dir,
-            &read_file(&dir.join("qwen-extension.json")),
-            &reader(),
-            cx,
-        ),
-    }
+    load_text(which, paths, &read_file(&path_of(which, paths)), cx)
 }
 
 /// Load every source of the workspace (extensions and `--mcp-config` included).

@@ -115,16 +115,22 @@ impl StatusStore {
         initial: impl FnOnce() -> ServerStatus,
         f: impl FnOnce(&mut ServerStatus),
     ) {
-        {
+        let changed = {
             let mut inner = self.lock();
-            let entry = inner.servers.entry(key.clone()).or_insert_with(initial);
-            f(entry);
-            inner.removed.remove(&RemovedRef {
+            let removed = inner.removed.remove(&RemovedRef {
                 kind: key.kind,
                 name: key.name.clone(),
             });
+            let entry = inner.servers.entry(key.clone()).or_insert_with(initial);
+            let before = entry.clone();
+            f(entry);
+            removed || *entry != before
+        };
+        // Readers (watch streams) only wake for real changes: a resync that
+        // confirms a Ready server writes the same status and costs nothing.
+        if changed {
+            self.bump();
         }
-        self.bump();
     }
 
     /// Forget `key` (it left the configuration); remember it as removed.

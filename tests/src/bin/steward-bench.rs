@@ -58,6 +58,9 @@ use steward_tests::harness::{Env, alive, signal};
 const SPACING_MARGIN: Duration = Duration::from_millis(100);
 /// Bound on any single wait for a condition.
 const DEADLINE: Duration = Duration::from_secs(30);
+/// The controller's default MCP ping interval (`--ping-interval-ms`): pings
+/// of servers started together come in rounds of this period.
+const PING_PERIOD: Duration = Duration::from_secs(15);
 /// Env var changed by edits (part of the connection fingerprint).
 const EDIT_KEY: &str = "BENCH_EDIT";
 
@@ -81,6 +84,8 @@ struct Opts {
     no_mcp_hub: bool,
     out: Option<PathBuf>,
     bin_dir: PathBuf,
+    reload_ns: Option<Vec<usize>>,
+    cost_ns: Option<Vec<usize>>,
 }
 
 const SCENARIOS: &[&str] = &["reload", "burst", "cold", "cost", "mcp-hub"];
@@ -97,6 +102,8 @@ Options:
   --mcp-hub PATH        the mcp-hub executable (default: <repo>/.peers/node_modules/.bin/mcp-hub)
   --no-mcp-hub          skip the mcp-hub comparison
   --bin-dir DIR         where steward-under-test and fake-mcp-server are (default: next to this binary)
+  --reload-ns A,B       server counts of the reload levels (default 1,10,100; quick 1,10)
+  --cost-ns A,B         server counts of the cost levels (default 10,50,500; quick 10,50)
   --out FILE            also write the JSON summary to FILE";
 
 fn parse_opts() -> Result<Opts> {
@@ -111,6 +118,14 @@ fn parse_opts() -> Result<Opts> {
         no_mcp_hub: false,
         out: None,
         bin_dir: exe.parent().map(Path::to_path_buf).unwrap_or_default(),
+        reload_ns: None,
+        cost_ns: None,
+    };
+    let ns = |v: String| -> Result<Vec<usize>> {
+        v.split(',')
+            .map(|x| x.trim().parse::<usize>().map_err(|e| anyhow!("{x:?}: {e}")))
+            .filter(|n| !matches!(n, Ok(0)))
+            .collect()
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -141,6 +156,8 @@ fn parse_opts() -> Result<Opts> {
             "--no-mcp-hub" => o.no_mcp_hub = true,
             "--out" => o.out = Some(val("--out")?.into()),
             "--bin-dir" => o.bin_dir = val("--bin-dir")?.into(),
+            "--reload-ns" => o.reload_ns = Some(ns(val("--reload-ns")?)?),
+            "--cost-ns" => o.cost_ns = Some(ns(val("--cost-ns")?)?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -173,6 +190,8 @@ struct Plan {
     cost_edits: usize,
     /// Idle window used for the idle-CPU subtraction at each cost level.
     cost_idle: Duration,
+    /// Edit windows are rounded up to a multiple of this (the ping period).
+    cost_window_quantum: Option<Duration>,
     /// The cost level whose idle window is the reported idle CPU.
     idle_n: usize,
     idle_window: Duration,
@@ -184,6 +203,17 @@ struct Plan {
 
 impl Plan {
     fn new(o: &Opts) -> Plan {
+        let mut plan = Plan::sized(o);
+        if let Some(ns) = &o.reload_ns {
+            plan.reload_ns = ns.clone();
+        }
+        if let Some(ns) = &o.cost_ns {
+            plan.cost_ns = ns.clone();
+        }
+        plan
+    }
+
+    fn sized(o: &Opts) -> Plan {
         if o.quick {
             Plan {
                 reload_ns: vec![1, 10],
@@ -197,6 +227,7 @@ impl Plan {
                 cost_ns: vec![10, 50],
                 cost_edits: 4,
                 cost_idle: Duration::from_secs(1),
+                cost_window_quantum: None,
                 idle_n: 50,
                 idle_window: Duration::from_secs(5),
                 rss_n: 10,
@@ -216,7 +247,8 @@ impl Plan {
                 cold_repeats: 3,
                 cost_ns: vec![10, 50, 500],
                 cost_edits: 30,
-                cost_idle: Duration::from_secs(5),
+                cost_idle: PING_PERIOD,
+                cost_window_quantum: Some(PING_PERIOD),
                 idle_n: 50,
                 idle_window: Duration::from_secs(30),
                 rss_n: 100,
@@ -1156,31 +1188,66 @@ struct Running {
     stw: Stw,
     obs: Option<Observer>,
     baseline: BTreeMap<String, Option<u32>>,
-    /// Controller spawn → its socket answered.
-    socket_ms: f64,
+    /// Controller spawn → its socket answered (with a client from the start).
+    socket_ms: Option<f64>,
     /// Controller spawn → every server Ready (as observed).
     cold_ms: f64,
 }
 
-fn start_steward(ctx: &Ctx, n: usize) -> Result<Running> {
+/// With `client`, the status is observed from the start (`--observe`); without,
+/// no socket client exists until every fake has answered `tools/list` (read
+/// from the record files), then `status` is polled every 2 ms until all are
+/// Ready and the poller is closed.
+fn start_steward(ctx: &Ctx, n: usize, client: bool) -> Result<Running> {
     let sb = Sandbox::new();
     let settings = sb.env.home.join("settings.json");
     let fleet = Fleet::new(&ctx.fake, &sb.env.records(), n);
     write_by_rename(&settings, &fleet.content(false), 0)?;
     let mut stw = Stw::spawn(ctx, &sb.env)?;
-    let mut obs = stw.observe(ctx.opts.observe)?;
-    let socket_ms = ms(stw.spawned.elapsed());
+    progress(format!("  controller pid {} ({n} servers)", stw.pid));
+    let (mut obs, socket_ms) = if client {
+        let obs = stw.observe(ctx.opts.observe)?;
+        (obs, Some(ms(stw.spawned.elapsed())))
+    } else {
+        wait_all_listed(&fleet, &mut stw)?;
+        (stw.observe(Observe::Poll)?, None)
+    };
     let (t, s) = obs.wait(&format!("{n} servers Ready"), |_, s| all_ready(s, &fleet))?;
     Ok(Running {
         cold_ms: ms(t - stw.spawned),
         socket_ms,
         baseline: pids(&s),
-        obs: Some(obs),
+        obs: client.then_some(obs),
         sb,
         fleet,
         settings,
         stw,
     })
+}
+
+/// Wait (reading the record files every 5 ms; free for the controller)
+/// until every fake of `fleet` has answered `tools/list`.
+fn wait_all_listed(fleet: &Fleet, stw: &mut Stw) -> Result<Instant> {
+    let mut pending: Vec<usize> = (0..fleet.len()).collect();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        stw.check_running()?;
+        pending.retain(|&i| {
+            let ev = read_record(&fleet.record(i)).unwrap_or_default();
+            !ev.iter()
+                .any(|e| e.event == "start" && answered_tools_list(&ev, e.pid))
+        });
+        if pending.is_empty() {
+            return Ok(Instant::now());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{} servers did not list tools within {DEADLINE:?}",
+                pending.len()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 impl Running {
@@ -1211,7 +1278,7 @@ struct ReloadLevel {
 
 fn reload_level(ctx: &Ctx, n: usize, probes: usize) -> Result<ReloadLevel> {
     progress(format!("reload: {n} servers, {} edits", ctx.plan.edits));
-    let mut r = start_steward(ctx, n)?;
+    let mut r = start_steward(ctx, n, true)?;
     let cold_ms = r.cold_ms;
     let pid = r.stw.pid;
     let mut churn = Churn::new(&r.fleet);
@@ -1380,7 +1447,7 @@ struct Burst {
 fn burst(ctx: &Ctx) -> Result<Burst> {
     let (n, saves) = (ctx.plan.burst_n, ctx.plan.burst_saves);
     progress(format!("burst: {saves} saves to one of {n} servers"));
-    let mut r = start_steward(ctx, n)?;
+    let mut r = start_steward(ctx, n, true)?;
     let idx = r.fleet.target(0);
     let name = r.fleet.names[idx].clone();
     let old_pid = r.baseline.get(&name).copied().flatten();
@@ -1439,18 +1506,34 @@ fn burst(ctx: &Ctx) -> Result<Burst> {
 
 struct Cold {
     json: Value,
+    /// Without a socket client during the start (the method used for mcp-hub).
     all_ready: Vec<f64>,
+    with_watch: Vec<f64>,
     hwm_kb: Vec<u64>,
 }
 
 fn cold(ctx: &Ctx) -> Result<Cold> {
     let n = ctx.plan.cold_n;
     let (mut all_ready_ms, mut socket, mut hwm, mut teardown) = (vec![], vec![], vec![], vec![]);
+    let mut watched = vec![];
     for rep in 0..ctx.plan.cold_repeats {
-        progress(format!("cold start: {n} servers (run {})", rep + 1));
-        let r = start_steward(ctx, n)?;
+        progress(format!(
+            "cold start: {n} servers (run {}, no client)",
+            rep + 1
+        ));
+        let r = start_steward(ctx, n, false)?;
         all_ready_ms.push(r.cold_ms);
-        socket.push(r.socket_ms);
+        if let Some(k) = status_kb(r.stw.pid, "VmHWM:") {
+            hwm.push(k);
+        }
+        teardown.push(r.finish());
+        progress(format!(
+            "cold start: {n} servers (run {}, watched)",
+            rep + 1
+        ));
+        let r = start_steward(ctx, n, true)?;
+        watched.push(r.cold_ms);
+        socket.extend(r.socket_ms);
         if let Some(k) = status_kb(r.stw.pid, "VmHWM:") {
             hwm.push(k);
         }
@@ -1461,11 +1544,16 @@ fn cold(ctx: &Ctx) -> Result<Cold> {
             "servers": n,
             "runs": all_ready_ms.len(),
             "spawnToAllReady": summary_ms(&all_ready_ms),
+            "spawnToAllReadyHow": "no socket client until every fake's record file shows tools/list \
+                                   answered, then a status request every 2 ms until all are Ready \
+                                   (the method used for mcp-hub)",
+            "spawnToAllReadyWithWatchClient": summary_ms(&watched),
             "spawnToSocketAnswers": summary_ms(&socket),
             "peakRssAfterColdStartMb": hwm.iter().map(|k| mb(Some(*k))).collect::<Vec<_>>(),
             "teardown": teardown,
         }),
         all_ready: all_ready_ms,
+        with_watch: watched,
         hwm_kb: hwm,
     })
 }
@@ -1535,10 +1623,9 @@ fn cost_level(ctx: &Ctx, n: usize, idle_window: Duration) -> Result<CostLevel> {
         "controller cost: {n} servers, idle {:?}, {edits} edits",
         idle_window
     ));
-    let mut r = start_steward(ctx, n)?;
-    let cold_ms = r.cold_ms;
     // No socket client during the measurement: its cost is not the edit's.
-    r.obs = None;
+    let mut r = start_steward(ctx, n, false)?;
+    let cold_ms = r.cold_ms;
     let pid = r.stw.pid;
     // Deliberate settling after the cold start.
     std::thread::sleep(ctx.debounce + Duration::from_millis(500));
@@ -1560,7 +1647,14 @@ fn cost_level(ctx: &Ctx, n: usize, idle_window: Duration) -> Result<CostLevel> {
         churn.close(&r.fleet, &[idx]);
         sleep_until(ctx.next_edit_at(t0));
     }
-    // The last edit's spacing is part of the window, so its work is counted.
+    // The last edit's spacing is part of the window, so its work is counted;
+    // a window of whole ping periods holds the same ping work as the idle rate.
+    if let Some(q) = ctx.plan.cost_window_quantum {
+        let k = (c.at.elapsed().as_secs_f64() / q.as_secs_f64())
+            .ceil()
+            .max(1.0);
+        sleep_until(c.at + q.mul_f64(k));
+    }
     let d = cpu_sample(pid)?;
     let e = cpu_delta(&c, &d);
     let k = edits.max(1) as f64;
@@ -2258,9 +2352,14 @@ fn bench(opts: Opts) -> Result<()> {
             && ctx.plan.cold_n == h.n
         {
             let (s, m) = (summarize(&c.all_ready).p50, summarize(&h.cold).p50);
+            let w = summarize(&c.with_watch).p50;
             ratios.insert(
                 "coldStartP50".into(),
                 json!({"stewardMs": r1(s), "mcpHubMs": r1(m), "ratio": r3(s / m)}),
+            );
+            ratios.insert(
+                "coldStartP50StewardWithWatchClient".into(),
+                json!({"stewardMs": r1(w), "mcpHubMs": r1(m), "ratio": r3(w / m)}),
             );
         }
         if let Some(l) = levels.iter().find(|l| l.n == h.n) {
