@@ -545,18 +545,21 @@ fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> 
 /// Stream the status document on every change until the client hangs up.
 async fn watch_stream(mut stream: UnixStream, store: Arc<DesiredStore>, status: Arc<StatusStore>) {
     let mut changes = status.subscribe();
-    let mut last: Option<String> = None;
+    let mut last: Option<Vec<u8>> = None;
     loop {
-        let doc = status.workspace_status(&store.snapshot());
         let mut r = Response::ok();
-        r.status = Some(Box::new(doc));
-        // Only send when something other than the clock changed.
-        let key = serde_json::to_string(&r.status).unwrap_or_default();
-        if last.as_deref() != Some(&key) {
-            if control::write_line(&mut stream, &r).await.is_err() {
+        r.status = Some(Box::new(status.workspace_status(&store.snapshot())));
+        // Serialized once: compared with the last document sent, and sent
+        // only when it differs.
+        let Ok(mut line) = serde_json::to_vec(&r) else {
+            return;
+        };
+        line.push(b'\n');
+        if last.as_deref() != Some(&line[..]) {
+            if stream.write_all(&line).await.is_err() {
                 return;
             }
-            last = Some(key);
+            last = Some(line);
         }
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { return },

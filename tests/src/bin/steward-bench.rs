@@ -86,6 +86,7 @@ struct Opts {
     bin_dir: PathBuf,
     reload_ns: Option<Vec<usize>>,
     cost_ns: Option<Vec<usize>>,
+    controller_args: Vec<String>,
 }
 
 const SCENARIOS: &[&str] = &["reload", "burst", "cold", "cost", "mcp-hub"];
@@ -104,6 +105,7 @@ Options:
   --bin-dir DIR         where steward-under-test and fake-mcp-server are (default: next to this binary)
   --reload-ns A,B       server counts of the reload levels (default 1,10,100; quick 1,10)
   --cost-ns A,B         server counts of the cost levels (default 10,50,500; quick 10,50)
+  --controller-arg ARG  an extra argument for `steward run` (repeatable; e.g. --ping-interval-ms=0)
   --out FILE            also write the JSON summary to FILE";
 
 fn parse_opts() -> Result<Opts> {
@@ -120,6 +122,7 @@ fn parse_opts() -> Result<Opts> {
         bin_dir: exe.parent().map(Path::to_path_buf).unwrap_or_default(),
         reload_ns: None,
         cost_ns: None,
+        controller_args: Vec::new(),
     };
     let ns = |v: String| -> Result<Vec<usize>> {
         v.split(',')
@@ -127,7 +130,17 @@ fn parse_opts() -> Result<Opts> {
             .filter(|n| !matches!(n, Ok(0)))
             .collect()
     };
-    let mut args = std::env::args().skip(1);
+    // `--name=value` is `--name value`.
+    let mut args = std::env::args()
+        .skip(1)
+        .flat_map(|a| match a.split_once('=') {
+            Some((name, value)) if name.starts_with("--") => {
+                vec![name.to_owned(), value.to_owned()]
+            }
+            _ => vec![a],
+        })
+        .collect::<Vec<_>>()
+        .into_iter();
     while let Some(a) = args.next() {
         let mut val = |name: &str| args.next().ok_or_else(|| anyhow!("{name} needs a value"));
         match a.as_str() {
@@ -158,6 +171,7 @@ fn parse_opts() -> Result<Opts> {
             "--bin-dir" => o.bin_dir = val("--bin-dir")?.into(),
             "--reload-ns" => o.reload_ns = Some(ns(val("--reload-ns")?)?),
             "--cost-ns" => o.cost_ns = Some(ns(val("--cost-ns")?)?),
+            "--controller-arg" => o.controller_args.push(val("--controller-arg")?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -790,6 +804,7 @@ impl Stw {
             .arg(&env.ws)
             .arg("run")
             .args(["--debounce-ms", &ctx.opts.debounce_ms.to_string()])
+            .args(&ctx.opts.controller_args)
             .env_clear()
             .envs(base_env())
             .envs(vars)
@@ -2225,7 +2240,11 @@ fn bench(opts: Opts) -> Result<()> {
             "debounceMs": ctx.opts.debounce_ms,
             "observe": match ctx.opts.observe { Observe::Watch => "watch stream", Observe::Poll => "status poll every 2 ms" },
             "editSpacingMs": ms(ctx.debounce + SPACING_MARGIN),
-            "controllerFlags": format!("run --debounce-ms {} (other flags default; RUST_LOG unset)", ctx.opts.debounce_ms),
+            "controllerFlags": format!(
+                "run --debounce-ms {} {}(other flags default; RUST_LOG unset)",
+                ctx.opts.debounce_ms,
+                ctx.opts.controller_args.iter().map(|a| format!("{a} ")).collect::<String>()
+            ),
         },
         "method": {
             "latency": "from right before rename(2) of the whole settings.json to the first status \
@@ -2312,7 +2331,13 @@ fn bench(opts: Opts) -> Result<()> {
         if let Some(idle) = costs.iter().find(|c| c.n == ctx.plan.idle_n) {
             cost.insert(
                 "idle".into(),
-                json!({ "servers": idle.n, "windowS": r3(idle.idle_window_s), "cpuPct": r3(idle.idle_pct) }),
+                json!({
+                    "servers": idle.n,
+                    "windowS": r3(idle.idle_window_s),
+                    "cpuPct": r3(idle.idle_pct),
+                    "windowCoversPingPeriod": idle.idle_window_s >= PING_PERIOD.as_secs_f64(),
+                    "pingPeriodS": PING_PERIOD.as_secs(),
+                }),
             );
         }
         out["controllerCost"] = Value::Object(cost);
@@ -2332,7 +2357,7 @@ fn bench(opts: Opts) -> Result<()> {
     if out.get("controllerCost").is_none() && peak_rss.is_some() {
         out["controllerCost"] = json!({});
     }
-    if let Some(c) = out.get_mut("controllerCost") {
+    if let Some(c) = out.get_mut("controllerCost").filter(|_| !rss_kb.is_empty()) {
         c["peakRss"] =
             json!({ "servers": ctx.plan.rss_n, "peakRssMb": mb(peak_rss), "runs": rss_kb.len() });
     }
@@ -2447,7 +2472,8 @@ fn bench(opts: Opts) -> Result<()> {
             target(
                 json!(r3(idle.idle_pct)),
                 "<= 0.1",
-                Some(idle.idle_pct <= 0.1),
+                // A window shorter than the ping period may miss a ping round.
+                (idle.idle_window_s >= PING_PERIOD.as_secs_f64()).then_some(idle.idle_pct <= 0.1),
             ),
         );
     }
