@@ -79,14 +79,6 @@ impl LspService {
         lock(&self.tracked).remove(name);
     }
 
-    /// Documents tracked for `name`.
-    pub fn tracked(&self, name: &str) -> Vec<Url> {
-        lock(&self.tracked)
-            .get(name)
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-
     async fn client(&self, name: &str, status: &StatusStore) -> Result<Arc<LspConnection>, String> {
         let deadline = tokio::time::Instant::now() + READY_WAIT;
         loop {

@@ -252,14 +252,6 @@ impl Reconciler {
         lock(&self.stopped).clone()
     }
 
-    /// Pids of every running server (for tests and status).
-    pub fn running_pids(&self) -> Vec<u32> {
-        lock(&self.observed)
-            .values()
-            .filter_map(|o| o.conn.pid())
-            .collect()
-    }
-
     /// Stop everything, in parallel (controller shutdown).
     pub async fn stop_all(&self) {
         let all: Vec<(Key, Observed)> = lock(&self.observed).drain().collect();
