@@ -18,8 +18,8 @@ use steward_schema::resource::{Item, Phase, WorkspaceStatus};
 
 use crate::fake_mcp::{self, FakeMcpConfig};
 
-/// Path of a binary of this crate: cargo builds them next to the
-/// integration test executables (`target/<profile>/`), before running them.
+/// Path of a binary of this crate: cargo builds them in `target/<profile>/`
+/// before running the integration tests (which run from its `deps/`).
 /// `steward` is the real program built as `steward-under-test`.
 pub fn bin(name: &str) -> PathBuf {
     let name = if name == "steward" {
@@ -28,10 +28,12 @@ pub fn bin(name: &str) -> PathBuf {
         name
     };
     let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("tests run from target/<profile>/deps");
+    // Integration tests run from target/<profile>/deps; binaries of this
+    // crate (benchmarks) from target/<profile> itself.
+    let mut dir = exe.parent().expect("executables live in a directory");
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir = dir.parent().expect("deps has a parent");
+    }
     let path = dir.join(name);
     assert!(
         path.exists(),

@@ -2165,6 +2165,59 @@ fn git() -> Value {
     json!({ "commit": commit, "dirty": dirty })
 }
 
+/// Source files (controller, schema, this crate, manifests) modified after
+/// `binary` was built: figures from a stale binary must not carry the commit.
+fn newer_sources(binary: &Path) -> Vec<String> {
+    let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
+        return vec![format!("{}: no mtime", binary.display())];
+    };
+    let root = repo_root();
+    let mut stack: Vec<PathBuf> = ["controller", "schema", "tests/src"]
+        .iter()
+        .map(|d| root.join(d))
+        .collect();
+    let mut newer: Vec<String> = ["Cargo.toml", "Cargo.lock"]
+        .iter()
+        .map(|f| root.join(f))
+        .filter(|f| {
+            std::fs::metadata(f)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t > built)
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs" || x == "toml")
+                && meta.modified().is_ok_and(|t| t > built)
+            {
+                newer.push(
+                    path.strip_prefix(&root)
+                        .unwrap_or(&path)
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    newer.sort();
+    newer
+}
+
+fn unix_s(t: std::io::Result<SystemTime>) -> Option<u64> {
+    t.ok()?
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs())
+}
+
 fn target(value: Value, target: &str, met: Option<bool>) -> Value {
     json!({ "value": value, "target": target, "met": met })
 }
@@ -2234,6 +2287,11 @@ fn bench(opts: Opts) -> Result<()> {
         "startedAtUnixS": started_wall,
         "machine": machine(),
         "git": git(),
+        "binaries": {
+            "controllerBuiltAtUnixS": unix_s(std::fs::metadata(&ctx.steward).and_then(|m| m.modified())),
+            "fakeServerBuiltAtUnixS": unix_s(std::fs::metadata(&ctx.fake).and_then(|m| m.modified())),
+            "sourcesNewerThanController": newer_sources(&ctx.steward),
+        },
         "settings": {
             "controller": ctx.steward.display().to_string(),
             "fakeServer": ctx.fake.display().to_string(),

@@ -1,0 +1,165 @@
+//! `steward-lsp-bench`: what an `.lsp.json` edit costs under the real
+//! controller, with fake language servers (issue: LSP benchmarks).
+//!
+//! Measures, with N fake stdio language servers in `.lsp.json` (default 20):
+//! reload latency (file rename → edited server `Ready` with the new
+//! `observedHash`, status polled every 2 ms through the control socket) over
+//! a number of edits spaced beyond the debounce window, restarts of the
+//! unchanged servers (from the fakes' record files), and the controller's
+//! idle CPU and peak RSS. Prints one JSON object on stdout.
+//!
+//! `cargo build --release -p steward-tests --bins && target/release/steward-lsp-bench`
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use steward_schema::resource::{Item, Phase, WorkspaceStatus};
+use steward_tests::fake_lsp::{Config, Event, read_records};
+use steward_tests::harness::Env;
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn lsp_json(entries: &[(String, Value)]) -> String {
+    let map: serde_json::Map<String, Value> = entries.iter().cloned().collect();
+    serde_json::to_string_pretty(&Value::Object(map)).unwrap()
+}
+
+fn ready_with(s: &WorkspaceStatus, name: &str, hash: Option<&str>) -> bool {
+    s.items.iter().any(|i| match i {
+        Item::LspServer(l) if l.metadata.name == name => {
+            l.status.phase == Phase::Ready
+                && hash.is_none_or(|h| l.status.observed_hash.as_deref() == Some(h))
+                && l.status.observed_hash.as_deref() == Some(l.spec.config_hash.as_str())
+        }
+        _ => false,
+    })
+}
+
+fn proc_cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+}
+
+fn vm_hwm_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn main() {
+    let n = arg("--servers", 20) as usize;
+    let edits = arg("--edits", 20) as usize;
+    let idle_s = arg("--idle-secs", 30);
+    let env = Env::new();
+    let entry = |name: &str, version: usize| {
+        let mut e = env.fake_lsp(name, Config::default(), &[&format!(".x{name}")]);
+        e["env"]["VERSION"] = json!(version.to_string());
+        e
+    };
+    let names: Vec<String> = (0..n).map(|i| format!("l{i}")).collect();
+    let mut entries: Vec<(String, Value)> =
+        names.iter().map(|nm| (nm.clone(), entry(nm, 0))).collect();
+    env.write(".lsp.json", &lsp_json(&entries));
+
+    let t0 = Instant::now();
+    let c = env.start(&[]);
+    c.wait_for_within(
+        "every language server Ready",
+        Duration::from_secs(120),
+        |s| names.iter().all(|nm| ready_with(s, nm, None)),
+    );
+    let cold_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    let pid = c.pid();
+
+    // Idle cost.
+    let ticks_per_s = 100.0;
+    let before = proc_cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(idle_s));
+    let idle_pct = (proc_cpu_ticks(pid) - before) as f64 / ticks_per_s / idle_s as f64 * 100.0;
+
+    // Edits of one server, spaced beyond the 300 ms window.
+    let edited = &names[0];
+    let mut latencies = Vec::new();
+    let cpu_before = proc_cpu_ticks(pid);
+    for v in 1..=edits {
+        entries[0].1 = entry(edited, v);
+        let started = Instant::now();
+        env.write(".lsp.json", &lsp_json(&entries));
+        let old = c.status();
+        let old_hash = old
+            .items
+            .iter()
+            .find(|i| i.name() == edited)
+            .and_then(|i| i.status().observed_hash.clone());
+        loop {
+            if let Some(s) = c.try_status()
+                && ready_with(&s, edited, None)
+                && s.items
+                    .iter()
+                    .find(|i| i.name() == edited)
+                    .and_then(|i| i.status().observed_hash.clone())
+                    != old_hash
+            {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "edit {v} never applied"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    let cpu_ms_per_edit = (proc_cpu_ticks(pid) - cpu_before) as f64 * 10.0 / edits as f64;
+    let unchanged_restarts: usize = names[1..]
+        .iter()
+        .map(|nm| {
+            read_records(&env.record(nm))
+                .iter()
+                .filter(|r| r.event == Event::Start)
+                .count()
+                .saturating_sub(1)
+        })
+        .sum();
+    let rss = vm_hwm_mb(pid);
+    latencies.sort_by(f64::total_cmp);
+    let out = json!({
+        "servers": n,
+        "coldStartAllReadyMs": (cold_ms * 10.0).round() / 10.0,
+        "idle": { "windowS": idle_s, "controllerCpuPct": (idle_pct * 1000.0).round() / 1000.0 },
+        "reload": {
+            "edits": edits,
+            "how": "rename .lsp.json → edited server Ready with a new observedHash; status polled every 2 ms over the control socket (includes that poll's cost)",
+            "p50Ms": (percentile(&latencies, 50.0) * 10.0).round() / 10.0,
+            "p95Ms": (percentile(&latencies, 95.0) * 10.0).round() / 10.0,
+            "maxMs": (latencies.last().copied().unwrap_or(0.0) * 10.0).round() / 10.0,
+        },
+        "controllerCpuMsPerEdit": (cpu_ms_per_edit * 10.0).round() / 10.0,
+        "unchangedServerRestarts": unchanged_restarts,
+        "controllerPeakRssMb": (rss * 10.0).round() / 10.0,
+    });
+    println!("{}", serde_json::to_string_pretty(&out).unwrap());
+}
