@@ -8,8 +8,13 @@
 //! cargo build --release -p steward-tests --bins
 //! target/release/steward-bench [--quick] [--only reload,burst,cold,cost,mcp-hub]
 //!     [--observe watch|poll] [--edits N] [--debounce-ms MS] [--mcp-hub PATH | --no-mcp-hub]
-//!     [--out FILE]
+//!     [--reload-ns 1,10,100] [--cost-ns 10,50,500] [--controller-arg ARG]... [--out FILE]
 //! ```
+//!
+//! `--quick` (about 25 s) runs every scenario at small sizes; it is meant for
+//! a smoke test (no errors, no churn, at most 2 restarts for the burst), not
+//! for figures: its idle window is shorter than the ping period and its CPU
+//! windows are a few ticks long.
 //!
 //! How things are measured (the JSON repeats the essentials under `method`):
 //! - Everything runs in temp dirs (QWEN_HOME, HOME, system settings paths as
@@ -31,7 +36,15 @@
 //! - CPU is `utime + stime` of the controller from `/proc/<pid>/stat` (clock
 //!   ticks, whole process including exited threads) and, as a
 //!   high-resolution cross-check, the sum of `/proc/<pid>/task/*/schedstat`
-//!   (ns, live threads only). Peak RSS is `VmHWM`.
+//!   (ns, live threads only; used for the targets when no thread exited in
+//!   the window). Cost windows are whole multiples of the 15 s ping period:
+//!   pings of servers started together come in rounds. Peak RSS is `VmHWM`.
+//! - mcp-hub runs with `--watch` on its own config file (same fakes, same
+//!   edits); "connected again" is its new process in the record file, then
+//!   `connected` from `POST /api/servers/info`.
+//! - `machineBusyPctPerScenario` is the whole machine's CPU use during each
+//!   scenario, so a run disturbed by other work shows it; `binaries` says
+//!   whether any source is newer than the controller binary measured.
 //!
 //! Every process started here (controllers, mcp-hub, the fakes they spawn)
 //! is stopped when its guard drops, on error too, and on SIGINT/SIGTERM.
@@ -974,9 +987,7 @@ impl StatusStream {
                     }
                 }
             })?;
-        let s = StatusStream { rx, stream };
-        // The first document proves the stream is served.
-        Ok(s)
+        Ok(StatusStream { rx, stream })
     }
 }
 
