@@ -1411,7 +1411,6 @@ fn first_line(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::sync::OnceLock;
 
     use serde_json::{Value, json};
     use steward_schema::resource::{LspSocket, Scope};
@@ -1423,30 +1422,9 @@ mod tests {
     /// Bound on every wait for something that should happen.
     const SOON: Duration = Duration::from_secs(10);
 
-    /// `target/<profile>/fake-lsp-server` next to this test binary (which is
-    /// `target/<profile>/deps/steward-*`); built once if it is missing.
-    fn fake_server() -> &'static Path {
-        static PATH: OnceLock<PathBuf> = OnceLock::new();
-        PATH.get_or_init(|| {
-            let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .expect("the controller crate is in the workspace");
-            let path = std::env::current_exe()
-                .ok()
-                .and_then(|exe| Some(exe.parent()?.parent()?.join("fake-lsp-server")))
-                .unwrap_or_else(|| workspace.join("target/debug/fake-lsp-server"));
-            if !path.exists() {
-                let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-                let status = std::process::Command::new(cargo)
-                    .args(["build", "-p", "steward-tests", "--bin", "fake-lsp-server"])
-                    .current_dir(workspace)
-                    .status()
-                    .expect("run cargo build for the fake LSP server");
-                assert!(status.success(), "building fake-lsp-server failed");
-            }
-            assert!(path.exists(), "{} is missing", path.display());
-            path
-        })
+    /// The fake server binary (see `runtime::fake_bin`).
+    fn fake_server() -> PathBuf {
+        crate::runtime::fake_bin::fake_binary("fake-lsp-server")
     }
 
     fn fake_path() -> String {
