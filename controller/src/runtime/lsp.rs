@@ -1418,13 +1418,11 @@ mod tests {
     use tokio::sync::mpsc::error::TryRecvError;
 
     use super::*;
-
-    /// Bound on every wait for something that should happen.
-    const SOON: Duration = Duration::from_secs(10);
+    use crate::runtime::test_support::{SOON, alive, eventually, received, record, recorded_pid};
 
     /// The fake server binary (see `runtime::fake_bin`).
     fn fake_server() -> PathBuf {
-        crate::runtime::fake_bin::fake_binary("fake-lsp-server")
+        crate::runtime::test_support::fake_binary("fake-lsp-server")
     }
 
     fn fake_path() -> String {
@@ -1527,48 +1525,6 @@ mod tests {
         let spawner = Spawner::new().unwrap();
         let result = LspConnection::connect(&spawner, "fake", spec, on_event).await;
         (result, rx)
-    }
-
-    /// Alive and not a zombie.
-    fn alive(pid: u32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|stat| Some(stat.rsplit_once(") ")?.1.chars().next()? != 'Z'))
-            .unwrap_or(false)
-    }
-
-    async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-        let deadline = Instant::now() + SOON;
-        while !condition() {
-            assert!(Instant::now() < deadline, "timed out waiting until {what}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    /// The fake's record file: one JSON object per line.
-    fn record(path: &Path) -> Vec<Value> {
-        std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect()
-    }
-
-    fn recorded_pid(path: &Path) -> u32 {
-        record(path)
-            .iter()
-            .find(|event| event["event"] == "start")
-            .and_then(|event| event["pid"].as_u64())
-            .expect("the fake recorded its start") as u32
-    }
-
-    /// Messages with `method` the fake received, in order.
-    fn received(path: &Path, method: &str) -> Vec<Value> {
-        record(path)
-            .into_iter()
-            .filter(|event| event["event"] == "recv" && event["message"]["method"] == method)
-            .map(|event| event["message"].clone())
-            .collect()
     }
 
     fn events_named(path: &Path, name: &str) -> Vec<Value> {
