@@ -429,6 +429,37 @@ pub fn lsp<'a>(
     })
 }
 
+/// The pid of LspServer `name`, if running.
+pub fn lsp_pid(status: &WorkspaceStatus, name: &str) -> Option<u32> {
+    lsp(status, name).and_then(|l| l.status.pid)
+}
+
+/// A `.lsp.json` document from (name, entry) pairs.
+pub fn lsp_json(entries: &[(&str, Value)]) -> String {
+    let map: serde_json::Map<String, Value> = entries
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect();
+    serde_json::to_string_pretty(&Value::Object(map)).unwrap()
+}
+
+impl Env {
+    /// Run `steward lsp ARGS -o json` and parse the answer; panics with
+    /// stderr on failure.
+    pub fn lsp_cli(&self, args: &[&str]) -> Value {
+        let mut full = vec!["lsp"];
+        full.extend_from_slice(args);
+        full.extend_from_slice(&["-o", "json"]);
+        let out = self.steward(&full);
+        assert!(
+            out.status.success(),
+            "steward {full:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
 /// Whether LspServer `name` is Ready.
 pub fn lsp_ready(status: &WorkspaceStatus, name: &str) -> bool {
     lsp(status, name).is_some_and(|s| s.status.phase == Phase::Ready)

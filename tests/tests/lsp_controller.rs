@@ -3,36 +3,10 @@
 //! documents replayed, `steward lsp` answers. Cases follow the LSP seed's
 //! test plan (manager, service, config, watcher), adapted to the controller.
 
-use serde_json::{Value, json};
+use serde_json::json;
 use steward_schema::resource::{Phase, Reason, SourceState};
 use steward_tests::fake_lsp::{Config, Event, read_records};
-use steward_tests::harness::{Env, alive, lsp, lsp_ready, wait_until};
-
-fn lsp_json(entries: &[(&str, Value)]) -> String {
-    let map: serde_json::Map<String, Value> = entries
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), v.clone()))
-        .collect();
-    serde_json::to_string_pretty(&Value::Object(map)).unwrap()
-}
-
-fn pid(s: &steward_schema::resource::WorkspaceStatus, name: &str) -> Option<u32> {
-    lsp(s, name).and_then(|l| l.status.pid)
-}
-
-/// Run `steward lsp ARGS -o json` and parse the answer.
-fn lsp_cli(env: &Env, args: &[&str]) -> Value {
-    let mut full = vec!["lsp"];
-    full.extend_from_slice(args);
-    full.extend_from_slice(&["-o", "json"]);
-    let out = env.steward(&full);
-    assert!(
-        out.status.success(),
-        "steward {full:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+use steward_tests::harness::{Env, alive, lsp, lsp_json, lsp_pid as pid, lsp_ready, wait_until};
 
 #[test]
 fn edit_restarts_only_that_server_and_replays_documents() {
@@ -59,7 +33,7 @@ fn edit_restarts_only_that_server_and_replays_documents() {
 
     // Open a document through Steward, then restart alpha by an edit.
     let doc = env.ws.join("doc.aa");
-    let opened = lsp_cli(&env, &["open", doc.to_str().unwrap()]);
+    let opened = env.lsp_cli(&["open", doc.to_str().unwrap()]);
     assert_eq!(opened["version"], json!(1));
     let mut a2 = a.clone();
     a2["args"] = json!(["--stdio"]);
@@ -89,7 +63,7 @@ fn edit_restarts_only_that_server_and_replays_documents() {
         .collect();
     assert_eq!(opens.len(), 1, "replayed didOpen: {opens:?}");
     // And a hover works right after.
-    let hover = lsp_cli(&env, &["hover", &format!("{}:1:2", doc.display())]);
+    let hover = env.lsp_cli(&["hover", &format!("{}:1:2", doc.display())]);
     let text = hover["contents"]["value"]
         .as_str()
         .unwrap_or_default()
@@ -108,14 +82,14 @@ fn steward_lsp_answers_hover_definition_references_symbols_diagnostics() {
     c.wait_for("alpha Ready", |s| lsp_ready(s, "alpha"));
     let file = env.ws.join("x.aa");
     let f = file.to_str().unwrap();
-    let diags = lsp_cli(&env, &["diagnostics", f]);
+    let diags = env.lsp_cli(&["diagnostics", f]);
     assert_eq!(diags.as_array().map(Vec::len), Some(1), "{diags}");
     assert_eq!(diags[0]["range"]["start"]["line"], json!(1));
-    let defs = lsp_cli(&env, &["definition", &format!("{f}:2:1")]);
+    let defs = env.lsp_cli(&["definition", &format!("{f}:2:1")]);
     assert!(defs.to_string().contains("x.aa"), "{defs}");
-    let refs = lsp_cli(&env, &["references", &format!("{f}:1:4")]);
+    let refs = env.lsp_cli(&["references", &format!("{f}:1:4")]);
     assert_eq!(refs.as_array().map(Vec::len), Some(2), "{refs}");
-    let symbols = lsp_cli(&env, &["symbols", f]);
+    let symbols = env.lsp_cli(&["symbols", f]);
     assert!(symbols.to_string().contains("alpha"), "{symbols}");
     // Text output reads like compiler output.
     let out = env.steward(&["lsp", "diagnostics", f]);
@@ -123,7 +97,7 @@ fn steward_lsp_answers_hover_definition_references_symbols_diagnostics() {
     assert!(text.contains("2:7: error: fake error"), "{text}");
     // A changed file is sent as didChange on the next use.
     std::fs::write(&file, "fn alpha\nclean now\n").unwrap();
-    let diags = lsp_cli(&env, &["diagnostics", f]);
+    let diags = env.lsp_cli(&["diagnostics", f]);
     assert_eq!(diags, json!([]), "{diags}");
     // A file no server handles is a clear error.
     env.write("y.zz", "nothing");

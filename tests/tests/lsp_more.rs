@@ -21,45 +21,20 @@ use steward_tests::fake_lsp::{
     CONFIG_ENV, Config, Event, IdStyle, Record, Transport, read_records,
 };
 use steward_tests::harness::{
-    Controller, DEADLINE, Env, alive, bin, lsp, lsp_ready, signal, wait_until,
+    Controller, DEADLINE, Env, alive, bin, lsp, lsp_json, lsp_pid as pid, lsp_ready, signal,
+    wait_until,
 };
 
 // ---- helpers ----
-
-fn lsp_json(entries: &[(&str, Value)]) -> String {
-    let map: serde_json::Map<String, Value> = entries
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), v.clone()))
-        .collect();
-    serde_json::to_string_pretty(&Value::Object(map)).unwrap()
-}
-
-fn pid(s: &WorkspaceStatus, name: &str) -> Option<u32> {
-    lsp(s, name).and_then(|l| l.status.pid)
-}
 
 fn phase(s: &WorkspaceStatus, name: &str) -> Option<Phase> {
     lsp(s, name).map(|l| l.status.phase)
 }
 
-/// Run `steward lsp ARGS -o json`; panics with stderr on failure.
-fn lsp_cli(env: &Env, args: &[&str]) -> Value {
-    let mut full = vec!["lsp"];
-    full.extend_from_slice(args);
-    full.extend_from_slice(&["-o", "json"]);
-    let out = env.steward(&full);
-    assert!(
-        out.status.success(),
-        "steward {full:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 /// `steward lsp hover FILE:1:1` → the hover text.
 fn hover(env: &Env, rel: &str) -> String {
     let loc = format!("{}:1:1", env.ws.join(rel).display());
-    let h = lsp_cli(env, &["hover", &loc]);
+    let h = env.lsp_cli(&["hover", &loc]);
     h["contents"]["value"]
         .as_str()
         .unwrap_or_default()
@@ -536,7 +511,7 @@ fn server_requests_with_zero_and_string_ids_are_answered_from_settings() {
         // The server's own view, through `steward lsp request` (an
         // extension method): every answer it waited for, and the settings
         // pushed with didChangeConfiguration.
-        let state = lsp_cli(&env, &["request", "--server", name, "fake/state"]);
+        let state = env.lsp_cli(&["request", "--server", name, "fake/state"]);
         let answers = &state["serverRequestAnswers"];
         assert_eq!(
             answers["workspace/configuration"],
@@ -728,7 +703,7 @@ fn document_opened_during_a_restart_reaches_the_new_server() {
     let c = env.start(&[]);
     let s = c.wait_for("alpha Ready", |s| lsp_ready(s, "alpha"));
     let old = pid(&s, "alpha").unwrap();
-    lsp_cli(&env, &["open", env.ws.join("one.aa").to_str().unwrap()]);
+    env.lsp_cli(&["open", env.ws.join("one.aa").to_str().unwrap()]);
 
     let slow = Config {
         initialize_delay_ms: 2000,
@@ -740,7 +715,7 @@ fn document_opened_during_a_restart_reaches_the_new_server() {
         phase(s, "alpha") == Some(Phase::Starting)
     });
     let asked_at = now_ms();
-    let answer = lsp_cli(&env, &["open", env.ws.join("two.aa").to_str().unwrap()]);
+    let answer = env.lsp_cli(&["open", env.ws.join("two.aa").to_str().unwrap()]);
     assert_eq!(answer["version"], json!(1), "{answer}");
 
     let s = c.wait_for("the new alpha Ready", |s| {
@@ -784,7 +759,7 @@ fn removing_a_server_forgets_its_documents() {
     let c = env.start(&[]);
     let s = c.wait_for("alpha Ready", |s| lsp_ready(s, "alpha"));
     let old = pid(&s, "alpha").unwrap();
-    lsp_cli(&env, &["open", env.ws.join("doc.aa").to_str().unwrap()]);
+    env.lsp_cli(&["open", env.ws.join("doc.aa").to_str().unwrap()]);
     assert_eq!(opened(&env, "alpha", old), [uri(&env, "doc.aa")]);
 
     env.write(".lsp.json", &lsp_json(&[("beta", b.clone())]));
@@ -814,7 +789,7 @@ fn a_failed_server_keeps_its_documents_for_the_fixed_one() {
     let c = env.start(&[]);
     let s = c.wait_for("alpha Ready", |s| lsp_ready(s, "alpha"));
     let old = pid(&s, "alpha").unwrap();
-    lsp_cli(&env, &["open", env.ws.join("doc.aa").to_str().unwrap()]);
+    env.lsp_cli(&["open", env.ws.join("doc.aa").to_str().unwrap()]);
 
     env.write(".lsp.json", &lsp_json(&[("alpha", broken(&a))]));
     c.wait_for("alpha Failed", |s| {
@@ -852,7 +827,7 @@ fn a_server_restarted_after_a_crash_gets_its_documents_replayed() {
     let c = env.start(&[]);
     let s = c.wait_for("alpha Ready", |s| lsp_ready(s, "alpha"));
     let old = pid(&s, "alpha").unwrap();
-    lsp_cli(&env, &["open", env.ws.join("doc.aa").to_str().unwrap()]);
+    env.lsp_cli(&["open", env.ws.join("doc.aa").to_str().unwrap()]);
 
     assert!(signal(old as i32, libc::SIGKILL));
     let s = c.wait_for("alpha restarted after the crash", |s| {
