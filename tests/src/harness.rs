@@ -475,6 +475,28 @@ pub fn pid_of(status: &WorkspaceStatus, name: &str) -> Option<u32> {
     mcp(status, name).and_then(|s| s.status.pid)
 }
 
+/// A fake MCP server config offering `names` as tools.
+pub fn fake_tools(names: &[&str]) -> FakeMcpConfig {
+    FakeMcpConfig {
+        tools: names.iter().map(|s| (*s).to_owned()).collect(),
+        ..FakeMcpConfig::default()
+    }
+}
+
+/// `entry` with a changed connection fingerprint (an extra env var).
+pub fn with_version(entry: &Value, version: &str) -> Value {
+    let mut e = entry.clone();
+    e["env"]["VERSION"] = json!(version);
+    e
+}
+
+impl Env {
+    /// User settings (scope user: not gated) holding `servers`.
+    pub fn user_mcp_servers(&self, servers: &[(&str, Value)]) {
+        self.write_home("settings.json", &mcp_servers(servers));
+    }
+}
+
 /// `{"mcpServers": {...}}` from (name, entry) pairs.
 pub fn mcp_servers(entries: &[(&str, Value)]) -> String {
     let map: serde_json::Map<String, Value> = entries

@@ -8,34 +8,16 @@ use serde_json::json;
 use steward_schema::resource::{ConditionStatus, Phase, Reason, SourceState};
 use steward_tests::fake_mcp::{FakeMcpConfig, read_record};
 use steward_tests::harness::{
-    Env, alive, mcp, mcp_servers, pid_of, ready, recorded_pids, wait_until,
+    Env, alive, fake_tools as tools, mcp, mcp_servers, pid_of, ready, recorded_pids, wait_until,
+    with_version as edited,
 };
-
-fn tools(names: &[&str]) -> FakeMcpConfig {
-    FakeMcpConfig {
-        tools: names.iter().map(|s| (*s).to_owned()).collect(),
-        ..FakeMcpConfig::default()
-    }
-}
-
-/// `entry` with a changed connection fingerprint (an extra env var).
-fn edited(entry: &serde_json::Value, version: &str) -> serde_json::Value {
-    let mut e = entry.clone();
-    e["env"]["VERSION"] = json!(version);
-    e
-}
-
-/// User settings with `servers` (user scope: not gated).
-fn user_settings(env: &Env, servers: &[(&str, serde_json::Value)]) {
-    env.write_home("settings.json", &mcp_servers(servers));
-}
 
 #[test]
 fn servers_start_and_an_args_edit_restarts_only_that_server() {
     let env = Env::new();
     let a = env.fake_mcp("alpha", tools(&["a1", "a2"]));
     let b = env.fake_mcp("beta", tools(&["b1"]));
-    user_settings(&env, &[("alpha", a.clone()), ("beta", b.clone())]);
+    env.user_mcp_servers(&[("alpha", a.clone()), ("beta", b.clone())]);
     let c = env.start(&[]);
     let s = c.wait_for("alpha and beta Ready", |s| {
         ready(s, "alpha") && ready(s, "beta")
@@ -47,7 +29,7 @@ fn servers_start_and_an_args_edit_restarts_only_that_server() {
     let (pa, pb) = (pid_of(&s, "alpha").unwrap(), pid_of(&s, "beta").unwrap());
 
     let a2 = edited(&a, "1");
-    user_settings(&env, &[("alpha", a2), ("beta", b)]);
+    env.user_mcp_servers(&[("alpha", a2), ("beta", b)]);
     let s = c.wait_for("alpha restarted and the reload recorded", |s| {
         ready(s, "alpha")
             && pid_of(s, "alpha") != Some(pa)
@@ -68,7 +50,7 @@ fn formatting_and_ignored_keys_restart_nothing_and_an_invalid_edit_changes_nothi
     let env = Env::new();
     let a = env.fake_mcp("alpha", tools(&["a1"]));
     let b = env.fake_mcp("beta", tools(&["b1"]));
-    user_settings(&env, &[("alpha", a.clone()), ("beta", b.clone())]);
+    env.user_mcp_servers(&[("alpha", a.clone()), ("beta", b.clone())]);
     let c = env.start(&[]);
     let s = c.wait_for("both Ready", |s| ready(s, "alpha") && ready(s, "beta"));
     let pids = (pid_of(&s, "alpha"), pid_of(&s, "beta"));
@@ -123,11 +105,11 @@ fn remove_and_add_servers_including_empty_and_back() {
     let a = env.fake_mcp("alpha", tools(&["a1"]));
     let c = env.start(&[]);
     // 0 → 1
-    user_settings(&env, &[("alpha", a.clone())]);
+    env.user_mcp_servers(&[("alpha", a.clone())]);
     let s = c.wait_for("alpha Ready", |s| ready(s, "alpha"));
     let pa = pid_of(&s, "alpha").unwrap();
     // 1 → 0
-    user_settings(&env, &[]);
+    env.user_mcp_servers(&[]);
     let s = c.wait_for("alpha gone", |s| mcp(s, "alpha").is_none());
     assert!(
         s.removed.iter().any(|r| r.name == "alpha"),
@@ -136,7 +118,7 @@ fn remove_and_add_servers_including_empty_and_back() {
     );
     wait_until("alpha process exits", || !alive(pa));
     // 0 → 1 again: a new process.
-    user_settings(&env, &[("alpha", a)]);
+    env.user_mcp_servers(&[("alpha", a)]);
     let s = c.wait_for("alpha Ready again", |s| ready(s, "alpha"));
     assert_ne!(pid_of(&s, "alpha"), Some(pa));
     assert!(s.removed.iter().all(|r| r.name != "alpha"));
@@ -259,7 +241,7 @@ fn a_crashed_server_is_restarted_with_backoff() {
             ..tools(&["f1"])
         },
     );
-    user_settings(&env, &[("flaky", a)]);
+    env.user_mcp_servers(&[("flaky", a)]);
     let c = env.start(&[]);
     let s = c.wait_for("flaky restarted at least twice", |s| {
         mcp(s, "flaky").is_some_and(|m| m.status.restarts >= 2)
@@ -302,7 +284,7 @@ fn nothing_outlives_sigterm_of_the_controller() {
         .iter()
         .map(|(n, v)| (n.as_str(), v.clone()))
         .collect();
-    user_settings(&env, &refs);
+    env.user_mcp_servers(&refs);
     let mut c = env.start(&[]);
     c.wait_for("all Ready", |s| (0..3).all(|i| ready(s, &format!("s{i}"))));
     let pids = recorded_pids(&env.records());
@@ -318,7 +300,7 @@ fn nothing_outlives_sigterm_of_the_controller() {
 fn nothing_outlives_sigkill_of_the_controller() {
     let env = Env::new();
     let a = env.fake_mcp("alpha", tools(&["a1"]));
-    user_settings(&env, &[("alpha", a)]);
+    env.user_mcp_servers(&[("alpha", a)]);
     let mut c = env.start(&[]);
     c.wait_for("alpha Ready", |s| ready(s, "alpha"));
     let pids = recorded_pids(&env.records());
@@ -345,14 +327,11 @@ fn a_burst_of_saves_coalesces() {
     let env = Env::new();
     let a = env.fake_mcp("alpha", tools(&["a1"]));
     let b = env.fake_mcp("beta", tools(&["b1"]));
-    user_settings(&env, &[("alpha", a.clone()), ("beta", b.clone())]);
+    env.user_mcp_servers(&[("alpha", a.clone()), ("beta", b.clone())]);
     let c = env.start(&[]);
     c.wait_for("Ready", |s| ready(s, "alpha") && ready(s, "beta"));
     for i in 0..200 {
-        user_settings(
-            &env,
-            &[("alpha", edited(&a, &i.to_string())), ("beta", b.clone())],
-        );
+        env.user_mcp_servers(&[("alpha", edited(&a, &i.to_string())), ("beta", b.clone())]);
     }
     let s = c.wait_for("alpha at the last version", |s| {
         mcp(s, "alpha").is_some_and(|m| {
@@ -385,7 +364,7 @@ fn a_burst_of_saves_coalesces() {
 fn stop_and_start_persist_across_controller_restarts() {
     let env = Env::new();
     let a = env.fake_mcp("alpha", tools(&["a1"]));
-    user_settings(&env, &[("alpha", a)]);
+    env.user_mcp_servers(&[("alpha", a)]);
     let mut c = env.start(&[]);
     let s = c.wait_for("alpha Ready", |s| ready(s, "alpha"));
     let pid = pid_of(&s, "alpha").unwrap();
@@ -422,7 +401,7 @@ fn tool_list_changes_show_up_in_status() {
     );
     let mut entry = a;
     entry["excludeTools"] = json!(["new2"]);
-    user_settings(&env, &[("alpha", entry)]);
+    env.user_mcp_servers(&[("alpha", entry)]);
     let c = env.start(&[]);
     let s = c.wait_for("new tools listed", |s| {
         mcp(s, "alpha").is_some_and(|m| m.status.tools.as_deref() == Some(&["new1".to_owned()][..]))
@@ -442,7 +421,7 @@ fn tool_list_changes_show_up_in_status() {
 fn include_and_exclude_edits_refilter_without_restart() {
     let env = Env::new();
     let a = env.fake_mcp("alpha", tools(&["t1", "t2", "t3"]));
-    user_settings(&env, &[("alpha", a.clone())]);
+    env.user_mcp_servers(&[("alpha", a.clone())]);
     let c = env.start(&[]);
     let s = c.wait_for("alpha Ready", |s| ready(s, "alpha"));
     let pid = pid_of(&s, "alpha");
@@ -450,7 +429,7 @@ fn include_and_exclude_edits_refilter_without_restart() {
     filtered["includeTools"] = json!(["t1", "t3"]);
     filtered["excludeTools"] = json!(["t3"]);
     filtered["description"] = json!("now described");
-    user_settings(&env, &[("alpha", filtered)]);
+    env.user_mcp_servers(&[("alpha", filtered)]);
     let s = c.wait_for("tools re-filtered", |s| {
         mcp(s, "alpha").is_some_and(|m| m.status.tools.as_deref() == Some(&["t1".to_owned()][..]))
     });
@@ -460,10 +439,7 @@ fn include_and_exclude_edits_refilter_without_restart() {
 #[test]
 fn failed_start_is_reported_and_a_save_retries_it() {
     let env = Env::new();
-    user_settings(
-        &env,
-        &[("ghost", json!({"command": "definitely-not-a-command-xyz"}))],
-    );
+    env.user_mcp_servers(&[("ghost", json!({"command": "definitely-not-a-command-xyz"}))]);
     let c = env.start(&["--start-backoff-ms", "60000"]);
     let s = c.wait_for("ghost CommandNotFound", |s| {
         mcp(s, "ghost").is_some_and(|m| m.status.reason == Some(Reason::CommandNotFound))
@@ -477,7 +453,7 @@ fn failed_start_is_reported_and_a_save_retries_it() {
     );
     // The same content saved again retries at once (not after 60 s).
     let a = env.fake_mcp("ghost", tools(&["g"]));
-    user_settings(&env, &[("ghost", a)]);
+    env.user_mcp_servers(&[("ghost", a)]);
     c.wait_for("ghost Ready after the fix", |s| ready(s, "ghost"));
 }
 

@@ -21,28 +21,9 @@ use steward_schema::resource::{
 };
 use steward_tests::fake_mcp::{CONFIG_ENV, FakeMcpConfig, GrandchildMode, HttpConfig, read_record};
 use steward_tests::harness::{
-    Controller, DEADLINE, Env, alive, bin, mcp, mcp_servers, pid_of, ready, recorded_pids, signal,
-    wait_until,
+    Controller, DEADLINE, Env, alive, bin, fake_tools as tools, mcp, mcp_servers, pid_of, ready,
+    recorded_pids, signal, wait_until, with_version as edited,
 };
-
-fn tools(names: &[&str]) -> FakeMcpConfig {
-    FakeMcpConfig {
-        tools: names.iter().map(|s| (*s).to_owned()).collect(),
-        ..FakeMcpConfig::default()
-    }
-}
-
-/// `entry` with a changed connection fingerprint (an extra env var).
-fn edited(entry: &Value, version: &str) -> Value {
-    let mut e = entry.clone();
-    e["env"]["VERSION"] = json!(version);
-    e
-}
-
-/// User settings with `servers` (user scope: not gated).
-fn user_settings(env: &Env, servers: &[(&str, Value)]) {
-    env.write_home("settings.json", &mcp_servers(servers));
-}
 
 fn reason_is(s: &WorkspaceStatus, name: &str, reason: Reason) -> bool {
     mcp(s, name).is_some_and(|m| m.status.reason == Some(reason))
@@ -122,7 +103,7 @@ fn ignores_sigterm(pid: u32) -> bool {
 fn status_watch_json_prints_a_new_document_when_a_server_changes_phase() {
     let env = Env::new();
     let a = env.fake_mcp("alpha", tools(&["a1"]));
-    user_settings(&env, &[("alpha", a.clone())]);
+    env.user_mcp_servers(&[("alpha", a.clone())]);
     let c = env.start(&[]);
     c.wait_for("alpha Ready", |s| ready(s, "alpha"));
 
@@ -143,7 +124,7 @@ fn status_watch_json_prints_a_new_document_when_a_server_changes_phase() {
             ..tools(&["b1"])
         },
     );
-    user_settings(&env, &[("alpha", a.clone()), ("beta", b.clone())]);
+    env.user_mcp_servers(&[("alpha", a.clone()), ("beta", b.clone())]);
     let lines = watch.read_until("a document with beta Ready", |l| ready(&parse(l), "beta"));
     let docs: Vec<WorkspaceStatus> = lines.iter().map(|l| parse(l)).collect();
     assert!(
@@ -172,7 +153,7 @@ fn status_watch_table_prints_the_header_then_only_changed_rows() {
     let env = Env::new();
     let a = env.fake_mcp("alpha", tools(&["a1"]));
     let b = env.fake_mcp("beta", tools(&["b1"]));
-    user_settings(&env, &[("alpha", a.clone()), ("beta", b.clone())]);
+    env.user_mcp_servers(&[("alpha", a.clone()), ("beta", b.clone())]);
     let c = env.start(&[]);
     let s = c.wait_for("both Ready", |s| ready(s, "alpha") && ready(s, "beta"));
     let pb = pid_of(&s, "beta").unwrap();
@@ -196,7 +177,7 @@ fn status_watch_table_prints_the_header_then_only_changed_rows() {
         "{rows:?}"
     );
 
-    user_settings(&env, &[("alpha", a), ("beta", edited(&b, "2"))]);
+    env.user_mcp_servers(&[("alpha", a), ("beta", edited(&b, "2"))]);
     let s = c.wait_for("beta restarted", |s| {
         ready(s, "beta") && pid_of(s, "beta").is_some_and(|p| p != pb)
     });
@@ -220,7 +201,7 @@ fn status_watch_table_prints_the_header_then_only_changed_rows() {
 #[test]
 fn status_without_a_controller_falls_back_to_the_offline_view_and_says_so() {
     let env = Env::new();
-    user_settings(&env, &[("alpha", env.fake_mcp("alpha", tools(&["a1"])))]);
+    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["a1"])))]);
     for args in [
         &["status"][..],
         &["status", "-o", "json"][..],
@@ -324,7 +305,7 @@ fn streamable_http_servers_connect_a_header_edit_reconnects_and_sse_is_refused()
     let sse = HttpFake::start(&env, "sse", tools(&["never"]));
     let h1_entry = |token: &str| json!({"httpUrl": h1.url("/mcp"), "headers": {"X-Token": token}});
     let sse_entry = json!({"url": sse.url("/sse")});
-    user_settings(&env, &[("h1", h1_entry("one")), ("sse", sse_entry.clone())]);
+    env.user_mcp_servers(&[("h1", h1_entry("one")), ("sse", sse_entry.clone())]);
     // Claude Code's format, in .mcp.json (gated: approved below).
     env.write(
         ".mcp.json",
@@ -367,7 +348,7 @@ fn streamable_http_servers_connect_a_header_edit_reconnects_and_sse_is_refused()
 
     // A header edit of h1: a new connection (a second initialize); h2 untouched.
     let gen1 = m1.metadata.generation;
-    user_settings(&env, &[("h1", h1_entry("two")), ("sse", sse_entry)]);
+    env.user_mcp_servers(&[("h1", h1_entry("two")), ("sse", sse_entry)]);
     let s = c.wait_for("h1 reconnected with the new headers", |s| {
         mcp(s, "h1").is_some_and(|m| {
             m.status.phase == Phase::Ready
@@ -504,7 +485,7 @@ fn steward_reload_picks_up_added_and_removed_extensions() {
     );
     // Extensions are not watched: a later watched change is applied, the
     // extension still is not.
-    user_settings(&env, &[("marker", env.fake_mcp("marker", tools(&["m"])))]);
+    env.user_mcp_servers(&[("marker", env.fake_mcp("marker", tools(&["m"])))]);
     let s = c.wait_for("marker Ready", |s| ready(s, "marker"));
     assert!(
         mcp(&s, "extsrv").is_none(),
@@ -551,10 +532,7 @@ fn steward_reload_picks_up_added_and_removed_extensions() {
 fn last_reload_reports_added_removed_restarted_and_unchanged_for_a_mixed_edit() {
     let env = Env::new();
     let [a, b, cc, d] = ["a", "b", "c", "d"].map(|n| env.fake_mcp(n, tools(&["t"])));
-    user_settings(
-        &env,
-        &[("a", a.clone()), ("b", b.clone()), ("c", cc.clone())],
-    );
+    env.user_mcp_servers(&[("a", a.clone()), ("b", b.clone()), ("c", cc.clone())]);
     let c = env.start(&[]);
     let s = c.wait_for("a, b, c Ready and the start reload done", |s| {
         ["a", "b", "c"].iter().all(|n| ready(s, n))
@@ -567,7 +545,7 @@ fn last_reload_reports_added_removed_restarted_and_unchanged_for_a_mixed_edit() 
     let pa = pid_of(&s, "a").unwrap();
 
     // Add d, remove a, edit b, leave c.
-    user_settings(&env, &[("b", edited(&b, "2")), ("c", cc), ("d", d)]);
+    env.user_mcp_servers(&[("b", edited(&b, "2")), ("c", cc), ("d", d)]);
     let s = c.wait_for("the mixed edit's reload summary", |s| {
         s.controller
             .last_reload
@@ -640,7 +618,7 @@ fn a_hung_server_is_detected_as_crashed_and_restarted() {
         },
     );
     let ok = env.fake_mcp("ok", tools(&["o"]));
-    user_settings(&env, &[("hung", h), ("ok", ok)]);
+    env.user_mcp_servers(&[("hung", h), ("ok", ok)]);
     let c = env.start(&["--ping-interval-ms", "100"]);
     let s = c.wait_for("hung and ok Ready", |s| ready(s, "hung") && ready(s, "ok"));
     let (ph, po) = (pid_of(&s, "hung").unwrap(), pid_of(&s, "ok").unwrap());
@@ -682,7 +660,7 @@ fn a_server_ignoring_sigterm_is_still_stopped_on_removal_within_the_grace() {
         },
     );
     let ok = env.fake_mcp("ok", tools(&["o"]));
-    user_settings(&env, &[("stubborn", stubborn), ("ok", ok.clone())]);
+    env.user_mcp_servers(&[("stubborn", stubborn), ("ok", ok.clone())]);
     let c = env.start(&[]);
     let s = c.wait_for("both Ready", |s| ready(s, "stubborn") && ready(s, "ok"));
     let ps = pid_of(&s, "stubborn").unwrap();
@@ -697,7 +675,7 @@ fn a_server_ignoring_sigterm_is_still_stopped_on_removal_within_the_grace() {
         .collect();
 
     let removed_at = Instant::now();
-    user_settings(&env, &[("ok", ok)]);
+    env.user_mcp_servers(&[("ok", ok)]);
     wait_all_gone("the stubborn server and its children", &pids);
     let took = removed_at.elapsed();
     // Close (2 s) + SIGTERM grace (3 s) + SIGKILL, plus the debounce and a
@@ -723,7 +701,7 @@ fn a_server_spawning_a_grandchild_leaves_nothing_behind_on_removal() {
             },
         );
         let ok = env.fake_mcp("ok", tools(&["o"]));
-        user_settings(&env, &[("forker", g), ("ok", ok.clone())]);
+        env.user_mcp_servers(&[("forker", g), ("ok", ok.clone())]);
         let c = env.start(&[]);
         let s = c.wait_for("both Ready", |s| ready(s, "forker") && ready(s, "ok"));
         let pf = pid_of(&s, "forker").unwrap();
@@ -744,7 +722,7 @@ fn a_server_spawning_a_grandchild_leaves_nothing_behind_on_removal() {
         let mut pids = process_tree(pf);
         pids.push(grandchild);
 
-        user_settings(&env, &[("ok", ok)]);
+        env.user_mcp_servers(&[("ok", ok)]);
         c.wait_for("forker gone", |s| mcp(s, "forker").is_none());
         wait_all_gone(
             &format!("{mode:?}: the forker and its grandchild exit"),
@@ -758,7 +736,7 @@ fn a_server_spawning_a_grandchild_leaves_nothing_behind_on_removal() {
 fn a_server_survives_a_minute_of_controller_idleness() {
     let env = Env::new();
     let a = env.fake_mcp("alpha", tools(&["a1"]));
-    user_settings(&env, &[("alpha", a)]);
+    env.user_mcp_servers(&[("alpha", a)]);
     let c = env.start(&[]);
     let s = c.wait_for("alpha Ready", |s| ready(s, "alpha"));
     let pid = pid_of(&s, "alpha").unwrap();
@@ -823,7 +801,7 @@ fn sigint_stops_every_server_exits_0_and_removes_the_socket() {
         .iter()
         .map(|(n, v)| (n.as_str(), v.clone()))
         .collect();
-    user_settings(&env, &refs);
+    env.user_mcp_servers(&refs);
     let mut c = env.start(&[]);
     c.wait_for("all Ready", |s| (0..3).all(|i| ready(s, &format!("s{i}"))));
     let socket = env.paths().socket_path();
@@ -860,7 +838,7 @@ fn a_second_signal_during_a_slow_shutdown_exits_at_once_and_no_server_survives()
         },
     );
     let ok = env.fake_mcp("ok", tools(&["o"]));
-    user_settings(&env, &[("stubborn", stubborn), ("ok", ok)]);
+    env.user_mcp_servers(&[("stubborn", stubborn), ("ok", ok)]);
     let mut c = env.start(&[]);
     let s = c.wait_for("both Ready", |s| ready(s, "stubborn") && ready(s, "ok"));
     let mut pids = process_tree(pid_of(&s, "stubborn").unwrap());
@@ -946,7 +924,7 @@ fn denylisted_env_keys_never_reach_the_server_and_config_path_does_not_pick_the_
     entry["env"]["LD_PRELOAD"] = json!("x");
     entry["env"]["node_options"] = json!("y");
     entry["env"]["PATH"] = json!(decoy.to_string_lossy());
-    user_settings(&env, &[("envy", entry)]);
+    env.user_mcp_servers(&[("envy", entry)]);
     let c = env.start(&[]);
     let s = c.wait_for("envy Ready", |s| ready(s, "envy"));
     assert!(!marker.exists(), "the config's PATH chose the binary");
@@ -975,7 +953,7 @@ fn denylisted_env_keys_never_reach_the_server_and_config_path_does_not_pick_the_
 #[test]
 fn steward_reload_with_nothing_changed_answers_at_once() {
     let env = Env::new();
-    user_settings(&env, &[("alpha", env.fake_mcp("alpha", tools(&["a1"])))]);
+    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["a1"])))]);
     let c = env.start(&[]);
     let s = c.wait_for("alpha Ready and the start reload done", |s| {
         ready(s, "alpha") && s.controller.last_reload.is_some()
@@ -1012,7 +990,7 @@ fn status_watch_table_started_on_an_empty_workspace_prints_the_header_with_the_f
         s.controller.last_reload.is_some()
     });
     let watch = CliChild::spawn(&env, &["status", "--watch"]);
-    user_settings(&env, &[("alpha", env.fake_mcp("alpha", tools(&["a1"])))]);
+    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["a1"])))]);
     c.wait_for("alpha Ready", |s| ready(s, "alpha"));
     let lines = watch.read_until("alpha's row", |l| l.contains("alpha"));
     let lines: Vec<&String> = lines.iter().filter(|l| !l.trim().is_empty()).collect();
@@ -1027,7 +1005,7 @@ fn status_watch_table_started_on_an_empty_workspace_prints_the_header_with_the_f
 #[test]
 fn status_watch_ends_cleanly_when_the_controller_stops() {
     let env = Env::new();
-    user_settings(&env, &[("alpha", env.fake_mcp("alpha", tools(&["a1"])))]);
+    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["a1"])))]);
     let mut c = env.start(&[]);
     c.wait_for("alpha Ready", |s| ready(s, "alpha"));
     let mut watch = CliChild::spawn(&env, &["status", "--watch", "-o", "json"]);
@@ -1065,7 +1043,7 @@ fn a_crashed_servers_escaped_grandchild_does_not_leak() {
                 ..tools(&["g"])
             },
         );
-        user_settings(&env, &[("crasher", g)]);
+        env.user_mcp_servers(&[("crasher", g)]);
         let c = env.start(&[]);
         c.wait_for("crasher restarted after its first crash", |s| {
             mcp(s, "crasher").is_some_and(|m| m.status.restarts >= 1)
@@ -1094,7 +1072,7 @@ fn sigint_during_a_slow_start_exits_0_promptly_and_kills_the_starting_server() {
             ..tools(&["s"])
         },
     );
-    user_settings(&env, &[("slow", slow)]);
+    env.user_mcp_servers(&[("slow", slow)]);
     let mut c = env.start(&[]);
     c.wait_for("slow Starting", |s| {
         mcp(s, "slow").is_some_and(|m| m.status.phase == Phase::Starting)

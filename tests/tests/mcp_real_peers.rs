@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{peer, process_tree, wait_all_gone};
 use serde_json::{Value, json};
-use steward_tests::harness::{Controller, Env, alive, mcp, mcp_servers, pid_of, ready};
+use steward_tests::harness::{Controller, Env, alive, mcp, pid_of, ready};
 
 /// Node starts slowly on a loaded 2-core machine; Python imports too.
 const PEER_DEADLINE: Duration = Duration::from_secs(60);
@@ -30,10 +30,6 @@ fn time() -> Value {
     json!({"command": bin.to_string_lossy(), "args": []})
 }
 
-fn user_settings(env: &Env, servers: &[(&str, Value)]) {
-    env.write_home("settings.json", &mcp_servers(servers));
-}
-
 fn tools_of(c: &Controller, name: &str) -> Vec<String> {
     mcp(&c.status(), name)
         .and_then(|m| m.status.tools.clone())
@@ -41,7 +37,7 @@ fn tools_of(c: &Controller, name: &str) -> Vec<String> {
 }
 
 fn start_both(env: &Env) -> (Controller, u32, u32) {
-    user_settings(env, &[("everything", everything()), ("time", time())]);
+    env.user_mcp_servers(&[("everything", everything()), ("time", time())]);
     let c = env.start(&[]);
     let s = c.wait_for_within("everything and time Ready", PEER_DEADLINE, |s| {
         ready(s, "everything") && ready(s, "time")
@@ -89,10 +85,7 @@ fn editing_one_real_peer_restarts_only_that_one() {
     // An args edit of time: only time restarts.
     let mut time2 = time();
     time2["args"] = json!(["--local-timezone", "UTC"]);
-    user_settings(
-        &env,
-        &[("everything", everything()), ("time", time2.clone())],
-    );
+    env.user_mcp_servers(&[("everything", everything()), ("time", time2.clone())]);
     let s = c.wait_for_within("time restarted", PEER_DEADLINE, |s| {
         ready(s, "time") && pid_of(s, "time").is_some_and(|p| p != pt)
     });
@@ -120,7 +113,7 @@ fn editing_one_real_peer_restarts_only_that_one() {
     let old_everything_tree = process_tree(pe);
     let mut everything2 = everything();
     everything2["env"] = json!({"STEWARD_TEST_EDIT": "1"});
-    user_settings(&env, &[("everything", everything2), ("time", time2)]);
+    env.user_mcp_servers(&[("everything", everything2), ("time", time2)]);
     let s = c.wait_for_within("everything restarted", PEER_DEADLINE, |s| {
         ready(s, "everything") && pid_of(s, "everything").is_some_and(|p| p != pe)
     });
@@ -148,7 +141,7 @@ fn removing_a_real_peer_leaves_no_process_behind() {
     let everything_tree = process_tree(pe);
     let time_tree = process_tree(pt);
 
-    user_settings(&env, &[("time", time())]);
+    env.user_mcp_servers(&[("time", time())]);
     let s = c.wait_for("everything gone from status", |s| {
         mcp(s, "everything").is_none()
     });
@@ -164,7 +157,7 @@ fn removing_a_real_peer_leaves_no_process_behind() {
         "time must keep running untouched"
     );
 
-    user_settings(&env, &[]);
+    env.user_mcp_servers(&[]);
     c.wait_for("time gone from status", |s| mcp(s, "time").is_none());
     wait_all_gone("time and every descendant exit", &time_tree);
 }
