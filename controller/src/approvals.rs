@@ -130,6 +130,7 @@ fn read_current(path: &Path, workspace: &Path) -> Result<Map<String, Value>, App
         workspace,
         env: &env,
         mode: LoadMode::Strict,
+        memo: None,
     };
     let parsed = load::load_approvals(path, &FileText::Text(text.clone()), &cx);
     if parsed.state == SourceState::Invalid {

@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use steward_schema::admission::{self, Blocked};
 use steward_schema::desired::{self, CliOptions, DesiredLsp, DesiredMcp, DesiredState, SourceSet};
-use steward_schema::load::{FileText, LoadMode, ParsedSource};
+use steward_schema::load::{FileText, LoadContext, LoadMode, ParsedSource};
+use steward_schema::memo::EntryMemo;
 use steward_schema::resource::{ResourceKind, SourceKind, SourceStatus};
 
 use crate::paths::Paths;
@@ -215,6 +216,8 @@ pub struct DesiredStore {
     current: RwLock<Arc<Snapshot>>,
     /// The last strict load of each watched file, with the text it came from.
     last_load: Mutex<HashMap<PathBuf, (FileText, ParsedSource)>>,
+    /// Built entries of every load, so a reload rebuilds only what changed.
+    memo: EntryMemo,
     /// `mcp.serverCommand` as of controller start (restart-only).
     initial_server_command: Option<String>,
 }
@@ -227,7 +230,11 @@ impl DesiredStore {
         cli: CliOptions,
         mcp_config: Vec<String>,
     ) -> Self {
-        let cx = sources::context(&paths, &env, LoadMode::Lenient);
+        let memo = EntryMemo::new();
+        let cx = LoadContext {
+            memo: Some(&memo),
+            ..sources::context(&paths, &env, LoadMode::Lenient)
+        };
         let set = sources::load_all(&paths, &mcp_config, &cx);
         let snap = Snapshot::build(set, BTreeMap::new(), &paths, &cli, None);
         let initial_server_command = snap.desired.policy.mcp_server_command.clone();
@@ -238,6 +245,7 @@ impl DesiredStore {
             mcp_config,
             current: RwLock::new(Arc::new(snap)),
             last_load: Mutex::new(HashMap::new()),
+            memo,
             initial_server_command,
         }
     }
@@ -312,8 +320,7 @@ impl DesiredStore {
         {
             return parsed.clone();
         }
-        let cx = sources::context(&self.paths, &self.env, LoadMode::Strict);
-        let parsed = sources::load_text(which, &self.paths, &text, &cx);
+        let parsed = sources::load_text(which, &self.paths, &text, &self.strict_context());
         cache.insert(path, (text, parsed.clone()));
         parsed
     }
@@ -343,8 +350,7 @@ impl DesiredStore {
 
     /// Reload every source strictly (extensions re-listed and re-read).
     pub fn reload_all(&self) -> Applied {
-        let cx = sources::context(&self.paths, &self.env, LoadMode::Strict);
-        let fresh = sources::load_all(&self.paths, &self.mcp_config, &cx);
+        let fresh = sources::load_all(&self.paths, &self.mcp_config, &self.strict_context());
         let current = self.snapshot();
         let mut invalid = BTreeMap::new();
         let mut rejected = Vec::new();
@@ -392,6 +398,14 @@ impl DesiredStore {
             set.cli_mcp.push(keep(old_cli, new_cli));
         }
         self.publish(set, invalid, touched, rejected)
+    }
+
+    /// How hot reloads load: strictly, through the memo.
+    fn strict_context(&self) -> LoadContext<'_> {
+        LoadContext {
+            memo: Some(&self.memo),
+            ..sources::context(&self.paths, &self.env, LoadMode::Strict)
+        }
     }
 
     fn publish(

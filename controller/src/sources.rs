@@ -127,6 +127,7 @@ pub fn context<'a>(
         workspace: &paths.workspace,
         env,
         mode,
+        memo: None,
     }
 }
 

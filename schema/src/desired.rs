@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::formats::{ApprovalRecord, TrustedFoldersFile};
 use crate::glob;
@@ -105,14 +106,15 @@ pub struct Policy {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DesiredMcp {
     pub source: SourceKind,
-    pub spec: McpServerSpec,
+    /// Shared with the source it came from (a snapshot copies pointers).
+    pub spec: Arc<McpServerSpec>,
 }
 
 /// A desired language server and the source whose definition won.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DesiredLsp {
     pub source: SourceKind,
-    pub spec: LspServerSpec,
+    pub spec: Arc<LspServerSpec>,
 }
 
 /// The merged desired state of one workspace.
@@ -218,7 +220,7 @@ pub fn desired_state(
     }
     let put = |mcp: &mut BTreeMap<String, DesiredMcp>,
                source: SourceKind,
-               servers: &BTreeMap<String, McpServerSpec>| {
+               servers: &BTreeMap<String, Arc<McpServerSpec>>| {
         for (name, spec) in servers {
             mcp.insert(
                 name.clone(),

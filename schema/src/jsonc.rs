@@ -22,9 +22,19 @@
 //! expected; a lone `\r` is not a line break, as in `strip-json-comments`).
 //! Everything is linear in the size of the input: positions are computed by a
 //! cursor that only moves forward while parsing.
+//!
+//! Positions are only needed to report a problem, and most loads have none:
+//! [`parse`] first tries serde_json on the text with its comments blanked out
+//! (same offsets) and builds the position tree only when a position is asked
+//! for, by running this module's parser. Whenever serde_json refuses the text
+//! (a syntax error, or nesting deeper than its limit), this module's parser
+//! decides — so what is accepted, the values produced, and every error
+//! message are exactly this parser's (a property test checks both agree).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::OnceLock;
 
 use serde_json::{Map, Number, Value};
 
@@ -37,7 +47,9 @@ pub const MAX_DEPTH: usize = 256;
 #[derive(Clone)]
 pub struct Document {
     pub value: Value,
-    root: Node,
+    /// The text, kept to find positions on demand.
+    text: String,
+    root: OnceLock<Node>,
 }
 
 /// Position tree mirroring `Document::value` (not keyed by pointer strings, so
@@ -95,16 +107,29 @@ impl Document {
         })
     }
 
+    /// The position tree, built on first use (the text parsed before, so
+    /// parsing it again cannot fail).
+    fn root(&self) -> &Node {
+        self.root
+            .get_or_init(|| match Parser::new(&self.text).document() {
+                Ok((_, root)) => root,
+                Err(_) => Node {
+                    pos: Pos { line: 1, column: 1 },
+                    children: Children::Leaf,
+                },
+            })
+    }
+
     fn lookup(&self, pointer: &str) -> Option<Lookup> {
         if pointer.is_empty() {
             return Some(Lookup {
-                pos: self.root.pos,
+                pos: self.root().pos,
                 key: None,
                 exact: true,
             });
         }
         let rest = pointer.strip_prefix('/')?;
-        let mut node = &self.root;
+        let mut node = self.root();
         let mut key = None;
         for raw in rest.split('/') {
             let next = match &node.children {
@@ -176,29 +201,75 @@ impl SyntaxError {
 
 /// Parse JSON with comments. See the module documentation for what is accepted.
 pub fn parse(text: &str) -> Result<Document, SyntaxError> {
-    let start = if text.starts_with('\u{FEFF}') { 3 } else { 0 };
-    let mut p = Parser {
-        src: text,
-        bytes: text.as_bytes(),
-        i: start,
-        depth: 0,
-        start,
-        cursor: Cursor {
-            offset: start,
-            line: 1,
-            column: 1,
-        },
-    };
-    p.skip_ws()?;
-    if p.i >= p.bytes.len() {
-        return Err(p.error_at(p.i, "file is empty; expected a JSON value".into()));
+    if let Some(value) = fast_value(text) {
+        return Ok(Document {
+            value,
+            text: text.to_owned(),
+            root: OnceLock::new(),
+        });
     }
-    let (value, root) = p.parse_value()?;
-    p.skip_ws()?;
-    if p.i < p.bytes.len() {
-        return Err(p.expected("the end of the file after the JSON value"));
+    let (value, root) = Parser::new(text).document()?;
+    Ok(Document {
+        value,
+        text: text.to_owned(),
+        root: OnceLock::from(root),
+    })
+}
+
+/// The value of `text` by serde_json, comments blanked out; `None` when
+/// serde_json refuses it (then this module's parser decides).
+fn fast_value(text: &str) -> Option<Value> {
+    let body = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+    serde_json::from_str(&blank_comments(body)?).ok()
+}
+
+/// `text` with every comment replaced by spaces (line breaks kept); `None`
+/// for a `/` that starts no comment or an unterminated block comment.
+fn blank_comments(text: &str) -> Option<Cow<'_, str>> {
+    let bytes = text.as_bytes();
+    if !bytes.contains(&b'/') {
+        return Some(Cow::Borrowed(text));
     }
-    Ok(Document { value, root })
+    let mut out = bytes.to_vec();
+    let mut i = 0;
+    let mut in_string = false;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            match b {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        match (b, bytes.get(i + 1)) {
+            (b'"', _) => in_string = true,
+            (b'/', Some(b'/')) => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    out[i] = b' ';
+                    i += 1;
+                }
+                continue;
+            }
+            (b'/', Some(b'*')) => {
+                let end = text[i + 2..].find("*/")? + i + 4;
+                for c in &mut out[i..end] {
+                    if *c != b'\n' {
+                        *c = b' ';
+                    }
+                }
+                i = end;
+                continue;
+            }
+            (b'/', _) => return None,
+            _ => {}
+        }
+        i += 1;
+    }
+    // Whole comments (so whole characters) became spaces: still UTF-8.
+    String::from_utf8(out).ok().map(Cow::Owned)
 }
 
 /// Forward-only position cursor: `offset` (bytes) is at `line:column`.
@@ -220,7 +291,37 @@ struct Parser<'a> {
 
 type Parsed = Result<(Value, Node), SyntaxError>;
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    fn new(text: &'a str) -> Self {
+        let start = if text.starts_with('\u{FEFF}') { 3 } else { 0 };
+        Parser {
+            src: text,
+            bytes: text.as_bytes(),
+            i: start,
+            depth: 0,
+            start,
+            cursor: Cursor {
+                offset: start,
+                line: 1,
+                column: 1,
+            },
+        }
+    }
+
+    /// The whole text as one JSON value, with its position tree.
+    fn document(mut self) -> Parsed {
+        self.skip_ws()?;
+        if self.i >= self.bytes.len() {
+            return Err(self.error_at(self.i, "file is empty; expected a JSON value".into()));
+        }
+        let parsed = self.parse_value()?;
+        self.skip_ws()?;
+        if self.i < self.bytes.len() {
+            return Err(self.expected("the end of the file after the JSON value"));
+        }
+        Ok(parsed)
+    }
+
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.i).copied()
     }
@@ -1344,5 +1445,90 @@ mod tests {
         fn never_panics_on_arbitrary_input(s in "[\\[\\]{}\",:0-9a-z\\\\/* \n-]{0,40}") {
             let _ = parse(&s);
         }
+
+        /// The serde_json fast path accepts nothing this parser refuses and
+        /// produces the same value for everything it accepts.
+        #[test]
+        fn fast_path_agrees_with_the_parser(s in "(\u{FEFF})?[\\[\\]{}\",:0-9a-z\\\\/*.eE+\t\r \n-]{0,40}") {
+            check_fast_path(&s)?;
+        }
+
+        #[test]
+        fn fast_path_agrees_on_valid_documents(v in arb_value(), cut in 0usize..400) {
+            let text = with_comments(&serde_json::to_string_pretty(&v).unwrap());
+            check_fast_path(&text)?;
+            // Damaged: cut short, or a character removed.
+            let mut at = cut.min(text.len());
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            check_fast_path(&text[..at])?;
+            let mut damaged = text.clone();
+            if at < damaged.len() {
+                damaged.remove(at);
+            }
+            check_fast_path(&damaged)?;
+        }
+    }
+
+    fn check_fast_path(text: &str) -> Result<(), TestCaseError> {
+        let slow = Parser::new(text).document().map(|(v, _)| v);
+        match (fast_value(text), slow) {
+            (Some(fast), Ok(slow)) => prop_assert_eq!(fast, slow, "{:?}", text),
+            (Some(fast), Err(e)) => {
+                prop_assert!(
+                    false,
+                    "fast path accepted {:?} as {} but the parser says {}",
+                    text,
+                    fast,
+                    e.message
+                )
+            }
+            (None, _) => {}
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn fast_path_edge_cases() {
+        for text in [
+            "",
+            " ",
+            "\u{FEFF}{}",
+            "{\"a\": \"//not a comment\", \"b\": \"/*nor this*/\"}",
+            "{\"a\": 1} // trailing",
+            "{\"a\": 1} /* unterminated",
+            "{\"a\": 1 /* é */}",
+            "[1,]",
+            "{\"a\": 1,}",
+            "01",
+            "-0",
+            "1e400",
+            "\"\\uD800\"",
+            "\"\\uD83D\\uDE00\"",
+            "\"tab\there\"",
+            "{\"a\":1,\"a\":2}",
+            "/",
+            "1 / 2",
+            "\"\\\\\" // c",
+            "[\"\\\"//\"]",
+            "NaN",
+        ] {
+            check_fast_path(text).unwrap();
+        }
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert!(
+            fast_value(&deep).is_none(),
+            "deeper than serde_json's limit"
+        );
+        assert!(parse(&deep).is_ok(), "but within this parser's");
+    }
+
+    #[test]
+    fn positions_are_found_for_a_fast_parsed_document() {
+        let doc = parse("// c\n{\n  \"a\": [1, {\"b\": true}]\n}").unwrap();
+        assert!(doc.root.get().is_none(), "positions are built on demand");
+        assert_eq!(doc.position("/a/1/b"), Some(pos(3, 18)));
+        assert_eq!(doc.key_position("/a"), Some(pos(3, 3)));
     }
 }

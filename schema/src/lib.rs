@@ -24,6 +24,7 @@ pub mod formats;
 pub mod glob;
 pub mod jsonc;
 pub mod load;
+pub mod memo;
 pub mod resource;
 pub mod schemas;
 pub mod trust;

@@ -14,8 +14,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -27,6 +28,7 @@ use crate::formats::{
     McpJsonFile, McpServerEntry, SettingsFile, SocketField, TrustedFoldersFile,
 };
 use crate::jsonc::{self, Document};
+use crate::memo::{self, EntryMemo, FieldErrors, Place};
 use crate::resource::{
     LspServerSpec, LspSocket, McpServerSpec, McpTransport, Scope, SourceKind, SourceState,
 };
@@ -70,18 +72,20 @@ impl<F: Fn(&Path) -> FileText> FileReader for F {
 }
 
 /// What every loader needs besides the file: the canonical workspace root,
-/// the environment for `$VAR` expansion, and the mode.
+/// the environment for `$VAR` expansion, and the mode; optionally a memo of
+/// earlier builds, so a reload rebuilds only the entries that changed.
 #[derive(Debug, Clone, Copy)]
 pub struct LoadContext<'a> {
     pub workspace: &'a Path,
     pub env: &'a BTreeMap<String, String>,
     pub mode: LoadMode,
+    pub memo: Option<&'a EntryMemo>,
 }
 
 /// Gating and policy keys of one settings layer.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SettingsContent {
-    pub mcp_servers: BTreeMap<String, McpServerSpec>,
+    pub mcp_servers: BTreeMap<String, Arc<McpServerSpec>>,
     pub mcp_allowed: Option<Vec<String>>,
     pub mcp_excluded: Option<Vec<String>>,
     pub mcp_server_command: Option<String>,
@@ -96,8 +100,8 @@ pub struct SettingsContent {
 pub struct ExtensionContent {
     pub name: String,
     pub dir: PathBuf,
-    pub mcp_servers: BTreeMap<String, McpServerSpec>,
-    pub lsp_servers: BTreeMap<String, LspServerSpec>,
+    pub mcp_servers: BTreeMap<String, Arc<McpServerSpec>>,
+    pub lsp_servers: BTreeMap<String, Arc<LspServerSpec>>,
     /// Files the manifest refers to (watched by the controller).
     pub referenced_files: Vec<PathBuf>,
 }
@@ -111,8 +115,8 @@ pub enum Content {
     #[default]
     Empty,
     Settings(SettingsContent),
-    McpServers(BTreeMap<String, McpServerSpec>),
-    LspServers(BTreeMap<String, LspServerSpec>),
+    McpServers(BTreeMap<String, Arc<McpServerSpec>>),
+    LspServers(BTreeMap<String, Arc<LspServerSpec>>),
     Extension(ExtensionContent),
     Approvals(ApprovalsFile),
     TrustedFolders(TrustedFoldersFile),
@@ -184,19 +188,11 @@ pub fn load_settings(
         _ => Scope::System,
     };
     load_document(kind, path, text, cx, |doc, diags| {
-        let value = checked_value(doc, &SETTINGS, path, &["/mcpServers"], diags)?;
+        let mut value = checked_value(doc, &SETTINGS, path, &["/mcpServers"], diags)?;
+        // Entries are built one by one (most of them from the memo).
+        let servers = take_object(&mut value, "mcpServers");
         let file: SettingsFile = typed(&value, path, diags)?;
-        let mcp_servers = build_mcp_map(
-            file.mcp_servers.as_ref(),
-            &value,
-            "/mcpServers",
-            doc,
-            path,
-            scope,
-            None,
-            cx,
-            diags,
-        );
+        let mcp_servers = build_mcp_map(servers, "/mcpServers", doc, path, scope, None, cx, diags);
         let mcp = file.mcp.unwrap_or_default();
         let lsp = file.lsp.unwrap_or_default();
         Some(Content::Settings(SettingsContent {
@@ -250,11 +246,11 @@ fn load_mcp_servers_file(
     cx: &LoadContext<'_>,
 ) -> ParsedSource {
     load_document(kind, path, text, cx, |doc, diags| {
-        let value = checked_value(doc, &MCP_JSON, path, &["/mcpServers"], diags)?;
-        let file: McpJsonFile = typed(&value, path, diags)?;
+        let mut value = checked_value(doc, &MCP_JSON, path, &["/mcpServers"], diags)?;
+        let servers = take_object(&mut value, "mcpServers");
+        let _: McpJsonFile = typed(&value, path, diags)?;
         Some(Content::McpServers(build_mcp_map(
-            file.mcp_servers.as_ref(),
-            &value,
+            servers,
             "/mcpServers",
             doc,
             path,
@@ -270,9 +266,9 @@ fn load_mcp_servers_file(
 pub fn load_lsp_json(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
     load_document(SourceKind::LspJson, path, text, cx, |doc, diags| {
         let value = checked_value(doc, &LSP_JSON, path, &[""], diags)?;
-        let entries = lsp_entries(&value, "", path, diags)?;
+        let entries = lsp_entries(value, "", path, diags)?;
         Some(Content::LspServers(build_lsp_map(
-            &entries,
+            entries,
             "",
             doc,
             path,
@@ -286,8 +282,8 @@ pub fn load_lsp_json(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> Pars
 /// Load the trusted-folders file.
 pub fn load_trusted_folders(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
     load_document(SourceKind::TrustedFolders, path, text, cx, |doc, diags| {
-        let value = checked_value(doc, &TRUSTED_FOLDERS, path, &[], diags)?;
-        let mut map: Map<String, Value> = value.as_object().cloned().unwrap_or_default();
+        let mut value = checked_value(doc, &TRUSTED_FOLDERS, path, &[], diags)?;
+        let mut map = take_all(&mut value);
         map.remove("$schema");
         let file: TrustedFoldersFile = typed(&Value::Object(map), path, diags)?;
         Some(Content::TrustedFolders(file))
@@ -297,8 +293,8 @@ pub fn load_trusted_folders(path: &Path, text: &FileText, cx: &LoadContext<'_>) 
 /// Load the approvals file.
 pub fn load_approvals(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
     load_document(SourceKind::Approvals, path, text, cx, |doc, diags| {
-        let value = checked_value(doc, &APPROVALS, path, &[], diags)?;
-        let mut map: Map<String, Value> = value.as_object().cloned().unwrap_or_default();
+        let mut value = checked_value(doc, &APPROVALS, path, &[], diags)?;
+        let mut map = take_all(&mut value);
         map.remove("$schema");
         let file: ApprovalsFile = typed(&Value::Object(map), path, diags)?;
         Some(Content::Approvals(file))
@@ -343,10 +339,14 @@ pub fn load_extension(
 
         match &manifest.mcp_servers {
             None => {}
-            Some(InlineOrPath::Inline(map)) => {
+            Some(InlineOrPath::Inline(_)) => {
+                let servers = value
+                    .get("mcpServers")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
                 content.mcp_servers = build_mcp_map(
-                    Some(map),
-                    &value,
+                    servers,
                     "/mcpServers",
                     doc,
                     &path,
@@ -359,28 +359,27 @@ pub fn load_extension(
             Some(InlineOrPath::Path(rel)) => {
                 let file = absolute_in(dir, rel);
                 content.referenced_files.push(file.clone());
-                if let Some((sub_doc, sub_value)) =
+                if let Some(mut sub_doc) =
                     read_referenced(&file, read, diags, "/mcpServers", doc, &path)
                 {
                     // The referenced file may be `{"mcpServers": {...}}` or the map itself.
                     let (validator, pointer): (&SchemaValidator, &str) =
-                        if sub_value.get("mcpServers").is_some() {
+                        if sub_doc.value.get("mcpServers").is_some() {
                             (&MCP_JSON, "/mcpServers")
                         } else {
                             (&MCP_SERVERS_MAP, "")
                         };
-                    if let Some(checked) =
-                        checked_value(&sub_doc, validator, &file, &[pointer], diags)
+                    if let Some(mut checked) =
+                        checked_value(&mut sub_doc, validator, &file, &[pointer], diags)
                     {
-                        let mut map_value = checked.pointer(pointer).cloned().unwrap_or_default();
-                        if let Value::Object(obj) = &mut map_value {
-                            obj.retain(|k, _| !k.starts_with('$'));
-                        }
-                        let map: Option<BTreeMap<String, McpServerEntry>> =
-                            typed(&map_value, &file, diags);
+                        let mut servers = if pointer.is_empty() {
+                            take_all(&mut checked)
+                        } else {
+                            take_object(&mut checked, "mcpServers")
+                        };
+                        servers.retain(|k, _| !k.starts_with('$'));
                         content.mcp_servers = build_mcp_map(
-                            map.as_ref(),
-                            &checked,
+                            servers,
                             pointer,
                             &sub_doc,
                             &file,
@@ -404,23 +403,22 @@ pub fn load_extension(
             Some(Value::String(rel)) => {
                 let file = absolute_in(dir, rel);
                 content.referenced_files.push(file.clone());
-                if let Some((sub_doc, sub_value)) =
+                if let Some(mut sub_doc) =
                     read_referenced(&file, read, diags, "/lspServers", doc, &path)
                 {
-                    let _ = &sub_value;
-                    let checked = checked_value(&sub_doc, &LSP_JSON, &file, &[""], diags);
+                    let checked = checked_value(&mut sub_doc, &LSP_JSON, &file, &[""], diags);
                     if let Some(v) = checked
-                        && let Some(entries) = lsp_entries(&v, "", &file, diags)
+                        && let Some(entries) = lsp_entries(v, "", &file, diags)
                     {
                         content.lsp_servers =
-                            build_lsp_map(&entries, "", &sub_doc, &file, &origin, cx, diags);
+                            build_lsp_map(entries, "", &sub_doc, &file, &origin, cx, diags);
                     }
                 }
             }
             Some(inline) => {
-                if let Some(entries) = lsp_entries(inline, "/lspServers", &path, diags) {
+                if let Some(entries) = lsp_entries(inline.clone(), "/lspServers", &path, diags) {
                     content.lsp_servers =
-                        build_lsp_map(&entries, "/lspServers", doc, &path, &origin, cx, diags);
+                        build_lsp_map(entries, "/lspServers", doc, &path, &origin, cx, diags);
                 }
             }
         }
@@ -453,7 +451,7 @@ fn load_document(
     path: &Path,
     text: &FileText,
     cx: &LoadContext<'_>,
-    build: impl FnOnce(&Document, &mut Vec<Diagnostic>) -> Option<Content>,
+    build: impl FnOnce(&mut Document, &mut Vec<Diagnostic>) -> Option<Content>,
 ) -> ParsedSource {
     let text = match text {
         FileText::Absent => return ParsedSource::absent(kind, path),
@@ -471,7 +469,7 @@ fn load_document(
         }
         FileText::Text(text) => text,
     };
-    let doc = match jsonc::parse(text) {
+    let mut doc = match jsonc::parse(text) {
         Ok(doc) => doc,
         Err(err) => {
             return ParsedSource::invalid(
@@ -487,7 +485,7 @@ fn load_document(
         }
     };
     let mut diags = Vec::new();
-    let content = build(&doc, &mut diags);
+    let content = build(&mut doc, &mut diags);
     diags.sort_by(|a, b| {
         (a.file.clone(), a.line, a.column, a.pointer.clone()).cmp(&(
             b.file.clone(),
@@ -516,21 +514,22 @@ fn load_document(
     }
 }
 
-/// Schema-check the whole document. Returns the value to build from, with
-/// the invalid entries (children of `entry_maps`) removed — in both modes,
+/// Schema-check the whole document. Returns the value to build from (taken
+/// out of `doc`, which keeps its positions), with the invalid entries
+/// (children of `entry_maps`) removed — in both modes,
 /// so that strict loading goes on to build (and report) every other entry
 /// exactly as lenient loading does; the strict caller then rejects the
 /// source because diagnostics are non-empty. `None` when the source must be
 /// rejected whole (a problem outside every entry).
 fn checked_value(
-    doc: &Document,
+    doc: &mut Document,
     validator: &SchemaValidator,
     path: &Path,
     entry_maps: &[&str],
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Value> {
     let violations = validator.check(doc);
-    let mut value = doc.value.clone();
+    let mut value = std::mem::take(&mut doc.value);
     integral_numbers_as_integers(&mut value);
     let mut global = false;
     let mut bad_entries: BTreeSet<(String, String)> = BTreeSet::new();
@@ -601,7 +600,7 @@ fn typed<T: DeserializeOwned>(
     path: &Path,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<T> {
-    match serde_json::from_value(value.clone()) {
+    match T::deserialize(value) {
         Ok(v) => Some(v),
         Err(err) => {
             diags.push(Diagnostic::new(path, None, "", err.to_string()));
@@ -617,7 +616,7 @@ fn read_referenced(
     key_pointer: &str,
     manifest_doc: &Document,
     manifest_path: &Path,
-) -> Option<(Document, Value)> {
+) -> Option<Document> {
     let text = match read.read(file) {
         FileText::Text(t) => t,
         FileText::Absent => {
@@ -640,10 +639,7 @@ fn read_referenced(
         }
     };
     match jsonc::parse(&text) {
-        Ok(doc) => {
-            let value = doc.value.clone();
-            Some((doc, value))
-        }
+        Ok(doc) => Some(doc),
         Err(err) => {
             diags.push(Diagnostic::new(
                 file,
@@ -658,12 +654,12 @@ fn read_referenced(
 
 /// The raw `name → entry` map of an LSP servers object, skipping `$schema`-like keys.
 fn lsp_entries(
-    value: &Value,
+    value: Value,
     pointer: &str,
     path: &Path,
     diags: &mut Vec<Diagnostic>,
-) -> Option<Vec<(String, Value)>> {
-    let Some(obj) = value.as_object() else {
+) -> Option<Map<String, Value>> {
+    let Value::Object(mut obj) = value else {
         diags.push(Diagnostic::new(
             path,
             None,
@@ -672,12 +668,25 @@ fn lsp_entries(
         ));
         return None;
     };
-    Some(
-        obj.iter()
-            .filter(|(k, _)| !k.starts_with('$'))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-    )
+    obj.retain(|k, _| !k.starts_with('$'));
+    Some(obj)
+}
+
+/// The object at `value[key]`, taken out of `value` (absent or not an
+/// object: empty — the schema check already reported a wrong type).
+fn take_object(value: &mut Value, key: &str) -> Map<String, Value> {
+    match value.as_object_mut().and_then(|o| o.remove(key)) {
+        Some(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
+/// Every member of the object `value`, taken out of it.
+fn take_all(value: &mut Value) -> Map<String, Value> {
+    match std::mem::take(value) {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
 }
 
 /// Extension context for expansion and provenance.
@@ -686,13 +695,12 @@ struct ExtCx<'a> {
     vars: &'a BTreeMap<String, String>,
 }
 
-/// Build every MCP entry of a map; failures become diagnostics. In lenient
-/// mode a failed entry is dropped; in strict mode the caller rejects the
-/// source because diagnostics are non-empty.
+/// Build every MCP entry of a map (through the memo, if any); failures
+/// become diagnostics. In lenient mode a failed entry is dropped; in strict
+/// mode the caller rejects the source because diagnostics are non-empty.
 #[allow(clippy::too_many_arguments)]
 fn build_mcp_map(
-    entries: Option<&BTreeMap<String, McpServerEntry>>,
-    value: &Value,
+    entries: Map<String, Value>,
     map_pointer: &str,
     doc: &Document,
     path: &Path,
@@ -700,29 +708,44 @@ fn build_mcp_map(
     ext: Option<&ExtCx<'_>>,
     cx: &LoadContext<'_>,
     diags: &mut Vec<Diagnostic>,
-) -> BTreeMap<String, McpServerSpec> {
-    let mut out = BTreeMap::new();
-    let Some(entries) = entries else {
-        return out;
+) -> BTreeMap<String, Arc<McpServerSpec>> {
+    let vars = Vars {
+        env: cx.env,
+        extension: ext.map(|e| e.vars),
     };
-    for (name, entry) in entries {
-        let pointer = pointer_join(map_pointer, name);
-        let literal = value.pointer(&pointer).cloned().unwrap_or(Value::Null);
-        let vars = Vars {
-            env: cx.env,
-            extension: ext.map(|e| e.vars),
-        };
-        match build_mcp(entry, &literal, &vars, scope, ext.map(|e| e.name)) {
+    let place = Place {
+        path,
+        pointer: map_pointer,
+        scope,
+    };
+    // Extension variables are not part of the memo's context: build those afresh.
+    let memo = if ext.is_none() { cx.memo } else { None };
+    let built = memo::build_entries(memo, place, cx.workspace, cx.env, entries, |_, literal| {
+        let entry = McpServerEntry::deserialize(literal)
+            .map_err(|e| vec![(String::new(), e.to_string())])?;
+        build_mcp(&entry, literal, &vars, scope, ext.map(|e| e.name))
+    });
+    collect_built(built, map_pointer, doc, path, diags)
+}
+
+/// The built specs by name; every failed entry's problems become diagnostics.
+fn collect_built<T>(
+    built: Vec<(String, memo::Built<T>)>,
+    map_pointer: &str,
+    doc: &Document,
+    path: &Path,
+    diags: &mut Vec<Diagnostic>,
+) -> BTreeMap<String, Arc<T>> {
+    let mut out = BTreeMap::new();
+    for (name, result) in built {
+        match result {
             Ok(spec) => {
-                out.insert(name.clone(), spec);
+                out.insert(name, spec);
             }
             Err(errors) => {
+                let pointer = pointer_join(map_pointer, &name);
                 for (field, message) in errors {
-                    let p = if field.is_empty() {
-                        pointer.clone()
-                    } else {
-                        format!("{pointer}{field}")
-                    };
+                    let p = format!("{pointer}{field}");
                     diags.push(Diagnostic::new(path, doc.position(&p), p, message));
                 }
             }
@@ -730,8 +753,6 @@ fn build_mcp_map(
     }
     out
 }
-
-type FieldErrors = Vec<(String, String)>;
 
 fn expand_field(
     value: &Option<String>,
@@ -960,42 +981,30 @@ enum LspOrigin<'a> {
 }
 
 fn build_lsp_map(
-    entries: &[(String, Value)],
+    entries: Map<String, Value>,
     map_pointer: &str,
     doc: &Document,
     path: &Path,
     origin: &LspOrigin<'_>,
     cx: &LoadContext<'_>,
     diags: &mut Vec<Diagnostic>,
-) -> BTreeMap<String, LspServerSpec> {
-    let mut out = BTreeMap::new();
-    for (name, raw) in entries {
-        let pointer = pointer_join(map_pointer, name);
-        let entry: LspServerEntry = match serde_json::from_value(raw.clone()) {
-            Ok(e) => e,
-            Err(err) => {
-                diags.push(Diagnostic::new(
-                    path,
-                    doc.position(&pointer),
-                    pointer.clone(),
-                    err.to_string(),
-                ));
-                continue;
-            }
-        };
-        match build_lsp(name, &entry, origin, cx) {
-            Ok(spec) => {
-                out.insert(name.clone(), spec);
-            }
-            Err(errors) => {
-                for (field, message) in errors {
-                    let p = format!("{pointer}{field}");
-                    diags.push(Diagnostic::new(path, doc.position(&p), p, message));
-                }
-            }
-        }
-    }
-    out
+) -> BTreeMap<String, Arc<LspServerSpec>> {
+    let (scope, memo) = match origin {
+        LspOrigin::Workspace => (Scope::Workspace, cx.memo),
+        // Extension variables are not part of the memo's context.
+        LspOrigin::Extension { .. } => (Scope::Extension, None),
+    };
+    let place = Place {
+        path,
+        pointer: map_pointer,
+        scope,
+    };
+    let built = memo::build_entries(memo, place, cx.workspace, cx.env, entries, |name, raw| {
+        let entry =
+            LspServerEntry::deserialize(raw).map_err(|e| vec![(String::new(), e.to_string())])?;
+        build_lsp(name, &entry, origin, cx)
+    });
+    collect_built(built, map_pointer, doc, path, diags)
 }
 
 fn build_lsp(

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -121,7 +122,7 @@ pub struct Metadata {
 }
 
 /// Desired state of an MCP server (normalized; strings already expanded).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct McpServerSpec {
     /// `stdio`, `http` (streamable HTTP) or `sse`.
@@ -182,7 +183,7 @@ pub struct LspSocket {
 }
 
 /// Desired state of a language server (normalized, defaults applied).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LspServerSpec {
     /// `workspace` (`.lsp.json`) or `extension`.
@@ -360,7 +361,7 @@ impl ServerStatus {
 pub struct McpServer {
     pub api_version: String,
     pub metadata: Metadata,
-    pub spec: McpServerSpec,
+    pub spec: Arc<McpServerSpec>,
     pub status: ServerStatus,
 }
 
@@ -371,7 +372,7 @@ pub struct McpServer {
 pub struct LspServer {
     pub api_version: String,
     pub metadata: Metadata,
-    pub spec: LspServerSpec,
+    pub spec: Arc<LspServerSpec>,
     pub status: ServerStatus,
 }
 

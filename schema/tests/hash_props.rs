@@ -131,7 +131,7 @@ fn noisy_rendering_reorders_and_comments_yet_parses_the_same() {
 fn mcp_from_text(t: &str) -> McpServerSpec {
     let p = load_mcp(t);
     assert!(p.diagnostics.is_empty(), "{t}\n{:?}", p.diagnostics);
-    mcp_servers(&p)["s"].clone()
+    McpServerSpec::clone(&mcp_servers(&p)["s"])
 }
 
 fn mcp_doc(entry: &Value) -> Value {
@@ -149,7 +149,7 @@ fn lsp_ext_from_text(name: &str, t: &str) -> LspServerSpec {
     let p = load::load_extension(&ext_dir("e"), &text(t), &read, &ctx(&env, LoadMode::Strict));
     assert!(p.diagnostics.is_empty(), "{t}\n{:?}", p.diagnostics);
     match p.content {
-        Content::Extension(e) => e.lsp_servers[name].clone(),
+        Content::Extension(e) => LspServerSpec::clone(&e.lsp_servers[name]),
         other => panic!("{other:?}"),
     }
 }
@@ -167,7 +167,7 @@ fn lsp_ext_load(name: &str, entry: &Value) -> LspServerSpec {
 fn lsp_ws_from_text(name: &str, t: &str) -> LspServerSpec {
     let p = load_lsp(t);
     assert!(p.diagnostics.is_empty(), "{t}\n{:?}", p.diagnostics);
-    lsp_servers(&p)[name].clone()
+    LspServerSpec::clone(&lsp_servers(&p)[name])
 }
 
 // ---------------------------------------------------------------------------
@@ -794,7 +794,7 @@ proptest! {
         let entry = if entry.get("command").is_none() { with(&entry, "command", json!("srv")) } else { entry };
         if let Some(swapped) = swap_args(&entry, i, j) {
             let (a, b) = (mcp_load(&entry), mcp_load(&swapped));
-            prop_assert_ne!(a.config_hash, b.config_hash);
+            prop_assert_ne!(&a.config_hash, &b.config_hash);
             prop_assert_ne!(a.approval_hash, b.approval_hash);
         }
     }
@@ -830,11 +830,11 @@ proptest! {
         let load_with = |secret: &str| {
             let env = env_with(&[("SECRET", secret)]);
             let p = load::load_mcp_json(Path::new("/ws/.mcp.json"), &text_of(&text), &ctx(&env, LoadMode::Strict));
-            mcp_servers(&p)["s"].clone()
+            McpServerSpec::clone(&mcp_servers(&p)["s"])
         };
         let (a, b) = (load_with(&old), load_with(&new));
-        prop_assert_eq!(a.approval_hash, b.approval_hash);
-        prop_assert_ne!(a.config_hash, b.config_hash);
+        prop_assert_eq!(&a.approval_hash, &b.approval_hash);
+        prop_assert_ne!(&a.config_hash, &b.config_hash);
     }
 }
 

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 use steward_schema::admission::{self, Blocked};
@@ -213,6 +214,7 @@ impl Srcs {
             workspace: ws(),
             env: &self.env,
             mode: self.mode,
+            memo: None,
         }
     }
 
@@ -380,6 +382,7 @@ pub fn ctx(env: &BTreeMap<String, String>, mode: LoadMode) -> LoadContext<'_> {
         workspace: ws(),
         env,
         mode,
+        memo: None,
     }
 }
 
@@ -418,7 +421,7 @@ pub fn load_settings_text(kind: SourceKind, t: &str, mode: LoadMode) -> ParsedSo
 }
 
 /// The MCP servers a loaded `.mcp.json`/`--mcp-config` contributes.
-pub fn mcp_servers(p: &ParsedSource) -> &BTreeMap<String, McpServerSpec> {
+pub fn mcp_servers(p: &ParsedSource) -> &BTreeMap<String, Arc<McpServerSpec>> {
     match &p.content {
         Content::McpServers(m) => m,
         other => panic!(
@@ -428,7 +431,7 @@ pub fn mcp_servers(p: &ParsedSource) -> &BTreeMap<String, McpServerSpec> {
     }
 }
 
-pub fn lsp_servers(p: &ParsedSource) -> &BTreeMap<String, LspServerSpec> {
+pub fn lsp_servers(p: &ParsedSource) -> &BTreeMap<String, Arc<LspServerSpec>> {
     match &p.content {
         Content::LspServers(m) => m,
         other => panic!(
@@ -442,14 +445,14 @@ pub fn lsp_servers(p: &ParsedSource) -> &BTreeMap<String, LspServerSpec> {
 pub fn one_mcp(entry: &str) -> McpServerSpec {
     let p = load_mcp(&mcp_json_one("s", entry));
     assert!(p.diagnostics.is_empty(), "{entry}: {:?}", p.diagnostics);
-    mcp_servers(&p)["s"].clone()
+    McpServerSpec::clone(&mcp_servers(&p)["s"])
 }
 
 /// The spec of the single language server `name` in `.lsp.json`.
 pub fn one_lsp(name: &str, entry: &str) -> LspServerSpec {
     let p = load_lsp(&format!(r#"{{"{name}": {entry}}}"#));
     assert!(p.diagnostics.is_empty(), "{entry}: {:?}", p.diagnostics);
-    lsp_servers(&p)[name].clone()
+    LspServerSpec::clone(&lsp_servers(&p)[name])
 }
 
 /// The spec of language server `name` declared inline by an extension.
@@ -466,7 +469,7 @@ pub fn ext_lsp(name: &str, entry: &str) -> LspServerSpec {
     );
     assert!(p.diagnostics.is_empty(), "{entry}: {:?}", p.diagnostics);
     match p.content {
-        Content::Extension(e) => e.lsp_servers[name].clone(),
+        Content::Extension(e) => LspServerSpec::clone(&e.lsp_servers[name]),
         other => panic!("expected an extension, found {other:?}"),
     }
 }

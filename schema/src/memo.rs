@@ -1,0 +1,154 @@
+//! Memo of built server entries, so that a reload rebuilds (expands,
+//! normalizes, hashes) only the entries whose literal JSON changed.
+//!
+//! An entry's build depends on its literal JSON (after schema checking), on
+//! where it was written (file, entry map, scope) and on the load context
+//! (environment and workspace). The memo is keyed by the place, compares the
+//! literal, and is cleared when the context changes — so a hit returns
+//! exactly what a build would. Each load of a map replaces that map's memo
+//! with the entries it saw, so the memo never holds more than the files do.
+//!
+//! A controller keeps one memo for its lifetime; a one-shot load
+//! (`steward validate`, tests) passes none and builds everything.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::Value;
+
+use crate::resource::{LspServerSpec, McpServerSpec, Scope};
+
+/// Problems found while building one entry: (pointer below the entry, message).
+pub type FieldErrors = Vec<(String, String)>;
+
+/// The outcome of building one entry; shared, so a hit costs a pointer copy.
+pub type Built<T> = Result<Arc<T>, FieldErrors>;
+
+/// Where an entry map was written. The scope tells apart two settings
+/// layers that live in the same file.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct MapKey {
+    path: PathBuf,
+    pointer: String,
+    scope: Scope,
+}
+
+#[derive(Debug)]
+pub(crate) struct Memoized<T> {
+    literal: Value,
+    built: Built<T>,
+}
+
+pub(crate) type MapMemo<T> = HashMap<String, Memoized<T>>;
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    /// The (workspace, environment) every memoized entry was built under.
+    context: Option<(PathBuf, BTreeMap<String, String>)>,
+    mcp: HashMap<MapKey, MapMemo<McpServerSpec>>,
+    lsp: HashMap<MapKey, MapMemo<LspServerSpec>>,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub struct EntryMemo {
+    state: Mutex<State>,
+}
+
+/// The entry map being built, and the kind of spec it holds.
+pub(crate) struct Place<'a> {
+    pub path: &'a Path,
+    pub pointer: &'a str,
+    pub scope: Scope,
+}
+
+/// Access to the memo of one spec type.
+pub(crate) trait MemoKind: Sized {
+    fn maps(state: &mut State) -> &mut HashMap<MapKey, MapMemo<Self>>;
+}
+
+impl MemoKind for McpServerSpec {
+    fn maps(state: &mut State) -> &mut HashMap<MapKey, MapMemo<Self>> {
+        &mut state.mcp
+    }
+}
+
+impl MemoKind for LspServerSpec {
+    fn maps(state: &mut State) -> &mut HashMap<MapKey, MapMemo<Self>> {
+        &mut state.lsp
+    }
+}
+
+impl EntryMemo {
+    pub fn new() -> Self {
+        EntryMemo::default()
+    }
+
+    /// The map's previous entries (removed from the memo), after clearing
+    /// everything if the context is not the one the memo was built under.
+    fn take<T: MemoKind>(
+        &self,
+        key: &MapKey,
+        workspace: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> MapMemo<T> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let same = state
+            .context
+            .as_ref()
+            .is_some_and(|(w, e)| w == workspace && e == env);
+        if !same {
+            *state = State {
+                context: Some((workspace.to_path_buf(), env.clone())),
+                ..State::default()
+            };
+        }
+        T::maps(&mut state).remove(key).unwrap_or_default()
+    }
+
+    fn put<T: MemoKind>(&self, key: MapKey, map: MapMemo<T>) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        T::maps(&mut state).insert(key, map);
+    }
+}
+
+/// Build every entry of one map, reusing the memo's result for each entry
+/// whose literal is unchanged. Results come back in `entries` order.
+pub(crate) fn build_entries<T: MemoKind>(
+    memo: Option<&EntryMemo>,
+    place: Place<'_>,
+    workspace: &Path,
+    env: &BTreeMap<String, String>,
+    entries: impl IntoIterator<Item = (String, Value)>,
+    mut build: impl FnMut(&str, &Value) -> Result<T, FieldErrors>,
+) -> Vec<(String, Built<T>)> {
+    let key = MapKey {
+        path: place.path.to_path_buf(),
+        pointer: place.pointer.to_owned(),
+        scope: place.scope,
+    };
+    let mut previous: MapMemo<T> = match memo {
+        Some(m) => m.take(&key, workspace, env),
+        None => MapMemo::default(),
+    };
+    let mut next = MapMemo::with_capacity(previous.len());
+    let mut out = Vec::new();
+    for (name, literal) in entries {
+        let memoized = match previous.remove(&name) {
+            Some(m) if m.literal == literal => m,
+            _ => Memoized {
+                built: build(&name, &literal).map(Arc::new),
+                literal,
+            },
+        };
+        out.push((name.clone(), memoized.built.clone()));
+        if memo.is_some() {
+            next.insert(name, memoized);
+        }
+    }
+    if let Some(m) = memo {
+        m.put(key, next);
+    }
+    out
+}

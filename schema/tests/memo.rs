@@ -1,0 +1,213 @@
+//! The entry memo: a load through it is exactly a load without it, and an
+//! entry whose literal JSON did not change is not rebuilt (its spec is shared).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::*;
+use proptest::prelude::*;
+use steward_schema::load::{self, Content, LoadContext, LoadMode, ParsedSource};
+use steward_schema::memo::EntryMemo;
+use steward_schema::resource::SourceKind;
+
+const SETTINGS: &str = "/ws/.qwen/settings.json";
+
+fn cx<'a>(
+    env: &'a BTreeMap<String, String>,
+    mode: LoadMode,
+    memo: Option<&'a EntryMemo>,
+) -> LoadContext<'a> {
+    LoadContext {
+        memo,
+        ..ctx(env, mode)
+    }
+}
+
+fn settings(kind: SourceKind, t: &str, cx: &LoadContext<'_>) -> ParsedSource {
+    load::load_settings(kind, Path::new(SETTINGS), &text(t), cx)
+}
+
+fn settings_servers(
+    p: &ParsedSource,
+) -> &BTreeMap<String, Arc<steward_schema::resource::McpServerSpec>> {
+    match &p.content {
+        Content::Settings(s) => &s.mcp_servers,
+        other => panic!("expected settings, found {other:?} ({:?})", p.diagnostics),
+    }
+}
+
+#[test]
+fn unchanged_entries_are_shared_and_changed_ones_rebuilt() {
+    let env = env();
+    let memo = EntryMemo::new();
+    let cx = cx(&env, LoadMode::Strict, Some(&memo));
+    let first = settings(
+        SourceKind::UserSettings,
+        r#"{"mcpServers": {"a": {"command": "x", "args": ["$HOME"]}, "b": {"command": "y"}}}"#,
+        &cx,
+    );
+    // Another layout and key order for `a`; `b` gains an argument.
+    let second = settings(
+        SourceKind::UserSettings,
+        r#"{
+          // comment
+          "mcpServers": {
+            "b": {"command": "y", "args": ["-v"]},
+            "a": {"args": ["$HOME"], "command": "x"}
+          }
+        }"#,
+        &cx,
+    );
+    let (a1, a2) = (
+        &settings_servers(&first)["a"],
+        &settings_servers(&second)["a"],
+    );
+    assert!(
+        Arc::ptr_eq(a1, a2),
+        "an unchanged entry is taken from the memo"
+    );
+    let (b1, b2) = (
+        &settings_servers(&first)["b"],
+        &settings_servers(&second)["b"],
+    );
+    assert!(!Arc::ptr_eq(b1, b2), "a changed entry is rebuilt");
+    assert_ne!(b1.config_hash, b2.config_hash);
+    assert_eq!(b2.args.as_deref(), Some(&["-v".to_owned()][..]));
+}
+
+#[test]
+fn another_environment_rebuilds_every_entry() {
+    let memo = EntryMemo::new();
+    let t = r#"{"mcpServers": {"a": {"command": "x", "args": ["$TOKEN"]}}}"#;
+    let old_env = env();
+    let old = settings(
+        SourceKind::UserSettings,
+        t,
+        &cx(&old_env, LoadMode::Strict, Some(&memo)),
+    );
+    let new_env = env_with(&[("TOKEN", "rotated")]);
+    let new = settings(
+        SourceKind::UserSettings,
+        t,
+        &cx(&new_env, LoadMode::Strict, Some(&memo)),
+    );
+    assert_eq!(
+        settings_servers(&old)["a"].args,
+        Some(vec!["s3cr3t".to_owned()])
+    );
+    assert_eq!(
+        settings_servers(&new)["a"].args,
+        Some(vec!["rotated".to_owned()])
+    );
+}
+
+#[test]
+fn two_layers_in_one_file_keep_their_own_scope() {
+    let env = env();
+    let memo = EntryMemo::new();
+    let cx = cx(&env, LoadMode::Strict, Some(&memo));
+    let t = r#"{"mcpServers": {"a": {"command": "x"}}}"#;
+    let user = settings(SourceKind::UserSettings, t, &cx);
+    let system = settings(SourceKind::SystemSettings, t, &cx);
+    assert_ne!(
+        settings_servers(&user)["a"].scope,
+        settings_servers(&system)["a"].scope
+    );
+}
+
+#[test]
+fn a_failed_entry_reports_the_same_diagnostics_from_the_memo() {
+    let env = env();
+    let memo = EntryMemo::new();
+    let t = r#"{"mcpServers": {"a": {"command": "x"}, "bad": {"httpUrl": "ftp://h"}}}"#;
+    let with = cx(&env, LoadMode::Lenient, Some(&memo));
+    let first = settings(SourceKind::UserSettings, t, &with);
+    let second = settings(SourceKind::UserSettings, t, &with);
+    let plain = settings(SourceKind::UserSettings, t, &ctx(&env, LoadMode::Lenient));
+    assert!(!plain.diagnostics.is_empty());
+    assert_eq!(first, plain);
+    assert_eq!(second, plain);
+}
+
+/// Entries a generated file may hold: valid, invalid for the schema,
+/// invalid when built, and ones that depend on the environment.
+const ENTRIES: &[&str] = &[
+    r#"{"command": "x"}"#,
+    r#"{"command": "x", "args": ["-v"]}"#,
+    r#"{"args": ["-v"], "command": "x"}"#,
+    r#"{"command": "x", "env": {"T": "${TOKEN}"}}"#,
+    r#"{"command": "x", "description": "same server, new words"}"#,
+    r#"{"httpUrl": "http://localhost:$PORT/mcp", "headers": {"A": "$TOKEN"}}"#,
+    r#"{"httpUrl": "ftp://nope"}"#,
+    r#"{"command": ""}"#,
+    r#"{"command": "x", "args": ["${MISSING}"]}"#,
+    r#"{"command": 7}"#,
+    r#"{"url": "http://h/sse", "timeout": 5000.0}"#,
+];
+
+fn file_of(entries: &[(usize, usize)]) -> String {
+    let items: Vec<String> = entries
+        .iter()
+        .map(|(name, entry)| format!("\"s{name}\": {}", ENTRIES[*entry]))
+        .collect();
+    format!("{{\"mcpServers\": {{{}}}}}", items.join(", "))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever was loaded before, a load through the memo equals a load
+    /// without one — settings, `.mcp.json` and `.lsp.json`, both modes.
+    #[test]
+    fn loading_through_the_memo_equals_loading_without(
+        files in prop::collection::vec(
+            prop::collection::vec((0usize..4, 0..ENTRIES.len()), 0..5),
+            1..6,
+        ),
+        lenient in any::<bool>(),
+        kinds in prop::collection::vec(0usize..3, 6),
+    ) {
+        let env = env();
+        let mode = if lenient { LoadMode::Lenient } else { LoadMode::Strict };
+        let memo = EntryMemo::new();
+        let with = cx(&env, mode, Some(&memo));
+        let without = cx(&env, mode, None);
+        for (i, entries) in files.iter().enumerate() {
+            let t = file_of(entries);
+            let kind = [SourceKind::UserSettings, SourceKind::WorkspaceSettings, SourceKind::SystemSettings][kinds[i]];
+            prop_assert_eq!(settings(kind, &t, &with), settings(kind, &t, &without));
+            let mcp = Path::new("/ws/.mcp.json");
+            prop_assert_eq!(
+                load::load_mcp_json(mcp, &text(&t), &with),
+                load::load_mcp_json(mcp, &text(&t), &without)
+            );
+            let lsp_text = lsp_file_of(entries);
+            let lsp = Path::new("/ws/.lsp.json");
+            prop_assert_eq!(
+                load::load_lsp_json(lsp, &text(&lsp_text), &with),
+                load::load_lsp_json(lsp, &text(&lsp_text), &without)
+            );
+        }
+    }
+}
+
+const LSP_ENTRIES: &[&str] = &[
+    r#"{"command": "clangd", "extensionToLanguage": {".c": "c"}}"#,
+    r#"{"command": "clangd", "args": ["--log=error"], "extensionToLanguage": {".c": "c"}}"#,
+    r#"{"command": "pyright", "extensionToLanguage": {".py": "python"}, "env": {"T": "$TOKEN"}}"#,
+    r#"{"port": 9000, "extensionToLanguage": {".rs": "rust"}}"#,
+    r#"{"command": "", "extensionToLanguage": {".c": "c"}}"#,
+    r#"{"command": "x"}"#,
+    r#"{"command": "x", "extensionToLanguage": {".c": "c"}, "startupTimeout": "soon"}"#,
+];
+
+fn lsp_file_of(entries: &[(usize, usize)]) -> String {
+    let items: Vec<String> = entries
+        .iter()
+        .map(|(name, entry)| format!("\"l{name}\": {}", LSP_ENTRIES[*entry % LSP_ENTRIES.len()]))
+        .collect();
+    format!("{{{}}}", items.join(", "))
+}
