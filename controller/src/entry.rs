@@ -3,6 +3,10 @@
 //! then rebuilds it before the integration tests run). Errors print as
 //! `steward: failed to <what>` on stderr; exit codes 0 ok, 1 error or invalid
 //! input, 2 usage.
+//!
+//! The same executable is also the exec shim every server is started through
+//! (`steward __steward-exec <controller pid> <program> <args>...`, see
+//! [`crate::runtime::process`]); that mode is dispatched before anything else.
 
 use std::io;
 use std::process::ExitCode;
@@ -15,6 +19,9 @@ use clap::{CommandFactory, Parser};
 
 /// The whole `steward` command line: parse, run, map the outcome to an exit code.
 pub fn main() -> ExitCode {
+    // Never returns in shim mode. First, before logging, clap or tokio: the
+    // shim is on the path of every server start.
+    crate::runtime::process::run_exec_shim_if_requested();
     // clap prints help/version (exit 0) and usage errors (exit 2) itself.
     let cli = Cli::parse();
     let env = paths::process_env();

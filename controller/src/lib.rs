@@ -35,8 +35,9 @@
 //!   Admission is decided before anything is spawned.
 //! - **Who owns a process.** Exactly one runtime handle per running server,
 //!   held by the reconciler and handed to the reconcile of its key. Every
-//!   child is forked by [`runtime::process::Spawner`]'s dedicated thread, in
-//!   its own process group, with a parent-death signal; stopping is protocol
+//!   child is started by [`runtime::process::Spawner`]'s dedicated thread
+//!   (posix_spawn of an exec shim), in its own process group, with a
+//!   parent-death signal; stopping is protocol
 //!   close → SIGTERM to the group → SIGKILL → every member reaped.
 //! - **How a reload becomes status.** Reconciles write [`status::StatusStore`];
 //!   the outcomes of the keys a reload enqueued are collected into

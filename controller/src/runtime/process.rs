@@ -8,14 +8,29 @@
 //!
 //! Invariants:
 //!
+//! - **Spawning costs the same however large the controller is.** A
+//!   `pre_exec` closure makes std `fork()` the controller, which copies its
+//!   page tables and leaves copy-on-write faults behind in the parent —
+//!   milliseconds per spawn once the controller serves hundreds of servers.
+//!   `posix_spawn` (a `CLONE_VM | CLONE_VFORK` clone that shares the memory
+//!   until `execve`) costs nothing of the sort, but takes no closure. So a
+//!   server is started through an *exec shim*: the Spawner posix_spawns the
+//!   controller's own executable (`/proc/self/exe`) as
+//!   `[shim, "__steward-exec", <controller pid>, <program>, <args>...]`, with
+//!   the server's env, cwd, stdio pipes and new process group, and
+//!   [`run_exec_shim_if_requested`] — the first thing `steward`'s `main`
+//!   does — sets the parent-death signal and execs the program in place (same
+//!   pid). There is no other spawn path.
 //! - **No server outlives the controller.** Each child gets
-//!   `PR_SET_PDEATHSIG(SIGKILL)` in `pre_exec`. The kernel sends that signal
-//!   when the *thread* that forked the child exits, not the process, so every
-//!   fork happens on one dedicated, long-lived spawner thread. A tokio worker
+//!   `PR_SET_PDEATHSIG(SIGKILL)` (set by the shim, kept across its exec of
+//!   the program); if the controller died before that, the shim no longer has
+//!   it as parent and exits 1 instead. The kernel sends the signal when the
+//!   *thread* that created the child exits, not the process, so every spawn
+//!   happens on one dedicated, long-lived spawner thread. A tokio worker
 //!   could be used, but `spawn_blocking` threads retire after ~10 s idle and
 //!   would take their servers with them. The spawner thread lives while any
 //!   [`Spawner`] clone or [`ManagedProcess`] does, and it never panics out of
-//!   its loop (a panic would kill every child it ever forked).
+//!   its loop (a panic would kill every child it ever started).
 //! - **One process group per server.** The child leads its own group
 //!   (`pgid == pid`); signals go to the whole group, and a stop ends only when
 //!   no live process is left in it.
@@ -35,16 +50,20 @@
 //!
 //! Config env may not set [`ENV_DENYLIST`] keys (compared case-insensitively);
 //! a bare command name is resolved with the *controller's* `PATH`, never the
-//! config's (see [`resolve_command`]).
+//! config's (see [`resolve_command`]). The shim gets the resolved absolute
+//! path, so no `PATH` search happens after the spawn. A program that cannot be
+//! executed after all (say, a script whose interpreter is missing) is not a
+//! [`SpawnError`]: the shim exits 127 with `cannot execute <path>: <reason>`
+//! on stderr, which the caller sees as an early exit and in the stderr tail.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -68,6 +87,13 @@ pub const ENV_DENYLIST: [&str; 6] = [
     "DYLD_INSERT_LIBRARIES",
     "DYLD_LIBRARY_PATH",
 ];
+
+/// `argv[1]` that turns the `steward` executable into the exec shim (see
+/// [`run_exec_shim_if_requested`]).
+pub const EXEC_SHIM_ARG: &str = "__steward-exec";
+
+/// Exit code of the shim when the program cannot be executed (as in sh).
+const SHIM_CANNOT_EXECUTE: i32 = 127;
 
 /// Stderr lines kept per process.
 pub const STDERR_TAIL_LINES: usize = 200;
@@ -131,7 +157,7 @@ pub enum SpawnError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The OS refused (fork, exec, pipes).
+    /// The OS refused (pipes, spawning the exec shim).
     #[error("spawn {command}: {error}")]
     Io {
         /// The configured command.
@@ -336,6 +362,7 @@ impl fmt::Debug for Spawner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Spawner")
             .field("thread", &self.inner.thread)
+            .field("exec_shim", &self.inner.exec_shim)
             .finish()
     }
 }
@@ -343,6 +370,7 @@ impl fmt::Debug for Spawner {
 struct SpawnerInner {
     requests: mpsc::Sender<SpawnRequest>,
     thread: ThreadId,
+    exec_shim: PathBuf,
 }
 
 struct SpawnRequest {
@@ -352,8 +380,17 @@ struct SpawnRequest {
 }
 
 impl Spawner {
-    /// Starts the spawner thread (`steward-spawner`).
+    /// Starts the spawner thread (`steward-spawner`), with this process's own
+    /// executable as the exec shim: right for the `steward` binaries, whose
+    /// `main` is [`crate::entry::main`]. (In this crate's unit tests, whose
+    /// harness has no shim mode, it is the built `steward` binary instead.)
     pub fn new() -> io::Result<Self> {
+        Self::with_exec_shim(default_exec_shim())
+    }
+
+    /// Starts the spawner thread with `exec_shim` as the shim: an executable
+    /// whose `main` calls [`run_exec_shim_if_requested`] first.
+    pub fn with_exec_shim(exec_shim: impl Into<PathBuf>) -> io::Result<Self> {
         let (requests, inbox) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("steward-spawner".to_owned())
@@ -362,11 +399,17 @@ impl Spawner {
             inner: Arc::new(SpawnerInner {
                 requests,
                 thread: thread.thread().id(),
+                exec_shim: exec_shim.into(),
             }),
         })
     }
 
-    /// The thread every child is forked from (its death SIGKILLs them all).
+    /// The executable every child starts as (see the module docs).
+    pub fn exec_shim(&self) -> &Path {
+        &self.inner.exec_shim
+    }
+
+    /// The thread every child is spawned from (its death SIGKILLs them all).
     pub fn thread_id(&self) -> ThreadId {
         self.inner.thread
     }
@@ -407,8 +450,13 @@ impl Spawner {
         let search_path = std::env::var_os("PATH").unwrap_or_default();
         let program = resolve_command(&spec.program, &cwd, &search_path)?;
 
-        let mut command = Command::new(&program);
+        // No `pre_exec` and an absolute shim path: std uses posix_spawn (the
+        // shim arms PDEATHSIG instead; see the module docs).
+        let mut command = Command::new(&self.inner.exec_shim);
         command
+            .arg(EXEC_SHIM_ARG)
+            .arg(std::process::id().to_string())
+            .arg(&program)
             .args(&spec.args)
             .envs(&env)
             .current_dir(&cwd)
@@ -417,7 +465,6 @@ impl Spawner {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        set_parent_death_signal(&mut command);
 
         let (reply, replied) = oneshot::channel();
         let gone = || SpawnError::SpawnerGone {
@@ -527,26 +574,74 @@ fn spawner_loop(inbox: &mpsc::Receiver<SpawnRequest>) {
     }
 }
 
-#[allow(unsafe_code)]
-fn set_parent_death_signal(command: &mut Command) {
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the forked child before exec, where only
-    // async-signal-safe calls are allowed: prctl, getppid and _exit are plain
-    // syscalls that neither allocate nor lock, `parent` is a copied integer
-    // and last_os_error only reads errno.
-    unsafe {
-        command.pre_exec(move || {
-            #[cfg(target_os = "linux")]
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The controller died between fork and prctl: no signal will come.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
+/// The shim a [`Spawner`] uses by default: this executable, whatever has
+/// become of the file on disk since it started. The spawned child resolves
+/// the link, and until its `execve` it shares the controller's memory map.
+#[cfg(not(test))]
+fn default_exec_shim() -> PathBuf {
+    PathBuf::from("/proc/self/exe")
+}
+
+/// The shim a [`Spawner`] uses by default in unit tests: the libtest harness
+/// has no shim mode (it would take `__steward-exec` for a test filter and run
+/// nothing), so the built `steward` binary stands in for it.
+#[cfg(test)]
+fn default_exec_shim() -> PathBuf {
+    super::test_support::steward_exe()
+}
+
+/// The exec shim's entry. When this process was started as
+/// `[_, "__steward-exec", <controller pid>, <program>, <args>...]` (by a
+/// [`Spawner`]) it never returns: it sets `PR_SET_PDEATHSIG(SIGKILL)`, exits
+/// 1 if the controller is no longer its parent (it died before the prctl, so
+/// no signal will come), and execs `program` with `args` (argv\[0\] is the
+/// program path), the inherited env and cwd. If the exec fails it prints
+/// `cannot execute <program>: <reason>` on stderr and exits 127. Otherwise
+/// it returns at once.
+///
+/// Call it first thing in `main`, before anything else runs: the shim should
+/// cost no more than an exec, and should start no threads.
+pub fn run_exec_shim_if_requested() {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() == Some(OsStr::new(EXEC_SHIM_ARG)) {
+        exec_shim(args);
     }
+}
+
+fn exec_shim(mut args: impl Iterator<Item = OsString>) -> ! {
+    let parent = args
+        .next()
+        .and_then(|pid| pid.to_str()?.parse::<u32>().ok());
+    let (Some(parent), Some(program)) = (parent, args.next()) else {
+        eprintln!("usage: steward {EXEC_SHIM_ARG} <parent pid> <program> [<arg>...]");
+        std::process::exit(SHIM_CANNOT_EXECUTE);
+    };
+    if let Err(error) = set_parent_death_signal() {
+        eprintln!("cannot set the parent-death signal: {error}");
+        std::process::exit(SHIM_CANNOT_EXECUTE);
+    }
+    // Checked after the prctl: if the controller dies later, the signal comes.
+    if std::os::unix::process::parent_id() != parent {
+        std::process::exit(1);
+    }
+    // `exec` restores SIGPIPE (which the Rust runtime ignores) to its default;
+    // the signal mask is the spawner thread's, as with a plain fork + exec.
+    let error = std::process::Command::new(&program).args(args).exec();
+    eprintln!("cannot execute {}: {error}", Path::new(&program).display());
+    std::process::exit(SHIM_CANNOT_EXECUTE)
+}
+
+/// `PR_SET_PDEATHSIG(SIGKILL)` for the calling process. It survives `execve`
+/// (of anything but a set-user-ID or file-capability binary).
+#[allow(unsafe_code)]
+fn set_parent_death_signal() -> io::Result<()> {
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number by value and changes
+    // only an attribute of the calling process; no memory is passed.
+    #[cfg(target_os = "linux")]
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// One child process (the leader of its own process group), owned by exactly
@@ -569,7 +664,7 @@ pub struct ManagedProcess {
     /// Seen empty: the group id may be reused from now on, never signal it.
     group_gone: bool,
     report: Option<StopReport>,
-    /// Keeps the thread that forked this child (its PDEATHSIG parent) alive.
+    /// Keeps the thread that spawned this child (its PDEATHSIG parent) alive.
     _spawner: Arc<SpawnerInner>,
 }
 
@@ -609,7 +704,7 @@ impl ManagedProcess {
         &self.dropped_env
     }
 
-    /// The thread that forked this child ([`Spawner::thread_id`]).
+    /// The thread that spawned this child ([`Spawner::thread_id`]).
     pub fn spawned_on(&self) -> ThreadId {
         self.spawned_on
     }
@@ -1568,6 +1663,136 @@ mod tests {
         second.stop(Duration::from_secs(5)).await;
     }
 
+    // ---- the exec shim ----
+
+    /// Runs the shim directly (not through a Spawner), as a child of this
+    /// test process.
+    fn run_shim(args: &[&OsStr]) -> std::process::Output {
+        std::process::Command::new(crate::runtime::test_support::steward_exe())
+            .arg(EXEC_SHIM_ARG)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the exec shim")
+    }
+
+    #[test]
+    fn exec_shim_refuses_to_exec_when_the_given_pid_is_not_its_parent() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let touch = |parent: u32| {
+            let parent = parent.to_string();
+            let args = [parent.as_ref(), "/bin/sh".as_ref(), "-c".as_ref()];
+            let script = [r#"touch "$1""#.as_ref(), "sh".as_ref(), marker.as_os_str()];
+            run_shim(&[&args[..], &script[..]].concat())
+        };
+
+        // A live process, but not the shim's parent (this process is): as if
+        // the controller had died between the spawn and the prctl.
+        let output = touch(std::os::unix::process::parent_id());
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        assert!(
+            output.stdout.is_empty() && output.stderr.is_empty(),
+            "{output:?}"
+        );
+        assert!(!marker.exists(), "the program ran");
+
+        let output = touch(std::process::id());
+        assert!(output.status.success(), "{output:?}");
+        assert!(marker.exists(), "the program did not run");
+    }
+
+    #[test]
+    fn exec_shim_rejects_malformed_arguments() {
+        for args in [&[][..], &["not-a-pid", "/bin/true"], &["1"]] {
+            let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+            let output = run_shim(&args);
+            assert_eq!(output.status.code(), Some(127), "{args:?}: {output:?}");
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(stderr.starts_with("usage: "), "{args:?}: {stderr}");
+        }
+    }
+
+    #[tokio::test]
+    async fn program_runs_in_place_of_the_shim_with_its_own_path_as_argv0() {
+        let script = r#"printf '%s\n' "$0" "$$"; tr '\0' ' ' < /proc/$$/cmdline"#;
+        let mut process = spawner().spawn(&sh(script)).await.unwrap();
+        let out = read_all(&mut process).await;
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[..2], ["/bin/sh", &process.pid().to_string()], "{out}");
+        assert_eq!(lines[2], format!("/bin/sh -c {script} "), "{out}");
+        assert_eq!(process.exited().await.code, Some(0));
+        process.stop(Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test]
+    async fn program_starts_with_sigpipe_neither_ignored_nor_blocked() {
+        // The shim is a Rust program, whose runtime ignores SIGPIPE; an
+        // ignored signal stays ignored across exec unless reset.
+        // grep itself, not a shell: dash blocks signals while it forks.
+        let spec = ProcessSpec {
+            program: "grep".to_owned(),
+            args: ["-E", "^Sig(Blk|Ign):", "/proc/self/status"]
+                .map(str::to_owned)
+                .into(),
+            ..ProcessSpec::default()
+        };
+        let mut process = spawner().spawn(&spec).await.unwrap();
+        let out = read_all(&mut process).await;
+        let sigpipe = 1u64 << (libc::SIGPIPE - 1);
+        for line in out.lines() {
+            let (name, mask) = line.split_once(':').unwrap();
+            let mask = u64::from_str_radix(mask.trim(), 16).unwrap();
+            assert_eq!(mask & sigpipe, 0, "SIGPIPE in {name}: {out}");
+        }
+        assert_eq!(out.lines().count(), 2, "{out}");
+        process.stop(Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test]
+    async fn program_that_cannot_be_executed_exits_127_with_the_reason_on_stderr() {
+        // Passes resolve_command (a file with execute permission); execve
+        // fails with ENOENT for the missing interpreter.
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("no-interpreter");
+        fs::write(&script, "#!/nonexistent-steward/interpreter\n").unwrap();
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+        let spec = ProcessSpec {
+            program: script.display().to_string(),
+            ..ProcessSpec::default()
+        };
+        let mut process = spawner().spawn(&spec).await.expect("the shim starts");
+        assert_eq!(
+            process.exited().await,
+            ExitInfo {
+                code: Some(127),
+                signal: None
+            }
+        );
+        let mut eof = process.stderr_eof.clone();
+        tokio::time::timeout(SOON, eof.wait_for(|&eof| eof))
+            .await
+            .unwrap()
+            .unwrap();
+        let tail = process.stderr_tail(10);
+        // The reason is ENOENT, unless a child forked by a parallel test
+        // still held the file open for writing (ETXTBSY): the same path.
+        let prefix = format!("cannot execute {}: ", script.display());
+        assert!(tail.len() == 1 && tail[0].starts_with(&prefix), "{tail:?}");
+        assert!(process.stop(Duration::from_secs(1)).await.clean);
+    }
+
+    #[tokio::test]
+    async fn a_missing_exec_shim_is_a_spawn_error() {
+        let spawner = Spawner::with_exec_shim("/nonexistent-steward/shim").unwrap();
+        assert_eq!(spawner.exec_shim(), Path::new("/nonexistent-steward/shim"));
+        let error = spawner.spawn(&sh("true")).await.unwrap_err();
+        assert!(
+            matches!(&error, SpawnError::Io { error, .. } if error.kind() == io::ErrorKind::NotFound),
+            "{error:?}"
+        );
+    }
+
     // ---- stopping ----
 
     #[tokio::test]
@@ -1778,6 +2003,8 @@ mod tests {
     async fn child_dies_when_the_controller_is_sigkilled() {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("pid");
+        // Built here if need be, not by the helper within its deadline.
+        crate::runtime::test_support::steward_exe();
         let mut helper = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",

@@ -14,28 +14,72 @@ pub(crate) const SOON: Duration = Duration::from_secs(10);
 /// `target/<profile>/<name>` next to this test binary (which lives in
 /// `target/<profile>/deps/`), built once with cargo if it is missing.
 pub(crate) fn fake_binary(name: &'static str) -> PathBuf {
-    static BUILD: OnceLock<Mutex<()>> = OnceLock::new();
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the controller crate is in the workspace");
-    let path = std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.parent()?.join(name)))
-        .unwrap_or_else(|| workspace.join("target/debug").join(name));
-    if !path.exists() {
-        let _one_build_at_a_time = BUILD.get_or_init(|| Mutex::new(())).lock();
-        if !path.exists() {
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let status = std::process::Command::new(cargo)
-                .args(["build", "-p", "steward-tests", "--bin", name])
-                .current_dir(workspace)
-                .status()
-                .expect("run cargo build for a fake server");
-            assert!(status.success(), "building {name} failed");
-        }
-    }
+    let path = target_binary(name);
+    build_if("steward-tests", name, &path, |path| !path.exists());
     assert!(path.exists(), "{} is missing", path.display());
     path
+}
+
+/// The `steward` executable next to this test binary: the exec shim for the
+/// unit tests' spawners (this harness has no shim mode). Built with cargo
+/// when it is missing or older than the sources of the shim, which a lib-only
+/// test run does not rebuild.
+pub(crate) fn steward_exe() -> PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let path = target_binary("steward");
+        let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let shim_sources = ["src/main.rs", "src/entry.rs", "src/runtime/process.rs"];
+        let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        build_if("steward", "steward", &path, |path| match modified(path) {
+            None => true,
+            Some(built) => shim_sources.iter().any(|source| {
+                modified(&crate_dir.join(source)).is_some_and(|edited| edited > built)
+            }),
+        });
+        assert!(path.exists(), "{} is missing", path.display());
+        path
+    })
+    .clone()
+}
+
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the controller crate is in the workspace")
+}
+
+/// `target/<profile>/<name>`, the directory above this test binary's.
+fn target_binary(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join(name)))
+        .unwrap_or_else(|| workspace().join("target/debug").join(name))
+}
+
+/// `cargo build -p <package> --bin <bin>` for the profile `path` is in, if
+/// `needed(path)`; one build at a time.
+fn build_if(package: &str, bin: &str, path: &Path, needed: impl Fn(&Path) -> bool) {
+    static BUILD: OnceLock<Mutex<()>> = OnceLock::new();
+    if !needed(path) {
+        return;
+    }
+    let _one_build_at_a_time = BUILD.get_or_init(|| Mutex::new(())).lock();
+    if !needed(path) {
+        return;
+    }
+    let profile = match path.parent().and_then(Path::file_name) {
+        Some(dir) if dir == "debug" => "dev".to_owned(),
+        Some(dir) => dir.to_string_lossy().into_owned(),
+        None => "dev".to_owned(),
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--profile", &profile, "-p", package, "--bin", bin])
+        .current_dir(workspace())
+        .status()
+        .unwrap_or_else(|error| panic!("run cargo build for {bin}: {error}"));
+    assert!(status.success(), "building {bin} failed");
 }
 
 /// Alive and not a zombie.
