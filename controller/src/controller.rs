@@ -200,42 +200,21 @@ struct Shared {
 
 impl Shared {
     fn enqueue_all(&self) {
-        let snap = self.store.snapshot();
-        for key in snap.keys() {
-            if runs(&key) {
-                self.queue.add(key);
-            }
+        for key in self.store.snapshot().keys() {
+            self.queue.add(key);
         }
-    }
-
-    fn runnable_keys(&self) -> BTreeSet<Key> {
-        self.store
-            .snapshot()
-            .keys()
-            .into_iter()
-            .filter(runs)
-            .collect()
     }
 
     /// Enqueue what `applied` changed, and retry failed servers of the
     /// sources that were saved (a save retries a `Failed` server at once).
     fn apply(&self, applied: &Applied, tracker: &mut ReloadTracker, trigger: &str) {
         let snap = self.store.snapshot();
-        let mut keys: BTreeSet<Key> = applied
-            .changed
-            .iter()
-            .filter(|k| runs(k))
-            .cloned()
-            .collect();
-        for key in snap.keys().into_iter().filter(runs) {
-            let from_touched = snap
+        let mut keys: BTreeSet<Key> = applied.changed.iter().cloned().collect();
+        for key in self.status.keys_in_phase(Phase::Failed) {
+            if snap
                 .get(&key)
-                .is_some_and(|d| applied.touched.contains(&d.source()));
-            let failed = self
-                .status
-                .get(&key)
-                .is_some_and(|s| s.phase == Phase::Failed);
-            if from_touched && failed {
+                .is_some_and(|d| applied.touched.contains(&d.source()))
+            {
                 keys.insert(key);
             }
         }
@@ -255,7 +234,7 @@ impl Shared {
             return;
         }
         let keys: Vec<Key> = keys.into_iter().collect();
-        tracker.begin(trigger, &keys, &self.runnable_keys());
+        tracker.begin(trigger, &keys, &snap.keys());
         for key in &keys {
             self.reconciler.retry_now(key);
             self.queue.add(key.clone());
@@ -266,11 +245,6 @@ impl Shared {
             self.status.set_last_reload(summary);
         }
     }
-}
-
-/// Every desired key is reconciled (LSP keys exist only with LSP enabled).
-fn runs(_key: &Key) -> bool {
-    true
 }
 
 /// Run the controller until `shutdown` is cancelled.
@@ -369,7 +343,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
 
     // Cold start: everything is one reload.
     let mut tracker = ReloadTracker::default();
-    let all = shared.runnable_keys();
+    let all = shared.store.snapshot().keys();
     tracker.begin("start", &all.iter().cloned().collect::<Vec<_>>(), &all);
     if let Some(summary) = tracker.finish_if_done() {
         status.set_last_reload(summary);

@@ -13,7 +13,7 @@ use std::time::SystemTime;
 use steward_schema::admission;
 use steward_schema::resource::{
     API_VERSION, Condition, ConditionStatus, ControllerStatus, Item, LspServer, McpServer,
-    Metadata, ReloadSummary, RemovedRef, ResourceKind, ServerStatus, WorkspaceStatus,
+    Metadata, Phase, ReloadSummary, RemovedRef, ResourceKind, ServerStatus, WorkspaceStatus,
 };
 use tokio::sync::watch;
 
@@ -101,6 +101,16 @@ impl StatusStore {
     /// A receiver that sees a new value after every change.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
+    }
+
+    /// Every server whose status is in `phase`.
+    pub fn keys_in_phase(&self, phase: Phase) -> Vec<Key> {
+        self.lock()
+            .servers
+            .iter()
+            .filter(|(_, s)| s.phase == phase)
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     /// The status of `key`, if it was ever written.
