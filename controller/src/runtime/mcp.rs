@@ -967,7 +967,7 @@ async fn watch_session(args: WatchArgs) {
     let session = running.waiting();
     tokio::pin!(session);
     let pinging = !timeouts.ping_interval.is_zero();
-    let mut next_ping = Instant::now() + timeouts.ping_interval;
+    let mut next_ping = next_ping_tick(Instant::now(), timeouts.ping_interval);
     let mut ping: Option<PingFuture> = None;
     let mut failures = 0u32;
     let mut unresponsive = false;
@@ -1003,7 +1003,7 @@ async fn watch_session(args: WatchArgs) {
             }
             result = async { ping.as_mut().expect("guarded by is_some").await }, if ping.is_some() => {
                 ping = None;
-                next_ping = Instant::now() + timeouts.ping_interval;
+                next_ping = next_ping_tick(Instant::now(), timeouts.ping_interval);
                 match result {
                     Ok(()) => failures = 0,
                     Err(message) => {
@@ -1047,6 +1047,17 @@ async fn session_ended(
             Err(_) => McpExit::Closed("closed its stdout".to_owned()),
         }),
     }
+}
+
+/// The first ping time after `now` on a grid every session shares
+/// (multiples of `interval` since the first ask): a round of pings wakes
+/// the controller once instead of once per server, at different times.
+fn next_ping_tick(now: Instant, interval: Duration) -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(|| now);
+    let step = interval.as_nanos().max(1);
+    let ticks = now.saturating_duration_since(epoch).as_nanos() / step + 1;
+    epoch + Duration::from_nanos(u64::try_from(ticks * step).unwrap_or(u64::MAX))
 }
 
 async fn ping_once(peer: Peer<RoleClient>, timeout: Duration, dig: Dig) -> Result<(), String> {
@@ -1283,6 +1294,23 @@ mod tests {
 
     fn spawner() -> Spawner {
         Spawner::new().unwrap()
+    }
+
+    #[test]
+    fn pings_of_every_session_share_one_grid() {
+        let interval = Duration::from_secs(15);
+        let now = Instant::now();
+        let tick = next_ping_tick(now, interval);
+        assert!(tick > now && tick <= now + interval);
+        // Sessions asking at other moments of the same period ping together.
+        for later in [1, 500, 7_000, 14_000] {
+            let at = now + Duration::from_millis(later);
+            if at < tick {
+                assert_eq!(next_ping_tick(at, interval), tick);
+            }
+        }
+        // At the tick itself, the next one.
+        assert_eq!(next_ping_tick(tick, interval), tick + interval);
     }
 
     fn spec(transport: McpTransport) -> McpServerSpec {
