@@ -357,7 +357,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         tokio::select! {
             () = shutdown.cancelled() => break,
             Some(FileChange { path, .. }) = changes.recv() => {
-                let applied = store.apply_file(&path);
+                let applied = store.apply_judged(&path);
                 tracing::info!(source = %path.display(), changed = applied.changed.len(), "source changed");
                 shared.apply(&applied, &mut tracker, &path.to_string_lossy());
             }

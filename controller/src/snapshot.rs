@@ -17,9 +17,11 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use steward_schema::admission::{self, Blocked};
 use steward_schema::desired::{self, CliOptions, DesiredLsp, DesiredMcp, DesiredState, SourceSet};
-use steward_schema::load::{FileText, LoadContext, LoadMode, ParsedSource};
+use steward_schema::load::{self, EntrySpans, FileText, LoadContext, LoadMode, ParsedSource};
 use steward_schema::memo::EntryMemo;
-use steward_schema::resource::{ResourceKind, SourceKind, SourceStatus};
+use steward_schema::resource::{
+    LspServerSpec, McpServerSpec, ResourceKind, SourceKind, SourceStatus,
+};
 
 use crate::paths::Paths;
 use crate::sources::{self, SourceRef};
@@ -84,15 +86,54 @@ pub struct Snapshot {
     /// Sources whose latest load failed (their previous content stays in force).
     pub invalid: BTreeMap<PathBuf, SourceStatus>,
     pub desired: DesiredState,
-    /// Admission per key: `None` = admitted.
-    pub admission: BTreeMap<Key, Option<Blocked>>,
-    generations: BTreeMap<Key, (String, u64)>,
+    /// Every desired key, with its admission and generation.
+    entries: BTreeMap<Key, Entry>,
+}
+
+/// What the snapshot knows of one desired key. The spec is the desired
+/// state's own (shared), so comparing two snapshots' entries is comparing
+/// pointers for every server a change did not touch.
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    source: SourceKind,
+    spec: EntrySpec,
+    /// `None` = admitted.
+    blocked: Option<Blocked>,
+    generation: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum EntrySpec {
+    Mcp(Arc<McpServerSpec>),
+    Lsp(Arc<LspServerSpec>),
+}
+
+impl EntrySpec {
+    fn config_hash(&self) -> &str {
+        match self {
+            EntrySpec::Mcp(s) => &s.config_hash,
+            EntrySpec::Lsp(s) => &s.config_hash,
+        }
+    }
+
+    fn same_pointer(&self, other: &EntrySpec) -> bool {
+        match (self, other) {
+            (EntrySpec::Mcp(a), EntrySpec::Mcp(b)) => Arc::ptr_eq(a, b),
+            (EntrySpec::Lsp(a), EntrySpec::Lsp(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
 }
 
 impl Snapshot {
     /// `metadata.generation` of `key` (1 for a new server).
     pub fn generation(&self, key: &Key) -> u64 {
-        self.generations.get(key).map_or(1, |(_, g)| *g)
+        self.entries.get(key).map_or(1, |e| e.generation)
+    }
+
+    /// Whether `key` is desired.
+    pub fn contains(&self, key: &Key) -> bool {
+        self.entries.contains_key(key)
     }
 
     /// The desired server behind `key`.
@@ -108,12 +149,12 @@ impl Snapshot {
 
     /// Admission of `key` (`None` = admitted, or not desired).
     pub fn blocked(&self, key: &Key) -> Option<&Blocked> {
-        self.admission.get(key).and_then(Option::as_ref)
+        self.entries.get(key).and_then(|e| e.blocked.as_ref())
     }
 
     /// Every desired key.
     pub fn keys(&self) -> BTreeSet<Key> {
-        self.admission.keys().cloned().collect()
+        self.entries.keys().cloned().collect()
     }
 
     /// `sources` of the status document: in force, with failed loads reported.
@@ -145,51 +186,94 @@ impl Snapshot {
     ) -> Snapshot {
         let desired =
             desired::desired_state(&sources, &paths.workspace, cli, &sources::resolve_existing);
-        let mut admission = BTreeMap::new();
-        let mut generations = BTreeMap::new();
-        let mut note = |key: Key, hash: &str, blocked: Option<Blocked>| {
-            let generation = match previous.and_then(|p| p.generations.get(&key)) {
-                Some((h, g)) if h == hash => *g,
-                Some((_, g)) => g + 1,
+        // Admission depends on the spec, the policy and the approvals: with
+        // the last two unchanged, a key whose spec is the same keeps its
+        // admission. Keys come in order, so the previous entries are walked
+        // alongside instead of looked up.
+        let same_gates = previous.is_some_and(|p| {
+            p.desired.policy == desired.policy
+                && p.desired.approvals == desired.approvals
+                && p.desired.workspace == desired.workspace
+        });
+        let mut before = previous.map(|p| p.entries.iter().peekable());
+        let mut entry = |key: Key, source: SourceKind, spec: EntrySpec| {
+            let old = before.as_mut().and_then(|it| {
+                while it.next_if(|(k, _)| **k < key).is_some() {}
+                it.next_if(|(k, _)| **k == key).map(|(_, e)| e)
+            });
+            let reuse = old.filter(|o| same_gates && o.spec.same_pointer(&spec));
+            let blocked = match (reuse, &spec) {
+                (Some(o), _) => o.blocked.clone(),
+                (None, EntrySpec::Mcp(s)) => admission::admit_mcp(&key.name, s, &desired),
+                (None, EntrySpec::Lsp(s)) => admission::admit_lsp(&key.name, s, &desired),
+            };
+            let generation = match old {
+                Some(o) if o.spec.config_hash() == spec.config_hash() => o.generation,
+                Some(o) => o.generation + 1,
                 None => 1,
             };
-            generations.insert(key.clone(), (hash.to_owned(), generation));
-            admission.insert(key, blocked);
+            let entry = Entry {
+                source,
+                spec,
+                blocked,
+                generation,
+            };
+            (key, entry)
         };
+        // Sorted by key (MCP before LSP, then by name): built in one pass.
+        let mut entries: Vec<(Key, Entry)> =
+            Vec::with_capacity(desired.mcp.len() + desired.lsp.len());
         for (name, d) in &desired.mcp {
-            note(
+            entries.push(entry(
                 Key::mcp(name),
-                &d.spec.config_hash,
-                admission::admit_mcp(name, &d.spec, &desired),
-            );
+                d.source,
+                EntrySpec::Mcp(d.spec.clone()),
+            ));
         }
         if desired.lsp_enabled {
             for (name, d) in &desired.lsp {
-                note(
+                entries.push(entry(
                     Key::lsp(name),
-                    &d.spec.config_hash,
-                    admission::admit_lsp(name, &d.spec, &desired),
-                );
+                    d.source,
+                    EntrySpec::Lsp(d.spec.clone()),
+                ));
             }
         }
         Snapshot {
             sources,
             invalid,
+            entries: entries.into_iter().collect(),
             desired,
-            admission,
-            generations,
         }
     }
 
     /// Keys whose desired spec, source or admission differ between `self` and `next`.
     pub fn changed_keys(&self, next: &Snapshot) -> Vec<Key> {
-        let keys: BTreeSet<&Key> = self.admission.keys().chain(next.admission.keys()).collect();
-        keys.into_iter()
-            .filter(|k| {
-                self.get(k) != next.get(k) || self.admission.get(k) != next.admission.get(k)
-            })
-            .cloned()
-            .collect()
+        let (mut a, mut b) = (
+            self.entries.iter().peekable(),
+            next.entries.iter().peekable(),
+        );
+        let mut changed = Vec::new();
+        loop {
+            let (key, differs) = match (a.peek(), b.peek()) {
+                (None, None) => return changed,
+                (Some((ka, _)), Some((kb, _))) if ka < kb => (a.next().map(|(k, _)| k), true),
+                (Some((ka, _)), Some((kb, _))) if ka > kb => (b.next().map(|(k, _)| k), true),
+                (Some(_), Some(_)) => {
+                    let ((key, ea), (_, eb)) =
+                        (a.next().expect("peeked"), b.next().expect("peeked"));
+                    let same = ea.source == eb.source
+                        && ea.blocked == eb.blocked
+                        && (ea.spec.same_pointer(&eb.spec) || ea.spec == eb.spec);
+                    (Some(key), !same)
+                }
+                (Some(_), None) => (a.next().map(|(k, _)| k), true),
+                (None, Some(_)) => (b.next().map(|(k, _)| k), true),
+            };
+            if differs && let Some(key) = key {
+                changed.push(key.clone());
+            }
+        }
     }
 }
 
@@ -206,6 +290,15 @@ pub struct Applied {
     pub server_command_changed: bool,
 }
 
+/// A strict load and the text it came from.
+#[derive(Debug)]
+struct LastLoad {
+    text: FileText,
+    parsed: ParsedSource,
+    /// Where its entries are, when the next edit may reload one alone.
+    spans: Option<EntrySpans>,
+}
+
 /// Owner of the desired state; mutated only by the controller's event loop.
 #[derive(Debug)]
 pub struct DesiredStore {
@@ -215,7 +308,7 @@ pub struct DesiredStore {
     mcp_config: Vec<String>,
     current: RwLock<Arc<Snapshot>>,
     /// The last strict load of each watched file, with the text it came from.
-    last_load: Mutex<HashMap<PathBuf, (FileText, ParsedSource)>>,
+    last_load: Mutex<HashMap<PathBuf, LastLoad>>,
     /// Built entries of every load, so a reload rebuilds only what changed.
     memo: EntryMemo,
     /// `mcp.serverCommand` as of controller start (restart-only).
@@ -308,20 +401,53 @@ impl DesiredStore {
     /// watcher judges a file with this and the event loop then applies it:
     /// the last load per path is remembered with its text, so the same
     /// content is parsed and validated once.
+    /// An edit confined to one server entry of a valid file re-reads that
+    /// entry alone (see `steward_schema::load::reload_edited_entry`).
     pub fn load_strict(&self, which: &SourceRef) -> ParsedSource {
         let path = sources::path_of(which, &self.paths);
         let text = sources::read_file(&path);
+        let cx = self.strict_context();
         let mut cache = self
             .last_load
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some((cached_text, parsed)) = cache.get(&path)
-            && *cached_text == text
+        let previous = cache.get(&path);
+        if let Some(last) = previous
+            && last.text == text
         {
-            return parsed.clone();
+            return last.parsed.clone();
         }
-        let parsed = sources::load_text(which, &self.paths, &text, &self.strict_context());
-        cache.insert(path, (text, parsed.clone()));
+        let edited = match (previous, &text) {
+            (
+                Some(LastLoad {
+                    text: FileText::Text(old),
+                    parsed,
+                    spans: Some(spans),
+                }),
+                FileText::Text(new),
+            ) => load::reload_edited_entry(parsed, spans, old, new, &cx),
+            _ => None,
+        };
+        let (parsed, spans) = match edited {
+            Some((parsed, spans)) => (parsed, Some(spans)),
+            None => {
+                let parsed = sources::load_text(which, &self.paths, &text, &cx);
+                let spans = if parsed.is_valid() {
+                    load::entry_spans(parsed.kind, &text)
+                } else {
+                    None
+                };
+                (parsed, spans)
+            }
+        };
+        cache.insert(
+            path,
+            LastLoad {
+                text,
+                parsed: parsed.clone(),
+                spans,
+            },
+        );
         parsed
     }
 
@@ -331,6 +457,27 @@ impl DesiredStore {
             return Applied::default();
         };
         let loaded = self.load_strict(&which);
+        self.apply_loaded(&which, loaded)
+    }
+
+    /// Apply the watched file `path` as the watcher's judge last loaded it
+    /// (it loads every change before emitting it, and a later change is
+    /// judged and emitted again), reading it only if it never was.
+    pub fn apply_judged(&self, path: &Path) -> Applied {
+        let Some(which) = self.source_of(path) else {
+            return Applied::default();
+        };
+        let judged = self
+            .last_load
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&sources::path_of(&which, &self.paths))
+            .map(|last| last.parsed.clone());
+        let loaded = judged.unwrap_or_else(|| self.load_strict(&which));
+        self.apply_loaded(&which, loaded)
+    }
+
+    fn apply_loaded(&self, which: &SourceRef, loaded: ParsedSource) -> Applied {
         let current = self.snapshot();
         let mut set = current.sources.clone();
         let mut invalid = current.invalid.clone();
@@ -338,7 +485,7 @@ impl DesiredStore {
         let mut rejected = Vec::new();
         if loaded.is_valid() {
             invalid.remove(&loaded.path);
-            if let Some(slot) = slot(&mut set, &which) {
+            if let Some(slot) = slot(&mut set, which) {
                 *slot = loaded;
             }
         } else {
@@ -443,4 +590,137 @@ fn slot<'a>(set: &'a mut SourceSet, which: &SourceRef) -> Option<&'a mut ParsedS
         // Extensions are not watched; `reload_all` handles them.
         SourceRef::Extension(_) => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use steward_schema::formats::ApprovalStatus;
+    use steward_schema::resource::Reason;
+
+    use super::*;
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        store: DesiredStore,
+    }
+
+    fn fixture(user: &str, workspace: Option<&str>) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join(".qwen")).unwrap();
+        let env = BTreeMap::from([(
+            "QWEN_HOME".to_owned(),
+            dir.path().join("home").to_string_lossy().into_owned(),
+        )]);
+        let paths = Paths::resolve(&ws, &env).unwrap();
+        write(&paths.user_settings, user);
+        if let Some(w) = workspace {
+            write(&paths.workspace_settings, w);
+        }
+        let cli = CliOptions {
+            lsp_enabled: true,
+            ..CliOptions::default()
+        };
+        let store = DesiredStore::cold_start(paths, env, cli, Vec::new());
+        Fixture { _dir: dir, store }
+    }
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    impl Fixture {
+        fn edit_user(&self, text: &str) -> Applied {
+            let path = self.store.paths().user_settings.clone();
+            write(&path, text);
+            self.store.apply_file(&path)
+        }
+    }
+
+    const TWO: &str = r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "y"}}}"#;
+
+    #[test]
+    fn an_edit_changes_only_its_key_and_a_new_hash_bumps_the_generation() {
+        let f = fixture(TWO, None);
+        let (a, b) = (Key::mcp("a"), Key::mcp("b"));
+        assert_eq!(f.store.snapshot().generation(&b), 1);
+        let applied =
+            f.edit_user(r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "z"}}}"#);
+        assert_eq!(applied.changed, vec![b.clone()]);
+        let snap = f.store.snapshot();
+        assert_eq!((snap.generation(&a), snap.generation(&b)), (1, 2));
+        // A description is not part of the hash: changed (re-filter), same generation.
+        let applied = f.edit_user(
+            r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "z", "description": "d"}}}"#,
+        );
+        assert_eq!(applied.changed, vec![b.clone()]);
+        assert_eq!(f.store.snapshot().generation(&b), 2);
+        // Formatting only: nothing.
+        let applied = f.edit_user(
+            "{\"mcpServers\": {\n \"b\": {\"description\": \"d\", \"command\": \"z\"},\n \"a\": {\"command\": \"x\"}}}",
+        );
+        assert!(applied.changed.is_empty(), "{:?}", applied.changed);
+    }
+
+    #[test]
+    fn added_and_removed_keys_are_changed() {
+        let f = fixture(TWO, None);
+        let applied =
+            f.edit_user(r#"{"mcpServers": {"b": {"command": "y"}, "c": {"command": "w"}}}"#);
+        assert_eq!(applied.changed, vec![Key::mcp("a"), Key::mcp("c")]);
+        let snap = f.store.snapshot();
+        assert!(!snap.contains(&Key::mcp("a")) && snap.contains(&Key::mcp("c")));
+        assert_eq!(snap.generation(&Key::mcp("c")), 1);
+    }
+
+    #[test]
+    fn a_policy_change_decides_admission_again_for_unchanged_specs() {
+        let f = fixture(TWO, None);
+        let applied = f.edit_user(
+            r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "y"}}, "mcp": {"excluded": ["b"]}}"#,
+        );
+        assert_eq!(applied.changed, vec![Key::mcp("b")]);
+        let snap = f.store.snapshot();
+        assert_eq!(
+            snap.blocked(&Key::mcp("b")).map(|b| b.reason),
+            Some(Reason::Excluded)
+        );
+        assert!(snap.blocked(&Key::mcp("a")).is_none());
+    }
+
+    #[test]
+    fn an_approval_decides_admission_again_for_unchanged_specs() {
+        let f = fixture("{}", Some(TWO));
+        let snap = f.store.snapshot();
+        let b = Key::mcp("b");
+        assert_eq!(
+            snap.blocked(&b).map(|b| b.reason),
+            Some(Reason::PendingApproval)
+        );
+        let Some(Desired::Mcp(d)) = snap.get(&b) else {
+            panic!("b is desired");
+        };
+        let paths = f.store.paths();
+        crate::approvals::record(
+            &paths.approvals,
+            &paths.workspace,
+            &[(
+                "b".to_owned(),
+                d.spec.approval_hash.clone(),
+                ApprovalStatus::Approved,
+            )],
+        )
+        .unwrap();
+        let applied = f.store.apply_file(&paths.approvals.clone());
+        assert_eq!(applied.changed, vec![b.clone()]);
+        assert!(f.store.snapshot().blocked(&b).is_none());
+        assert_eq!(
+            f.store.snapshot().blocked(&Key::mcp("a")).map(|b| b.reason),
+            Some(Reason::PendingApproval)
+        );
+    }
 }

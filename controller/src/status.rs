@@ -203,9 +203,11 @@ impl StatusStore {
         let inner = self.lock();
         // Observed status, or admission alone before the first reconcile.
         let status_of = |key: &Key| {
-            inner.servers.get(key).cloned().unwrap_or_else(|| {
-                admission::admission_status(snap.admission.get(key).and_then(|b| b.as_ref()), &now)
-            })
+            inner
+                .servers
+                .get(key)
+                .cloned()
+                .unwrap_or_else(|| admission::admission_status(snap.blocked(key), &now))
         };
         let metadata = |key: &Key, source| Metadata {
             name: key.name.clone(),
@@ -257,7 +259,7 @@ impl StatusStore {
                     inner
                         .servers
                         .keys()
-                        .filter(|k| !snap.admission.contains_key(k))
+                        .filter(|k| !snap.contains(k))
                         .map(|k| RemovedRef {
                             kind: k.kind,
                             name: k.name.clone(),

@@ -210,7 +210,7 @@ pub fn desired_state(
     // Among extensions the first (by directory order) keeps a name.
     for ext in &sources.extensions {
         if let Content::Extension(e) = &ext.content {
-            for (name, spec) in &e.mcp_servers {
+            for (name, spec) in e.mcp_servers.iter() {
                 mcp.entry(name.clone()).or_insert_with(|| DesiredMcp {
                     source: SourceKind::Extension,
                     spec: spec.clone(),
@@ -262,7 +262,7 @@ pub fn desired_state(
     let mut lsp: BTreeMap<String, DesiredLsp> = BTreeMap::new();
     for ext in &sources.extensions {
         if let Content::Extension(e) = &ext.content {
-            for (name, spec) in &e.lsp_servers {
+            for (name, spec) in e.lsp_servers.iter() {
                 lsp.entry(name.clone()).or_insert_with(|| DesiredLsp {
                     source: SourceKind::Extension,
                     spec: spec.clone(),
@@ -271,7 +271,7 @@ pub fn desired_state(
         }
     }
     if let Content::LspServers(servers) = &sources.lsp_json.content {
-        for (name, spec) in servers {
+        for (name, spec) in servers.iter() {
             lsp.insert(
                 name.clone(),
                 DesiredLsp {

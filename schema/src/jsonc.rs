@@ -225,7 +225,7 @@ fn fast_value(text: &str) -> Option<Value> {
 
 /// `text` with every comment replaced by spaces (line breaks kept); `None`
 /// for a `/` that starts no comment or an unterminated block comment.
-fn blank_comments(text: &str) -> Option<Cow<'_, str>> {
+pub(crate) fn blank_comments(text: &str) -> Option<Cow<'_, str>> {
     let bytes = text.as_bytes();
     if !bytes.contains(&b'/') {
         return Some(Cow::Borrowed(text));

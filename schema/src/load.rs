@@ -28,7 +28,7 @@ use crate::formats::{
     McpJsonFile, McpServerEntry, SettingsFile, SocketField, TrustedFoldersFile,
 };
 use crate::jsonc::{self, Document};
-use crate::memo::{self, EntryMemo, FieldErrors, Place};
+use crate::memo::{self, Coverage, EntryMemo, FieldErrors, Place};
 use crate::resource::{
     LspServerSpec, LspSocket, McpServerSpec, McpTransport, Scope, SourceKind, SourceState,
 };
@@ -82,10 +82,17 @@ pub struct LoadContext<'a> {
     pub memo: Option<&'a EntryMemo>,
 }
 
+/// A source's MCP servers by name, shared: copying a loaded source (the
+/// controller keeps the last load of each file and the sources in force)
+/// copies a pointer.
+pub type McpServers = Arc<BTreeMap<String, Arc<McpServerSpec>>>;
+/// A source's language servers by name, shared like [`McpServers`].
+pub type LspServers = Arc<BTreeMap<String, Arc<LspServerSpec>>>;
+
 /// Gating and policy keys of one settings layer.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SettingsContent {
-    pub mcp_servers: BTreeMap<String, Arc<McpServerSpec>>,
+    pub mcp_servers: McpServers,
     pub mcp_allowed: Option<Vec<String>>,
     pub mcp_excluded: Option<Vec<String>>,
     pub mcp_server_command: Option<String>,
@@ -100,8 +107,8 @@ pub struct SettingsContent {
 pub struct ExtensionContent {
     pub name: String,
     pub dir: PathBuf,
-    pub mcp_servers: BTreeMap<String, Arc<McpServerSpec>>,
-    pub lsp_servers: BTreeMap<String, Arc<LspServerSpec>>,
+    pub mcp_servers: McpServers,
+    pub lsp_servers: LspServers,
     /// Files the manifest refers to (watched by the controller).
     pub referenced_files: Vec<PathBuf>,
 }
@@ -115,8 +122,8 @@ pub enum Content {
     #[default]
     Empty,
     Settings(SettingsContent),
-    McpServers(BTreeMap<String, Arc<McpServerSpec>>),
-    LspServers(BTreeMap<String, Arc<LspServerSpec>>),
+    McpServers(McpServers),
+    LspServers(LspServers),
     Extension(ExtensionContent),
     Approvals(ApprovalsFile),
     TrustedFolders(TrustedFoldersFile),
@@ -182,11 +189,7 @@ pub fn load_settings(
     text: &FileText,
     cx: &LoadContext<'_>,
 ) -> ParsedSource {
-    let scope = match kind {
-        SourceKind::UserSettings => Scope::User,
-        SourceKind::WorkspaceSettings => Scope::Workspace,
-        _ => Scope::System,
-    };
+    let scope = settings_scope(kind);
     load_document(kind, path, text, cx, |doc, diags| {
         let mut value = checked_value(doc, &SETTINGS, path, &["/mcpServers"], diags)?;
         // Entries are built one by one (most of them from the memo).
@@ -209,6 +212,14 @@ pub fn load_settings(
             lsp_excluded: lsp.excluded,
         }))
     })
+}
+
+fn settings_scope(kind: SourceKind) -> Scope {
+    match kind {
+        SourceKind::UserSettings => Scope::User,
+        SourceKind::WorkspaceSettings => Scope::Workspace,
+        _ => Scope::System,
+    }
 }
 
 /// Load the project `.mcp.json`.
@@ -424,6 +435,256 @@ pub fn load_extension(
         }
         Some(Content::Extension(content))
     })
+}
+
+// ---------------------------------------------------------------------------
+// Reloading an edit confined to one entry
+//
+// A hot reload of a large file usually changes one server. If the bytes that
+// differ from the previous text all lie inside one entry's value, and the new
+// bytes there are exactly one JSON value, the new text is the previous
+// document with that value replaced: the text around it is the same, and a
+// complete value in the place of a value leaves the parse of the rest as it
+// was. So that entry alone is parsed, schema-checked and built, and every
+// other entry is kept as loaded. Anything else — an edit outside the
+// entries, across two of them, a comment inside the edited part, an entry
+// with a problem — falls back to the full load, which also reports problems
+// with their positions.
+
+/// Where each entry of a source's server map is in the text it was loaded
+/// from (byte ranges of the entry values).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntrySpans {
+    /// `(start, end, name)` sorted by `start`: entry `name` is `text[start..end]`.
+    spans: Vec<(usize, usize, Arc<str>)>,
+}
+
+#[derive(Deserialize)]
+struct McpServersRaw<'a> {
+    #[serde(rename = "mcpServers", borrow, default)]
+    servers: Option<BTreeMap<String, &'a serde_json::value::RawValue>>,
+}
+
+/// The entry spans of `text` for a source of `kind` whose entries can be
+/// reloaded one by one (settings layers, `.mcp.json`, `.lsp.json`); `None`
+/// for other sources and for text serde_json does not read.
+pub fn entry_spans(kind: SourceKind, text: &FileText) -> Option<EntrySpans> {
+    let FileText::Text(text) = text else {
+        return None;
+    };
+    let bom = if text.starts_with('\u{FEFF}') { 3 } else { 0 };
+    let body = jsonc::blank_comments(&text[bom..])?;
+    let raw: BTreeMap<String, &serde_json::value::RawValue> = match kind {
+        SourceKind::LspJson => serde_json::from_str(&body).ok()?,
+        SourceKind::ProjectMcpJson
+        | SourceKind::SystemDefaults
+        | SourceKind::UserSettings
+        | SourceKind::WorkspaceSettings
+        | SourceKind::SystemSettings => {
+            serde_json::from_str::<McpServersRaw<'_>>(&body)
+                .ok()?
+                .servers?
+        }
+        _ => return None,
+    };
+    let base = body.as_ptr() as usize;
+    let mut spans: Vec<(usize, usize, Arc<str>)> = raw
+        .into_iter()
+        // `$schema`-like keys are not servers in every map: never reloaded alone.
+        .filter(|(name, _)| !name.starts_with('$'))
+        .map(|(name, value)| {
+            let start = value.get().as_ptr() as usize - base + bom;
+            (start, start + value.get().len(), Arc::from(name))
+        })
+        .collect();
+    spans.sort();
+    Some(EntrySpans { spans })
+}
+
+/// `previous` (loaded strictly from `old_text`, valid) after the edit that
+/// turned `old_text` into `new_text`, when that edit is confined to one
+/// entry which is valid on its own — with the spans of `new_text`. `None`:
+/// load `new_text` in full.
+pub fn reload_edited_entry(
+    previous: &ParsedSource,
+    spans: &EntrySpans,
+    old_text: &str,
+    new_text: &str,
+    cx: &LoadContext<'_>,
+) -> Option<(ParsedSource, EntrySpans)> {
+    if cx.mode != LoadMode::Strict
+        || previous.state != SourceState::Valid
+        || !previous.diagnostics.is_empty()
+    {
+        return None;
+    }
+    let (old, new) = (old_text.as_bytes(), new_text.as_bytes());
+    let prefix = common_prefix(old, new);
+    let suffix = common_suffix(&old[prefix..], &new[prefix..]);
+    let (old_end, new_end) = (old.len() - suffix, new.len() - suffix);
+    let at = spans
+        .spans
+        .partition_point(|(start, _, _)| *start <= prefix);
+    let (start, end, name) = spans.spans.get(at.checked_sub(1)?)?;
+    if old_end > *end {
+        return None;
+    }
+    // The entry's new value: what replaced old_text[start..end].
+    let entry_end = end - old_end + new_end;
+    let mut value: Value = serde_json::from_str(new_text.get(*start..entry_end)?).ok()?;
+    integral_numbers_as_integers(&mut value);
+    let one = Map::from_iter([(name.to_string(), value)]);
+
+    let content = match &previous.content {
+        Content::Settings(settings) => Content::Settings(SettingsContent {
+            mcp_servers: rebuild_mcp_entry(
+                &settings.mcp_servers,
+                one,
+                &previous.path,
+                settings_scope(previous.kind),
+                cx,
+            )?,
+            mcp_allowed: settings.mcp_allowed.clone(),
+            mcp_excluded: settings.mcp_excluded.clone(),
+            mcp_server_command: settings.mcp_server_command.clone(),
+            folder_trust_enabled: settings.folder_trust_enabled,
+            lsp_require_trusted_workspace: settings.lsp_require_trusted_workspace,
+            lsp_allowed: settings.lsp_allowed.clone(),
+            lsp_excluded: settings.lsp_excluded.clone(),
+        }),
+        Content::McpServers(servers) => Content::McpServers(rebuild_mcp_entry(
+            servers,
+            one,
+            &previous.path,
+            Scope::Project,
+            cx,
+        )?),
+        Content::LspServers(servers) if LSP_JSON.is_valid(&Value::Object(one.clone())) => {
+            let place = Place {
+                path: &previous.path,
+                pointer: "",
+                scope: Scope::Workspace,
+            };
+            let built = memo::build_entries(
+                cx.memo,
+                place,
+                cx.workspace,
+                cx.env,
+                (one, Coverage::Some),
+                |name, raw| {
+                    let entry = LspServerEntry::deserialize(raw)
+                        .map_err(|e| vec![(String::new(), e.to_string())])?;
+                    build_lsp(name, &entry, &LspOrigin::Workspace, cx)
+                },
+            );
+            Content::LspServers(replace_entries(servers, built)?)
+        }
+        _ => return None,
+    };
+    let delta = new_end as isize - old_end as isize;
+    let shifted = spans
+        .spans
+        .iter()
+        .map(|(s, e, n)| {
+            let shift = |x: usize| {
+                if x >= *end {
+                    x.checked_add_signed(delta)
+                } else {
+                    Some(x)
+                }
+            };
+            Some((
+                if s > start { shift(*s)? } else { *s },
+                shift(*e)?,
+                n.clone(),
+            ))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let parsed = ParsedSource {
+        kind: previous.kind,
+        path: previous.path.clone(),
+        state: SourceState::Valid,
+        diagnostics: Vec::new(),
+        content,
+    };
+    Some((parsed, EntrySpans { spans: shifted }))
+}
+
+/// Length of the longest common prefix (compared a block at a time).
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 128;
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + BLOCK <= n && a[i..i + BLOCK] == b[i..i + BLOCK] {
+        i += BLOCK;
+    }
+    i + a[i..n]
+        .iter()
+        .zip(&b[i..n])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// Length of the longest common suffix (compared a block at a time).
+fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 128;
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
+    let mut k = 0;
+    while k + BLOCK <= n && a[n - k - BLOCK..n - k] == b[n - k - BLOCK..n - k] {
+        k += BLOCK;
+    }
+    k + a[..n - k]
+        .iter()
+        .rev()
+        .zip(b[..n - k].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// `servers` with the one MCP entry in `one` checked and built again;
+/// `None` when it has a problem.
+fn rebuild_mcp_entry(
+    servers: &McpServers,
+    one: Map<String, Value>,
+    path: &Path,
+    scope: Scope,
+    cx: &LoadContext<'_>,
+) -> Option<McpServers> {
+    if !MCP_SERVERS_MAP.is_valid(&Value::Object(one.clone())) {
+        return None;
+    }
+    let vars = Vars::env(cx.env);
+    let place = Place {
+        path,
+        pointer: "/mcpServers",
+        scope,
+    };
+    let built = memo::build_entries(
+        cx.memo,
+        place,
+        cx.workspace,
+        cx.env,
+        (one, Coverage::Some),
+        |_, literal| {
+            let entry = McpServerEntry::deserialize(literal)
+                .map_err(|e| vec![(String::new(), e.to_string())])?;
+            build_mcp(&entry, literal, &vars, scope, None)
+        },
+    );
+    replace_entries(servers, built)
+}
+
+/// `servers` with the built entries replacing theirs; `None` if one failed.
+fn replace_entries<T>(
+    servers: &Arc<BTreeMap<String, Arc<T>>>,
+    built: Vec<(String, memo::Built<T>)>,
+) -> Option<Arc<BTreeMap<String, Arc<T>>>> {
+    let mut out = BTreeMap::clone(servers);
+    for (name, result) in built {
+        out.insert(name, result.ok()?);
+    }
+    Some(Arc::new(out))
 }
 
 // ---------------------------------------------------------------------------
@@ -708,7 +969,7 @@ fn build_mcp_map(
     ext: Option<&ExtCx<'_>>,
     cx: &LoadContext<'_>,
     diags: &mut Vec<Diagnostic>,
-) -> BTreeMap<String, Arc<McpServerSpec>> {
+) -> McpServers {
     let vars = Vars {
         env: cx.env,
         extension: ext.map(|e| e.vars),
@@ -720,12 +981,13 @@ fn build_mcp_map(
     };
     // Extension variables are not part of the memo's context: build those afresh.
     let memo = if ext.is_none() { cx.memo } else { None };
+    let entries = (entries, Coverage::WholeMap);
     let built = memo::build_entries(memo, place, cx.workspace, cx.env, entries, |_, literal| {
         let entry = McpServerEntry::deserialize(literal)
             .map_err(|e| vec![(String::new(), e.to_string())])?;
         build_mcp(&entry, literal, &vars, scope, ext.map(|e| e.name))
     });
-    collect_built(built, map_pointer, doc, path, diags)
+    Arc::new(collect_built(built, map_pointer, doc, path, diags))
 }
 
 /// The built specs by name; every failed entry's problems become diagnostics.
@@ -988,7 +1250,7 @@ fn build_lsp_map(
     origin: &LspOrigin<'_>,
     cx: &LoadContext<'_>,
     diags: &mut Vec<Diagnostic>,
-) -> BTreeMap<String, Arc<LspServerSpec>> {
+) -> LspServers {
     let (scope, memo) = match origin {
         LspOrigin::Workspace => (Scope::Workspace, cx.memo),
         // Extension variables are not part of the memo's context.
@@ -999,12 +1261,13 @@ fn build_lsp_map(
         pointer: map_pointer,
         scope,
     };
+    let entries = (entries, Coverage::WholeMap);
     let built = memo::build_entries(memo, place, cx.workspace, cx.env, entries, |name, raw| {
         let entry =
             LspServerEntry::deserialize(raw).map_err(|e| vec![(String::new(), e.to_string())])?;
         build_lsp(name, &entry, origin, cx)
     });
-    collect_built(built, map_pointer, doc, path, diags)
+    Arc::new(collect_built(built, map_pointer, doc, path, diags))
 }
 
 fn build_lsp(
@@ -1238,4 +1501,25 @@ pub fn file_uri(path: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn common_prefix_and_suffix_match_a_plain_scan(
+            a in prop::collection::vec(0u8..3, 0..600),
+            b in prop::collection::vec(0u8..3, 0..600),
+            shared in prop::collection::vec(0u8..3, 0..400),
+        ) {
+            let (x, y) = ([&shared[..], &a, &shared].concat(), [&shared[..], &b, &shared].concat());
+            let plain_prefix = x.iter().zip(&y).take_while(|(p, q)| p == q).count();
+            let plain_suffix = x.iter().rev().zip(y.iter().rev()).take_while(|(p, q)| p == q).count();
+            prop_assert_eq!(common_prefix(&x, &y), plain_prefix);
+            prop_assert_eq!(common_suffix(&x, &y), plain_suffix);
+        }
+    }
 }

@@ -113,14 +113,22 @@ impl EntryMemo {
     }
 }
 
-/// Build every entry of one map, reusing the memo's result for each entry
+/// `entries` are all the map's entries (the memo forgets the others), or
+/// only some of them (the others stay memoized).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Coverage {
+    WholeMap,
+    Some,
+}
+
+/// Build entries of one map, reusing the memo's result for each entry
 /// whose literal is unchanged. Results come back in `entries` order.
 pub(crate) fn build_entries<T: MemoKind>(
     memo: Option<&EntryMemo>,
     place: Place<'_>,
     workspace: &Path,
     env: &BTreeMap<String, String>,
-    entries: impl IntoIterator<Item = (String, Value)>,
+    (entries, coverage): (impl IntoIterator<Item = (String, Value)>, Coverage),
     mut build: impl FnMut(&str, &Value) -> Result<T, FieldErrors>,
 ) -> Vec<(String, Built<T>)> {
     let key = MapKey {
@@ -132,10 +140,18 @@ pub(crate) fn build_entries<T: MemoKind>(
         Some(m) => m.take(&key, workspace, env),
         None => MapMemo::default(),
     };
-    let mut next = MapMemo::with_capacity(previous.len());
+    let mut next = match coverage {
+        Coverage::WholeMap => MapMemo::with_capacity(previous.len()),
+        // The entries not given stay: update the previous memo in place.
+        Coverage::Some => std::mem::take(&mut previous),
+    };
     let mut out = Vec::new();
     for (name, literal) in entries {
-        let memoized = match previous.remove(&name) {
+        let reusable = match coverage {
+            Coverage::WholeMap => previous.remove(&name),
+            Coverage::Some => next.remove(&name),
+        };
+        let memoized = match reusable {
             Some(m) if m.literal == literal => m,
             _ => Memoized {
                 built: build(&name, &literal).map(Arc::new),

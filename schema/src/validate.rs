@@ -110,6 +110,12 @@ impl SchemaValidator {
         Self::new(schemars::schema_for!(T).as_value())
     }
 
+    /// Whether `value` is valid (no explanation: for callers that fall back
+    /// to [`check`](Self::check) to report problems).
+    pub fn is_valid(&self, value: &Value) -> bool {
+        self.validator.is_valid(value)
+    }
+
     /// Every violation in `doc`, sorted by position, deduplicated.
     pub fn check(&self, doc: &Document) -> Vec<Violation> {
         let mut found = Vec::new();

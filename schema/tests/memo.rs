@@ -211,3 +211,151 @@ fn lsp_file_of(entries: &[(usize, usize)]) -> String {
         .collect();
     format!("{{{}}}", items.join(", "))
 }
+
+// ---------------------------------------------------------------------------
+// Reloading an edit confined to one entry
+
+/// A settings file with comments, whitespace and strings that look like syntax.
+fn rich_settings(entries: &[(usize, usize)]) -> String {
+    let items: Vec<String> = entries
+        .iter()
+        .map(|(name, entry)| {
+            format!(
+                "    // server {name}\n    \"s{name}\":  {}",
+                ENTRIES[*entry]
+            )
+        })
+        .collect();
+    format!(
+        "{{\n  \"theme\": \"a // b /* c */ {{\",\n  /* servers */\n  \"mcpServers\": {{\n{}\n  }},\n  \"mcp\": {{\"excluded\": [\"zz\"]}}\n}}\n",
+        items.join(",\n")
+    )
+}
+
+/// How one save changes the text.
+#[derive(Debug, Clone)]
+enum Edit {
+    /// Entry `at` (modulo the count) gets entry text `with`.
+    Replace {
+        at: usize,
+        with: usize,
+    },
+    /// Byte-level damage or noise at a relative position.
+    Insert {
+        at: usize,
+        text: &'static str,
+    },
+    Delete {
+        at: usize,
+        len: usize,
+    },
+}
+
+fn arb_edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        4 => (0usize..8, 0..ENTRIES.len()).prop_map(|(at, with)| Edit::Replace { at, with }),
+        1 => (0usize..10_000, prop::sample::select(vec![" ", "\n", "x", "\"", "}", ",", "/", "// c\n", "/* c */", "1", "{", "]"]))
+            .prop_map(|(at, text)| Edit::Insert { at, text }),
+        1 => (0usize..10_000, 1usize..4).prop_map(|(at, len)| Edit::Delete { at, len }),
+    ]
+}
+
+fn apply_edit(text: &str, entries: &mut [(usize, usize)], edit: &Edit) -> String {
+    let boundary = |mut at: usize| {
+        at = at.min(text.len());
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        at
+    };
+    match edit {
+        Edit::Replace { at, with } if !entries.is_empty() => {
+            let i = at % entries.len();
+            entries[i].1 = *with;
+            rich_settings(entries)
+        }
+        Edit::Replace { .. } => text.to_owned(),
+        Edit::Insert { at, text: ins } => {
+            let at = boundary(at * text.len() / 10_000);
+            format!("{}{ins}{}", &text[..at], &text[at..])
+        }
+        Edit::Delete { at, len } => {
+            let from = boundary(at * text.len() / 10_000);
+            let to = boundary(from + len);
+            format!("{}{}", &text[..from], &text[to..])
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Whenever an edit is reloaded entry by entry, the result is exactly
+    /// the full strict load of the new text, and so are the new spans.
+    #[test]
+    fn an_edited_entry_reloads_as_the_whole_file_would(
+        names in prop::collection::btree_set(0usize..12, 1..6),
+        first in prop::collection::vec(0usize..4, 6),
+        edits in prop::collection::vec(arb_edit(), 1..8),
+        kind_at in 0usize..2,
+    ) {
+        let env = env();
+        let memo = EntryMemo::new();
+        let with = cx(&env, LoadMode::Strict, Some(&memo));
+        let without = cx(&env, LoadMode::Strict, None);
+        let kind = [SourceKind::UserSettings, SourceKind::WorkspaceSettings][kind_at];
+        let mut entries: Vec<(usize, usize)> =
+            names.iter().zip(&first).map(|(n, e)| (*n, *e)).collect();
+        let mut text = rich_settings(&entries);
+        let mut previous = settings(kind, &text, &with);
+        let mut spans = load::entry_spans(kind, &text_of(&text));
+        for edit in &edits {
+            let next = apply_edit(&text, &mut entries, edit);
+            let full = settings(kind, &next, &without);
+            if let Some(spans_now) = &spans
+                && let Some((fast, fast_spans)) =
+                    load::reload_edited_entry(&previous, spans_now, &text, &next, &with)
+            {
+                prop_assert_eq!(&fast, &full, "{:?}\n--- old\n{}\n--- new\n{}", edit, text, next);
+                prop_assert_eq!(Some(fast_spans), load::entry_spans(kind, &text_of(&next)));
+            }
+            // As the controller does: the full load keeps the memo current.
+            previous = settings(kind, &next, &with);
+            prop_assert_eq!(&previous, &full);
+            spans = if previous.is_valid() { load::entry_spans(kind, &text_of(&next)) } else { None };
+            text = next;
+        }
+    }
+}
+
+fn text_of(s: &str) -> steward_schema::load::FileText {
+    text(s)
+}
+
+#[test]
+fn only_an_edit_inside_one_entry_is_reloaded_alone() {
+    let env = env();
+    let memo = EntryMemo::new();
+    let cx = cx(&env, LoadMode::Strict, Some(&memo));
+    let kind = SourceKind::UserSettings;
+    let old = rich_settings(&[(1, 0), (2, 1), (3, 3)]);
+    let previous = settings(kind, &old, &cx);
+    let spans = load::entry_spans(kind, &text(&old)).expect("spans");
+    let reload = |new: &str| load::reload_edited_entry(&previous, &spans, &old, new, &cx);
+
+    // One entry's value changes: reloaded alone, the others shared.
+    let new = rich_settings(&[(1, 0), (2, 2), (3, 3)]);
+    let (fast, _) = reload(&new).expect("an edit inside s2");
+    assert_eq!(fast, settings(kind, &new, &ctx(&env, LoadMode::Strict)));
+    assert!(Arc::ptr_eq(
+        &settings_servers(&fast)["s1"],
+        &settings_servers(&previous)["s1"]
+    ));
+    // Outside the entries (a policy key), across entries, a renamed entry,
+    // an entry with a problem, a comment inside the entry: the full load decides.
+    assert!(reload(&old.replace("\"zz\"", "\"yy\"")).is_none());
+    assert!(reload(&rich_settings(&[(1, 1), (2, 2), (3, 3)])).is_none());
+    assert!(reload(&old.replace("\"s2\"", "\"s9\"")).is_none());
+    assert!(reload(&rich_settings(&[(1, 0), (2, 7), (3, 3)])).is_none());
+    assert!(reload(&old.replace("\"-v\"", "\"-v\" /* c */")).is_none());
+}
