@@ -128,7 +128,7 @@ struct ReloadTracker {
 }
 
 impl ReloadTracker {
-    fn begin(&mut self, trigger: &str, changed: &[Key], all: &BTreeSet<Key>) {
+    fn begin<'k>(&mut self, trigger: &str, changed: &[Key], all: impl Iterator<Item = &'k Key>) {
         let (summary, pending) = self.current.get_or_insert_with(|| {
             (
                 ReloadSummary {
@@ -147,8 +147,7 @@ impl ReloadTracker {
         }
         pending.extend(changed.iter().cloned());
         summary.unchanged = all
-            .iter()
-            .filter(|k| !pending.contains(k))
+            .filter(|k| !pending.contains(*k))
             .map(|k| k.name.clone())
             .collect();
     }
@@ -234,7 +233,7 @@ impl Shared {
             return;
         }
         let keys: Vec<Key> = keys.into_iter().collect();
-        tracker.begin(trigger, &keys, &snap.keys());
+        tracker.begin(trigger, &keys, snap.key_iter());
         for key in &keys {
             self.reconciler.retry_now(key);
             self.queue.add(key.clone());
@@ -344,7 +343,11 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     // Cold start: everything is one reload.
     let mut tracker = ReloadTracker::default();
     let all = shared.store.snapshot().keys();
-    tracker.begin("start", &all.iter().cloned().collect::<Vec<_>>(), &all);
+    tracker.begin(
+        "start",
+        &all.iter().cloned().collect::<Vec<_>>(),
+        all.iter(),
+    );
     if let Some(summary) = tracker.finish_if_done() {
         status.set_last_reload(summary);
     }

@@ -157,6 +157,11 @@ impl Snapshot {
         self.entries.keys().cloned().collect()
     }
 
+    /// Every desired key, in order, without copying.
+    pub fn key_iter(&self) -> impl Iterator<Item = &Key> {
+        self.entries.keys()
+    }
+
     /// `sources` of the status document: in force, with failed loads reported.
     pub fn source_statuses(&self) -> Vec<SourceStatus> {
         let mut out: Vec<SourceStatus> = self
