@@ -1130,3 +1130,32 @@ fn deleted_sources_are_empty_and_a_recreated_qwen_dir_is_followed_again() {
     // Identical re-adds keep their approvals.
     c.wait_for("both Ready again", |s| ready(s, "proj") && ready(s, "wsrv"));
 }
+
+#[test]
+fn a_server_that_cannot_be_executed_fails_with_the_reason_and_others_run() {
+    let env = Env::new();
+    // Passes the up-front checks (exists, executable) but its interpreter
+    // does not exist: the exec itself fails.
+    let script = env.ws.join("broken.sh");
+    std::fs::write(&script, "#!/nonexistent/interpreter\necho hi\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ok = env.fake_mcp("ok", tools(&["o"]));
+    env.user_mcp_servers(&[
+        ("broken", json!({"command": script.to_string_lossy()})),
+        ("ok", ok),
+    ]);
+    let c = env.start(&[]);
+    let s = c.wait_for("broken Failed, ok Ready", |s| {
+        ready(s, "ok") && mcp(s, "broken").is_some_and(|m| m.status.phase == Phase::Failed)
+    });
+    let msg = mcp(&s, "broken")
+        .unwrap()
+        .status
+        .message
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        msg.contains(&format!("cannot execute {}", script.display())) && msg.contains("127"),
+        "the status says what could not be executed: {msg}"
+    );
+}
