@@ -302,7 +302,8 @@ pub fn resolve_command(
         reason,
     };
     if program.contains('/') {
-        let path = cwd.join(program);
+        // `components` drops interior `.` segments: `./x` reads as `<cwd>/x`.
+        let path: PathBuf = cwd.join(program).components().collect();
         return match check_executable(&path) {
             Ok(()) => Ok(path),
             Err(None) => Err(SpawnError::CommandNotFound {
@@ -1415,6 +1416,8 @@ mod tests {
         write_executable(&dir.path().join("bin/tool"), 0o755);
         let found = resolve_command("bin/tool", dir.path(), OsStr::new("/usr/bin")).unwrap();
         assert_eq!(found, dir.path().join("bin/tool"));
+        let dotted = resolve_command("./bin/./tool", dir.path(), OsStr::new("")).unwrap();
+        assert_eq!(dotted, dir.path().join("bin/tool"), "`.` segments dropped");
         assert_eq!(
             resolve_command("/bin/sh", dir.path(), OsStr::new("")).unwrap(),
             Path::new("/bin/sh")
