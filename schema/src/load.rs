@@ -531,7 +531,11 @@ pub fn reload_edited_entry(
     }
     // The entry's new value: what replaced old_text[start..end].
     let entry_end = end - old_end + new_end;
-    let mut value: Value = serde_json::from_str(new_text.get(*start..entry_end)?).ok()?;
+    let entry_text = new_text.get(*start..entry_end)?;
+    let mut value: Value = serde_json::from_str(entry_text).ok()?;
+    // The value itself, without the whitespace serde_json allowed around it.
+    let value_start = start + (entry_text.len() - entry_text.trim_start().len());
+    let value_end = entry_end - (entry_text.len() - entry_text.trim_end().len());
     integral_numbers_as_integers(&mut value);
     let one = Map::from_iter([(name.to_string(), value)]);
 
@@ -586,6 +590,9 @@ pub fn reload_edited_entry(
         .spans
         .iter()
         .map(|(s, e, n)| {
+            if s == start {
+                return Some((value_start, value_end, n.clone()));
+            }
             let shift = |x: usize| {
                 if x >= *end {
                     x.checked_add_signed(delta)
@@ -593,11 +600,7 @@ pub fn reload_edited_entry(
                     Some(x)
                 }
             };
-            Some((
-                if s > start { shift(*s)? } else { *s },
-                shift(*e)?,
-                n.clone(),
-            ))
+            Some((shift(*s)?, shift(*e)?, n.clone()))
         })
         .collect::<Option<Vec<_>>>()?;
     let parsed = ParsedSource {
