@@ -91,8 +91,9 @@ pub struct Snapshot {
 }
 
 /// What the snapshot knows of one desired key. The spec is the desired
-/// state's own (shared), so comparing two snapshots' entries is comparing
-/// pointers for every server a change did not touch.
+/// state's own (shared), and `Arc` equality of `Eq` types compares pointers
+/// first, so comparing two snapshots' entries is O(1) for every server a
+/// change did not touch.
 #[derive(Debug, Clone, PartialEq)]
 struct Entry {
     source: SourceKind,
@@ -113,14 +114,6 @@ impl EntrySpec {
         match self {
             EntrySpec::Mcp(s) => &s.config_hash,
             EntrySpec::Lsp(s) => &s.config_hash,
-        }
-    }
-
-    fn same_pointer(&self, other: &EntrySpec) -> bool {
-        match (self, other) {
-            (EntrySpec::Mcp(a), EntrySpec::Mcp(b)) => Arc::ptr_eq(a, b),
-            (EntrySpec::Lsp(a), EntrySpec::Lsp(b)) => Arc::ptr_eq(a, b),
-            _ => false,
         }
     }
 }
@@ -206,7 +199,8 @@ impl Snapshot {
                 while it.next_if(|(k, _)| **k < key).is_some() {}
                 it.next_if(|(k, _)| **k == key).map(|(_, e)| e)
             });
-            let reuse = old.filter(|o| same_gates && o.spec.same_pointer(&spec));
+            // `Arc` equality compares pointers first: O(1) for unchanged entries.
+            let reuse = old.filter(|o| same_gates && o.spec == spec);
             let blocked = match (reuse, &spec) {
                 (Some(o), _) => o.blocked.clone(),
                 (None, EntrySpec::Mcp(s)) => admission::admit_mcp(&key.name, s, &desired),
@@ -267,9 +261,8 @@ impl Snapshot {
                 (Some(_), Some(_)) => {
                     let ((key, ea), (_, eb)) =
                         (a.next().expect("peeked"), b.next().expect("peeked"));
-                    let same = ea.source == eb.source
-                        && ea.blocked == eb.blocked
-                        && (ea.spec.same_pointer(&eb.spec) || ea.spec == eb.spec);
+                    let same =
+                        ea.source == eb.source && ea.blocked == eb.blocked && ea.spec == eb.spec;
                     (Some(key), !same)
                 }
                 (Some(_), None) => (a.next().map(|(k, _)| k), true),

@@ -564,23 +564,8 @@ pub fn reload_edited_entry(
             cx,
         )?),
         Content::LspServers(servers) if LSP_JSON.is_valid(&Value::Object(one.clone())) => {
-            let place = Place {
-                path: &previous.path,
-                pointer: "",
-                scope: Scope::Workspace,
-            };
-            let built = memo::build_entries(
-                cx.memo,
-                place,
-                cx.workspace,
-                cx.env,
-                (one, Coverage::Some),
-                |name, raw| {
-                    let entry = LspServerEntry::deserialize(raw)
-                        .map_err(|e| vec![(String::new(), e.to_string())])?;
-                    build_lsp(name, &entry, &LspOrigin::Workspace, cx)
-                },
-            );
+            let origin = LspOrigin::Workspace;
+            let built = build_lsp_entries(&previous.path, "", &origin, cx, (one, Coverage::Some));
             Content::LspServers(replace_entries(servers, built)?)
         }
         _ => return None,
@@ -657,25 +642,15 @@ fn rebuild_mcp_entry(
     if !MCP_SERVERS_MAP.is_valid(&Value::Object(one.clone())) {
         return None;
     }
-    let vars = Vars::env(cx.env);
     let place = Place {
         path,
         pointer: "/mcpServers",
         scope,
     };
-    let built = memo::build_entries(
-        cx.memo,
-        place,
-        cx.workspace,
-        cx.env,
-        (one, Coverage::Some),
-        |_, literal| {
-            let entry = McpServerEntry::deserialize(literal)
-                .map_err(|e| vec![(String::new(), e.to_string())])?;
-            build_mcp(&entry, literal, &vars, scope, None)
-        },
-    );
-    replace_entries(servers, built)
+    replace_entries(
+        servers,
+        build_mcp_entries(place, None, cx, (one, Coverage::Some)),
+    )
 }
 
 /// `servers` with the built entries replacing theirs; `None` if one failed.
@@ -973,24 +948,34 @@ fn build_mcp_map(
     cx: &LoadContext<'_>,
     diags: &mut Vec<Diagnostic>,
 ) -> McpServers {
-    let vars = Vars {
-        env: cx.env,
-        extension: ext.map(|e| e.vars),
-    };
     let place = Place {
         path,
         pointer: map_pointer,
         scope,
     };
-    // Extension variables are not part of the memo's context: build those afresh.
+    let built = build_mcp_entries(place, ext, cx, (entries, Coverage::WholeMap));
+    Arc::new(collect_built(built, map_pointer, doc, path, diags))
+}
+
+/// Deserialize and build MCP entries of the map at `place` through the memo
+/// (extension entries afresh: their variables are not part of its context).
+fn build_mcp_entries(
+    place: Place<'_>,
+    ext: Option<&ExtCx<'_>>,
+    cx: &LoadContext<'_>,
+    entries: (Map<String, Value>, Coverage),
+) -> Vec<(String, memo::Built<McpServerSpec>)> {
+    let vars = Vars {
+        env: cx.env,
+        extension: ext.map(|e| e.vars),
+    };
+    let scope = place.scope;
     let memo = if ext.is_none() { cx.memo } else { None };
-    let entries = (entries, Coverage::WholeMap);
-    let built = memo::build_entries(memo, place, cx.workspace, cx.env, entries, |_, literal| {
+    memo::build_entries(memo, place, cx.workspace, cx.env, entries, |_, literal| {
         let entry = McpServerEntry::deserialize(literal)
             .map_err(|e| vec![(String::new(), e.to_string())])?;
         build_mcp(&entry, literal, &vars, scope, ext.map(|e| e.name))
-    });
-    Arc::new(collect_built(built, map_pointer, doc, path, diags))
+    })
 }
 
 /// The built specs by name; every failed entry's problems become diagnostics.
@@ -1254,23 +1239,33 @@ fn build_lsp_map(
     cx: &LoadContext<'_>,
     diags: &mut Vec<Diagnostic>,
 ) -> LspServers {
+    let built = build_lsp_entries(path, map_pointer, origin, cx, (entries, Coverage::WholeMap));
+    Arc::new(collect_built(built, map_pointer, doc, path, diags))
+}
+
+/// Deserialize and build LSP entries of the map at `path`/`pointer` through
+/// the memo (extension entries afresh: their variables are not part of its context).
+fn build_lsp_entries(
+    path: &Path,
+    pointer: &str,
+    origin: &LspOrigin<'_>,
+    cx: &LoadContext<'_>,
+    entries: (Map<String, Value>, Coverage),
+) -> Vec<(String, memo::Built<LspServerSpec>)> {
     let (scope, memo) = match origin {
         LspOrigin::Workspace => (Scope::Workspace, cx.memo),
-        // Extension variables are not part of the memo's context.
         LspOrigin::Extension { .. } => (Scope::Extension, None),
     };
     let place = Place {
         path,
-        pointer: map_pointer,
+        pointer,
         scope,
     };
-    let entries = (entries, Coverage::WholeMap);
-    let built = memo::build_entries(memo, place, cx.workspace, cx.env, entries, |name, raw| {
+    memo::build_entries(memo, place, cx.workspace, cx.env, entries, |name, raw| {
         let entry =
             LspServerEntry::deserialize(raw).map_err(|e| vec![(String::new(), e.to_string())])?;
         build_lsp(name, &entry, origin, cx)
-    });
-    Arc::new(collect_built(built, map_pointer, doc, path, diags))
+    })
 }
 
 fn build_lsp(

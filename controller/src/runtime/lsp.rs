@@ -176,7 +176,7 @@ impl LspConnection {
             Err(error) => tracing::info!(
                 server = %name,
                 reason = %error.reason,
-                error = %first_line(&error.message),
+                error = %super::first_line(&error.message),
                 "language server failed to start"
             ),
         }
@@ -224,7 +224,7 @@ impl LspConnection {
                     doc.version,
                 )
             });
-            match current {
+            let (version, opened) = match current {
                 Some((true, true, version)) => return Ok(version),
                 Some((true, false, version)) => {
                     let version = version + 1;
@@ -242,15 +242,6 @@ impl LspConnection {
                     self.socket
                         .notify::<DidChangeTextDocument>(params)
                         .map_err(|_| closed_error("send textDocument/didChange"))?;
-                    store.docs.insert(
-                        uri,
-                        Doc {
-                            language_id: language_id.to_owned(),
-                            text,
-                            version,
-                            seen_at_sync: seen,
-                        },
-                    );
                     (version, false)
                 }
                 reopen_or_new => {
@@ -275,18 +266,19 @@ impl LspConnection {
                     self.socket
                         .notify::<DidOpenTextDocument>(params)
                         .map_err(|_| closed_error("send textDocument/didOpen"))?;
-                    store.docs.insert(
-                        uri,
-                        Doc {
-                            language_id: language_id.to_owned(),
-                            text,
-                            version,
-                            seen_at_sync: seen,
-                        },
-                    );
                     (version, true)
                 }
-            }
+            };
+            store.docs.insert(
+                uri,
+                Doc {
+                    language_id: language_id.to_owned(),
+                    text,
+                    version,
+                    seen_at_sync: seen,
+                },
+            );
+            (version, opened)
         };
         if opened {
             tokio::time::sleep(OPEN_DELAY).await;
@@ -1402,10 +1394,6 @@ fn closed_by_peer(error: &async_lsp::Error) -> bool {
 
 fn closed_error(what: &str) -> String {
     format!("{what}: the connection is closed")
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -259,7 +259,7 @@ impl McpConnection {
                 Ok(connection)
             }
             Err(error) => {
-                tracing::info!(server = %name, reason = %error.reason, error = %first_line(&error.message), "mcp server failed to start");
+                tracing::info!(server = %name, reason = %error.reason, error = %super::first_line(&error.message), "mcp server failed to start");
                 Err(error)
             }
         }
@@ -1269,10 +1269,6 @@ fn redact_urls(text: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -4,3 +4,8 @@ pub mod mcp;
 pub mod process;
 #[cfg(test)]
 mod test_support;
+
+/// The first line of a (possibly multi-line) error message, for one-line logs.
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
