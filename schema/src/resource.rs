@@ -244,6 +244,8 @@ pub enum Reason {
     Rejected,
     TrustRequired,
     StoppedByUser,
+    /// An `mcpServers` entry that runs `steward mcp` itself (product.md §6).
+    SelfReference,
     // Failed
     CommandNotFound,
     UnsafeCommand,
@@ -252,6 +254,10 @@ pub enum Reason {
     Crashed,
     CrashLoopBackOff,
     MaxRestartsExceeded,
+    /// An entry that could not be built (never silently dropped).
+    InvalidSpec,
+    /// An OAuth server without a usable stored token.
+    AuthRequired,
 }
 
 impl Reason {
@@ -265,6 +271,7 @@ impl Reason {
             Reason::Rejected => "Rejected",
             Reason::TrustRequired => "TrustRequired",
             Reason::StoppedByUser => "StoppedByUser",
+            Reason::SelfReference => "SelfReference",
             Reason::CommandNotFound => "CommandNotFound",
             Reason::UnsafeCommand => "UnsafeCommand",
             Reason::StartFailed => "StartFailed",
@@ -272,6 +279,8 @@ impl Reason {
             Reason::Crashed => "Crashed",
             Reason::CrashLoopBackOff => "CrashLoopBackOff",
             Reason::MaxRestartsExceeded => "MaxRestartsExceeded",
+            Reason::InvalidSpec => "InvalidSpec",
+            Reason::AuthRequired => "AuthRequired",
         }
     }
 }
