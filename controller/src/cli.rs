@@ -157,7 +157,8 @@ Examples:
 Run the controller: start every admitted server, keep each in step with the configuration files \
 while they change (restarting only what changed), restart crashed servers with backoff, and serve \
 `steward status|reload|stop|start` on a control socket under HOME_DIR. One controller per \
-workspace: a second `run` exits 1 naming the first one's pid.
+workspace: a second `run` exits 1 naming the first one's pid. Agents reach the servers through \
+`steward mcp` (which attaches to this controller) or, with --mcp-listen, over HTTP.
 
 Edits are applied as soon as a file is saved and valid; a burst of saves within --debounce-ms \
 coalesces into one trailing apply; an invalid edit changes nothing that runs and shows up as an \
@@ -167,6 +168,7 @@ exits at once. Logs go to stderr (RUST_LOG, --log-format).
 Examples:
   steward run
   steward run --workspace ~/src/app --allowed-mcp-server-names github,time
+  steward run --mcp-listen 127.0.0.1:7331
   RUST_LOG=steward=debug steward run --log-format json",
         args_override_self = true
     )]
@@ -192,6 +194,28 @@ Example:
 
     /// Undo `steward stop`
     Start(NamesArgs),
+
+    /// Serve every server's tools to an agent: MCP on stdin/stdout
+    #[command(
+        long_about = "\
+The agent endpoint: an MCP server on stdin/stdout that offers the tools, prompts and resources of \
+every Ready MCP server of the workspace (named server__tool), and code intelligence as one `lsp` \
+tool while a language server is Ready. The list follows the configuration files live: after each \
+edit the agent gets notifications/tools/list_changed instead of restarting. Calls to a server that \
+is restarting for a new configuration wait for it; calls to a server that cannot run say why.
+
+When a controller already runs for the workspace (`steward run`), this process only bridges bytes \
+to it. Otherwise it becomes the controller itself (with the options below, as `steward run` would) \
+and stays up while any agent is attached; when the last one leaves it stops every server and exits.
+
+Register it with an agent, e.g.:
+  claude mcp add steward -- steward mcp --workspace ~/src/app
+  qwen mcp add steward steward mcp --workspace ~/src/app
+and run the agent with --allowed-mcp-server-names steward so that it does not also launch the \
+servers itself. Logs go to stderr.",
+        args_override_self = true
+    )]
+    Mcp(RunArgs),
 
     /// Use the running language servers: hover, definition, diagnostics...
     #[command(long_about = "\
@@ -303,6 +327,20 @@ pub struct RunArgs {
     /// Time between MCP pings, in milliseconds (0 disables them)
     #[arg(long, value_name = "MS", default_value_t = 15_000, hide = true)]
     pub ping_interval_ms: u64,
+
+    /// Also serve the agent endpoint as streamable HTTP at http://ADDR/mcp
+    /// (loopback unless --mcp-token-file is given)
+    #[arg(long, value_name = "ADDR")]
+    pub mcp_listen: Option<String>,
+
+    /// Bearer token HTTP clients must send (a file only you can read, mode
+    /// 0600); required to listen on a non-loopback address
+    #[arg(long, value_name = "FILE", requires = "mcp_listen")]
+    pub mcp_token_file: Option<PathBuf>,
+
+    /// Items per page of the agent endpoint's lists (for tests)
+    #[arg(long, value_name = "N", default_value_t = 100, hide = true)]
+    pub mcp_page_size: usize,
 }
 
 /// `steward schema`.

@@ -24,6 +24,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::control::{self, Incoming, Request, Response};
+use crate::gateway::registry::Registry;
+use crate::gateway::serve::{HttpEndpoint, ListenError};
+use crate::gateway::{Gateway, GatewayConfig, serve};
 use crate::lock::{ControllerLock, LockError};
 use crate::lsp_service::LspService;
 use crate::paths::{Paths, PathsError, process_env};
@@ -49,6 +52,21 @@ pub struct RunOptions {
     /// Period of the full resync (every key enqueued).
     pub resync: Duration,
     pub reconcile: ReconcileConfig,
+    /// The agent endpoint.
+    pub gateway: GatewayOptions,
+}
+
+/// Options of the agent endpoint (product.md §6).
+#[derive(Debug, Clone, Default)]
+pub struct GatewayOptions {
+    /// Streamable HTTP at this address (`--mcp-listen`).
+    pub listen: Option<String>,
+    /// Bearer token for HTTP clients (`--mcp-token-file`).
+    pub token_file: Option<PathBuf>,
+    /// Serve one client on this process's stdin/stdout and shut down once
+    /// no client is attached any more (`steward mcp` as the controller).
+    pub stdio: bool,
+    pub config: GatewayConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +84,8 @@ pub enum RunError {
     },
     #[error("watch the sources: {0}")]
     Watch(String),
+    #[error(transparent)]
+    Listen(#[from] ListenError),
 }
 
 /// Servers the user stopped, persisted under HOME_DIR.
@@ -195,6 +215,18 @@ struct Shared {
     reconciler: Arc<Reconciler>,
     queue: Arc<WorkQueue<Key>>,
     lsp: Arc<LspService>,
+    gateway: Arc<Gateway>,
+}
+
+/// The status document: the store's view plus the agent endpoint's.
+fn status_document(
+    store: &DesiredStore,
+    status: &StatusStore,
+    gateway: &Gateway,
+) -> steward_schema::resource::WorkspaceStatus {
+    let mut doc = status.workspace_status(&store.snapshot());
+    gateway.decorate(&mut doc);
+    doc
 }
 
 impl Shared {
@@ -252,6 +284,13 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let paths = Paths::resolve(&opts.workspace, &env)?;
     let lock = ControllerLock::acquire(&paths.lock_file(), &paths.workspace)?;
     tracing::info!(workspace = %paths.workspace.display(), lock = %lock.path().display(), "controller starting");
+    // Bound before anything starts, so a bad address fails the start.
+    let http = match &opts.gateway.listen {
+        Some(address) => {
+            Some(HttpEndpoint::bind(address, opts.gateway.token_file.as_deref()).await?)
+        }
+        None => None,
+    };
 
     let cli = CliOptions {
         allowed_mcp: opts.allowed_mcp.clone(),
@@ -273,6 +312,14 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let cancel = CancellationToken::new();
     let spawner = Spawner::new().map_err(RunError::Spawner)?;
     let lsp = Arc::new(LspService::default());
+    let registry = Arc::new(Registry::default());
+    let gateway = Gateway::new(
+        registry.clone(),
+        status.clone(),
+        store.clone(),
+        lsp.clone(),
+        opts.gateway.config.clone(),
+    );
     let reconciler = Arc::new(Reconciler::new(
         store.clone(),
         status.clone(),
@@ -280,6 +327,8 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         opts.reconcile.clone(),
         read_stopped(&paths.stopped_file()),
         lsp.clone(),
+        registry,
+        Some(gateway.broadcast_hook()),
         event_tx,
         outcome_tx,
         cancel.clone(),
@@ -291,6 +340,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         reconciler: reconciler.clone(),
         queue: queue.clone(),
         lsp,
+        gateway: gateway.clone(),
     };
 
     // Workers.
@@ -335,10 +385,53 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let server = {
         let store = store.clone();
         let status = status.clone();
+        let gateway = gateway.clone();
         tokio::spawn(control::serve(listener, control_tx, move |stream| {
-            watch_stream(stream, store.clone(), status.clone())
+            watch_stream(stream, store.clone(), status.clone(), gateway.clone())
         }))
     };
+
+    // The agent endpoint: a Unix socket beside the control socket (for
+    // `steward mcp`), optionally HTTP, optionally this process's stdio.
+    let gateway_cancel = CancellationToken::new();
+    let mcp_socket = paths.mcp_socket_path();
+    let mcp_listener = control::bind(&mcp_socket).map_err(|source| RunError::Socket {
+        path: mcp_socket.clone(),
+        source,
+    })?;
+    tokio::spawn(serve::serve_unix(
+        gateway.clone(),
+        mcp_listener,
+        gateway_cancel.clone(),
+    ));
+    tokio::spawn(gateway.clone().run_broadcaster(gateway_cancel.clone()));
+    if let Some(http) = http {
+        let address = http.local_addr();
+        gateway.set_listen(format!("http://{address}{}", serve::HTTP_PATH));
+        tracing::info!(url = %format!("http://{address}{}", serve::HTTP_PATH), "agent endpoint listening");
+        tokio::spawn(http.serve(gateway.clone(), gateway_cancel.clone()));
+    }
+    // `steward mcp` as the controller: shut down once no client is left.
+    let idle = CancellationToken::new();
+    if opts.gateway.stdio {
+        let gateway = gateway.clone();
+        let cancel = gateway_cancel.clone();
+        let idle = idle.clone();
+        tokio::spawn(async move {
+            serve::serve_stream(
+                gateway.clone(),
+                "stdio",
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                cancel,
+            )
+            .await;
+            let mut attached = gateway.attached();
+            let _ = attached.wait_for(|n| *n == 0).await;
+            tracing::info!("the last agent client left");
+            idle.cancel();
+        });
+    }
 
     // Cold start: everything is one reload.
     let mut tracker = ReloadTracker::default();
@@ -359,6 +452,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     loop {
         tokio::select! {
             () = shutdown.cancelled() => break,
+            () = idle.cancelled() => break,
             Some(FileChange { path, .. }) = changes.recv() => {
                 let applied = store.apply_judged(&path);
                 tracing::info!(source = %path.display(), changed = applied.changed.len(), "source changed");
@@ -394,8 +488,10 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     queue.shutdown();
     let _ = workers.await;
     reconciler.stop_all().await;
+    gateway_cancel.cancel();
     server.abort();
     let _ = std::fs::remove_file(&socket_path);
+    let _ = std::fs::remove_file(&mcp_socket);
     drop(lock);
     tracing::info!("controller stopped");
     Ok(())
@@ -418,9 +514,12 @@ fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTrack
     let Incoming { request, reply } = incoming;
     match request {
         Request::Status => {
-            let snap = shared.store.snapshot();
             let mut r = Response::ok();
-            r.status = Some(Box::new(shared.status.workspace_status(&snap)));
+            r.status = Some(Box::new(status_document(
+                &shared.store,
+                &shared.status,
+                &shared.gateway,
+            )));
             let _ = reply.send(r);
         }
         Request::Watch => {
@@ -520,12 +619,17 @@ fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> 
 }
 
 /// Stream the status document on every change until the client hangs up.
-async fn watch_stream(mut stream: UnixStream, store: Arc<DesiredStore>, status: Arc<StatusStore>) {
+async fn watch_stream(
+    mut stream: UnixStream,
+    store: Arc<DesiredStore>,
+    status: Arc<StatusStore>,
+    gateway: Arc<Gateway>,
+) {
     let mut changes = status.subscribe();
     let mut last: Option<Vec<u8>> = None;
     loop {
         let mut r = Response::ok();
-        r.status = Some(Box::new(status.workspace_status(&store.snapshot())));
+        r.status = Some(Box::new(status_document(&store, &status, &gateway)));
         // Serialized once: compared with the last document sent, and sent
         // only when it differs.
         let Ok(mut line) = serde_json::to_vec(&r) else {

@@ -50,6 +50,7 @@ pub mod commands;
 pub mod control;
 pub mod controller;
 pub mod entry;
+pub mod gateway;
 pub mod lock;
 pub mod lsp_service;
 pub mod offline;

@@ -76,6 +76,7 @@ pub fn status_of(set: &SourceSet, state: &DesiredState, now: SystemTime) -> Work
             started_at: None,
             last_reload: None,
             conditions: Vec::new(),
+            gateway: None,
         },
         sources: set.iter().map(sources::source_status).collect(),
         items: admission::admission_items(state, &rfc3339(now)),

@@ -96,6 +96,11 @@ impl Paths {
         self.state_dir().join("control.sock")
     }
 
+    /// The agent endpoint's socket (`steward mcp` attaches to it).
+    pub fn mcp_socket_path(&self) -> PathBuf {
+        self.state_dir().join("mcp.sock")
+    }
+
     pub fn stopped_file(&self) -> PathBuf {
         self.state_dir().join("stopped.json")
     }

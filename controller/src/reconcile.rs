@@ -27,10 +27,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::{BackoffConfig, CrashLoop, CrashLoopConfig, KeyBackoff};
+use crate::gateway::registry::{DEFAULT_CALL_TIMEOUT, Registry};
 use crate::lsp_service::LspService;
 use crate::queue::Requeue;
 use crate::runtime::lsp::{LspConnection, LspEvent};
-use crate::runtime::mcp::{self, McpConnection, McpEvent, McpTimeouts};
+use crate::runtime::mcp::{self, Broadcast, McpConnection, McpEvent, McpTimeouts};
 use crate::runtime::process::Spawner;
 use crate::snapshot::{Desired, DesiredStore, Key};
 use crate::status::{StatusStore, now_rfc3339, rfc3339, set_condition};
@@ -158,6 +159,10 @@ pub struct Reconciler {
     /// Crash restarts per language server under its current hash.
     lsp_crashes: Mutex<HashMap<Key, (String, u32)>>,
     lsp: Arc<LspService>,
+    /// Live MCP connections for the agent endpoint.
+    registry: Arc<Registry>,
+    /// Where MCP notifications that belong to no call go (every agent).
+    broadcast: Option<Broadcast>,
     next_conn_id: AtomicU64,
     events: mpsc::UnboundedSender<RuntimeEvent>,
     outcomes: mpsc::UnboundedSender<(Key, Outcome)>,
@@ -195,6 +200,8 @@ impl Reconciler {
         config: ReconcileConfig,
         stopped: BTreeSet<Key>,
         lsp: Arc<LspService>,
+        registry: Arc<Registry>,
+        broadcast: Option<Broadcast>,
         events: mpsc::UnboundedSender<RuntimeEvent>,
         outcomes: mpsc::UnboundedSender<(Key, Outcome)>,
         cancel: CancellationToken,
@@ -212,6 +219,8 @@ impl Reconciler {
             held: Mutex::new(HashMap::new()),
             lsp_crashes: Mutex::new(HashMap::new()),
             lsp,
+            registry,
+            broadcast,
             next_conn_id: AtomicU64::new(1),
             events,
             outcomes,
@@ -262,12 +271,33 @@ impl Reconciler {
         .await;
     }
 
-    /// Stop a connection (taking a language server out of query routing first).
+    /// Stop a connection, taking it out of query and call routing first.
     async fn stop_conn(&self, key: &Key, conn: Conn) {
-        if matches!(conn, Conn::Lsp(_)) {
-            self.lsp.unpublish(&key.name);
+        match &conn {
+            Conn::Lsp(_) => {
+                self.lsp.unpublish(&key.name);
+                self.registry.lsp_ready(&key.name, false);
+            }
+            Conn::Mcp(_) => self.registry.stopping(&key.name),
         }
         conn.stop(&self.config).await;
+    }
+
+    /// A restart for a new configuration: new calls wait for the new
+    /// process while calls in flight finish first (bounded by the entry's
+    /// `timeout`); then the old process stops.
+    async fn drain_for_restart(&self, key: &Key, conn: &Conn, timeout: Duration) {
+        let Conn::Mcp(c) = conn else {
+            return;
+        };
+        self.registry.restarting(&key.name);
+        let in_flight = c.handle().relay().in_flight();
+        if in_flight > 0 {
+            tracing::info!(server = %key, in_flight, "waiting for calls in flight before the restart");
+            if !c.drain(Instant::now() + timeout).await {
+                tracing::warn!(server = %key, "calls still in flight after the entry's timeout; stopping anyway");
+            }
+        }
     }
 
     fn report(&self, key: &Key, outcome: Outcome) {
@@ -306,6 +336,9 @@ impl Reconciler {
             self.status.remove(key);
             self.retry_now(key);
             self.lsp.forget(&key.name);
+            if key.kind == steward_schema::resource::ResourceKind::McpServer {
+                self.registry.forget(&key.name);
+            }
             return (Requeue::No, Some(Outcome::Removed));
         };
         let generation = snap.generation(key);
@@ -373,6 +406,16 @@ impl Reconciler {
             // Dead, or another config: stop the old one first.
             let tail = o.conn.stderr_tail(10);
             let crashed = flags.dead.clone();
+            if crashed.is_none()
+                && let Desired::Mcp(d) = &desired
+            {
+                let timeout = d
+                    .spec
+                    .timeout
+                    .filter(|ms| *ms > 0)
+                    .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_millis);
+                self.drain_for_restart(key, &o.conn, timeout).await;
+            }
             self.set_status(key, |s| s.phase = Phase::Stopping);
             let (old_hash, started_at) = (o.hash.clone(), o.started_at);
             self.stop_conn(key, o.conn).await;
@@ -587,6 +630,7 @@ impl Reconciler {
                 (Requeue::No, Some(outcome))
             }
             Err((reason, message)) => {
+                self.registry.withdraw(&key.name);
                 let retry_at =
                     lock(&self.backoff).failed_attempt(key, attempted_at, Instant::now());
                 tracing::warn!(server = %key, %reason, %message, "start failed");
@@ -628,7 +672,9 @@ impl Reconciler {
                 let ev_key = key.clone();
                 let on_event = Arc::new(move |e: McpEvent| {
                     let dead = match e {
-                        McpEvent::ToolsChanged | McpEvent::PromptsChanged => None,
+                        McpEvent::ToolsChanged
+                        | McpEvent::PromptsChanged
+                        | McpEvent::ResourcesChanged => None,
                         McpEvent::Exited(info) => Some(format!("the server exited ({info})")),
                         McpEvent::Unresponsive(msg) => {
                             Some(format!("the server stopped answering: {msg}"))
@@ -640,7 +686,7 @@ impl Reconciler {
                         dead,
                     });
                 });
-                McpConnection::connect(
+                let conn = McpConnection::connect(
                     &self.spawner,
                     &key.name,
                     &d.spec,
@@ -649,8 +695,11 @@ impl Reconciler {
                     on_event,
                 )
                 .await
-                .map(|c| Conn::Mcp(Box::new(c)))
-                .map_err(|e| (e.reason, e.message))
+                .map_err(|e| (e.reason, e.message))?;
+                if let Some(broadcast) = &self.broadcast {
+                    conn.set_broadcast(broadcast.clone());
+                }
+                Ok(Conn::Mcp(Box::new(conn)))
             }
             Desired::Lsp(d) => {
                 let events = self.events.clone();
@@ -670,6 +719,7 @@ impl Reconciler {
                 let conn = Arc::new(conn);
                 // Replay tracked documents before the start counts as done.
                 self.lsp.publish(&key.name, conn.clone()).await;
+                self.registry.lsp_ready(&key.name, true);
                 Ok(Conn::Lsp(conn))
             }
         }
@@ -692,6 +742,7 @@ impl Reconciler {
         let (tools, prompts) = match (&o.conn, desired) {
             (Conn::Mcp(c), Desired::Mcp(d)) => {
                 let spec: &McpServerSpec = &d.spec;
+                self.registry.publish(&key.name, c, spec);
                 (
                     Some(mcp::filter_tools(
                         &c.tools(),

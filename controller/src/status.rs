@@ -247,6 +247,7 @@ impl StatusStore {
                 started_at: self.facts.started_at.clone(),
                 last_reload: inner.last_reload.clone(),
                 conditions: inner.conditions.clone(),
+                gateway: None,
             },
             sources: snap.source_statuses(),
             items,

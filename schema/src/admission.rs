@@ -76,10 +76,53 @@ fn excluded_by<'a>(list: &'a [String], name: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// Whether `spec` runs `steward mcp` itself (product.md §6): its first
+/// non-option argument is `mcp` and its command is named `steward` or like
+/// this very executable (by path or file name). Such an entry is what users
+/// add to register Steward with an agent, in the files Steward reads.
+pub fn is_self_reference(spec: &McpServerSpec) -> bool {
+    static SELF_EXE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let own = SELF_EXE.get_or_init(|| std::env::current_exe().ok());
+    self_reference_of(spec, own.as_deref())
+}
+
+fn self_reference_of(spec: &McpServerSpec, own: Option<&std::path::Path>) -> bool {
+    let Some(command) = spec.command.as_deref() else {
+        return false;
+    };
+    let mut args = spec.args.iter().flatten().map(String::as_str);
+    let subcommand = loop {
+        match args.next() {
+            // Global options before the subcommand.
+            Some("--workspace") => {
+                args.next();
+            }
+            Some(flag) if flag.starts_with('-') => {}
+            other => break other,
+        }
+    };
+    if subcommand != Some("mcp") {
+        return false;
+    }
+    let path = std::path::Path::new(command);
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or(command);
+    name == "steward"
+        || own.is_some_and(|own| {
+            own == path || own.file_name().and_then(|n| n.to_str()) == Some(name)
+        })
+}
+
 /// Admission of an MCP server: `None` when admitted.
 pub fn admit_mcp(name: &str, spec: &McpServerSpec, state: &DesiredState) -> Option<Blocked> {
     let policy = &state.policy;
     let blocked = |reason, message: String| Some(Blocked { reason, message });
+    if is_self_reference(spec) {
+        return blocked(
+            Reason::SelfReference,
+            "this entry runs `steward mcp`, the agent endpoint itself; Steward never starts it"
+                .to_owned(),
+        );
+    }
     if !policy.trusted {
         return blocked(
             Reason::UntrustedWorkspace,
@@ -352,4 +395,50 @@ pub fn admission_items(state: &DesiredState, now: &str) -> Vec<Item> {
         }
     }
     items
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn spec(command: &str, args: &[&str]) -> McpServerSpec {
+        serde_json::from_value(serde_json::json!({
+            "transport": "stdio",
+            "scope": "user",
+            "command": command,
+            "args": args,
+            "configHash": "",
+            "approvalHash": "",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_entry_running_steward_mcp_is_a_self_reference() {
+        let own = Some(Path::new("/opt/bin/steward-under-test"));
+        assert!(self_reference_of(&spec("steward", &["mcp"]), own));
+        assert!(self_reference_of(
+            &spec("/usr/local/bin/steward", &["--workspace", "/w", "mcp"]),
+            own
+        ));
+        assert!(self_reference_of(
+            &spec("/opt/bin/steward-under-test", &["mcp"]),
+            own
+        ));
+        assert!(self_reference_of(
+            &spec("steward-under-test", &["mcp", "--workspace", "."]),
+            own
+        ));
+    }
+
+    #[test]
+    fn other_steward_commands_and_other_programs_are_not() {
+        let own = Some(Path::new("/opt/bin/steward"));
+        assert!(!self_reference_of(&spec("steward", &["status"]), own));
+        assert!(!self_reference_of(&spec("steward", &[]), own));
+        assert!(!self_reference_of(&spec("uvx", &["mcp"]), own));
+        assert!(!self_reference_of(&spec("node", &["steward", "mcp"]), own));
+    }
 }

@@ -340,6 +340,38 @@ pub struct ServerStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
     pub conditions: Vec<Condition>,
+    /// MCP: calls forwarded by the agent endpoint (`steward mcp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<CallCounts>,
+}
+
+/// Calls the agent endpoint forwarded to one server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallCounts {
+    pub total: u64,
+    /// Calls that returned an error (a tool error or a protocol error).
+    pub failed: u64,
+    pub in_flight: u64,
+}
+
+/// The agent endpoint (`steward mcp`, `--mcp-listen`) of a controller.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayStatus {
+    /// Connected clients, by transport (`stdio`, `unix`, `http`).
+    pub clients: BTreeMap<String, u64>,
+    /// The streamable-HTTP address (`--mcp-listen`), if any.
+    pub listen: Option<String>,
+    /// Tools offered to clients now (the `lsp` tool included).
+    pub tools: u64,
+    /// RFC 3339 time `notifications/tools/list_changed` (or the prompts or
+    /// resources one) was last sent.
+    pub last_list_changed: Option<String>,
+    /// Resources or templates hidden because two servers list the same URI
+    /// (the server first by name wins).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<String>,
 }
 
 impl ServerStatus {
@@ -359,6 +391,7 @@ impl ServerStatus {
             next_retry_at: None,
             started_at: None,
             conditions: Vec::new(),
+            calls: None,
         }
     }
 }
@@ -509,6 +542,9 @@ pub struct ControllerStatus {
     pub last_reload: Option<ReloadSummary>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
+    /// The agent endpoint, when this controller serves one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayStatus>,
 }
 
 /// A server removed from the configuration during this controller's life.

@@ -914,6 +914,13 @@ fn did_you_mean<'c>(name: &str, candidates: &[&'c str]) -> Option<&'c str> {
         .map(|(_, c)| c)
 }
 
+/// The [`edit_distance`] of two strings, in characters (case-sensitive).
+pub fn text_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    edit_distance(&a, &b)
+}
+
 /// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
 fn edit_distance(a: &[char], b: &[char]) -> usize {
     let (n, m) = (a.len(), b.len());

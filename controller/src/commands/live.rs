@@ -13,7 +13,8 @@ use super::{CommandError, Io};
 use crate::backoff::{BackoffConfig, CrashLoopConfig};
 use crate::cli::{LogFormat, RunArgs};
 use crate::control::{self, Request, Response};
-use crate::controller::{self, RunOptions};
+use crate::controller::{self, GatewayOptions, RunOptions};
+use crate::gateway::GatewayConfig;
 use crate::offline::{Inputs, offline_status};
 use crate::output::{self, Format};
 use crate::paths::Paths;
@@ -297,12 +298,11 @@ fn init_logging(format: LogFormat) {
     };
 }
 
-/// `steward run`: until SIGINT/SIGTERM; a second signal exits at once.
-pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, CommandError> {
-    init_logging(args.log_format);
+/// The controller options `steward run` and `steward mcp` take.
+fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOptions {
     let inputs = args.desired.inputs();
     let ms = Duration::from_millis;
-    let opts = RunOptions {
+    RunOptions {
         workspace: workspace.to_path_buf(),
         mcp_config: inputs.mcp_config,
         allowed_mcp: inputs.cli.allowed_mcp,
@@ -326,31 +326,115 @@ pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, Comma
             },
             ..ReconcileConfig::default()
         },
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
+        gateway: GatewayOptions {
+            listen: args.mcp_listen.clone(),
+            token_file: args.mcp_token_file.clone(),
+            stdio: false,
+            config: GatewayConfig {
+                page_size: args.mcp_page_size.max(1),
+                ..GatewayConfig::default()
+            },
+        },
+    }
+}
+
+/// SIGINT/SIGTERM cancel `shutdown`; a second signal exits at once.
+fn handle_signals(shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        tracing::info!("signal received: stopping every server (a second signal exits at once)");
+        shutdown.cancel();
+        tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        tracing::warn!("second signal: exiting at once");
+        std::process::exit(130);
+    });
+}
+
+fn multi_thread_runtime() -> Result<tokio::runtime::Runtime, CommandError> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?;
+        .build()?)
+}
+
+/// `steward run`: until SIGINT/SIGTERM; a second signal exits at once.
+pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, CommandError> {
+    init_logging(args.log_format);
+    let opts = run_options(workspace, &args);
+    let rt = multi_thread_runtime()?;
     let shutdown = CancellationToken::new();
     rt.block_on(async {
-        let signals = shutdown.clone();
-        tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut int), Ok(mut term)) = (
-                signal(SignalKind::interrupt()),
-                signal(SignalKind::terminate()),
-            ) else {
-                return;
-            };
-            tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-            tracing::info!(
-                "signal received: stopping every server (a second signal exits at once)"
-            );
-            signals.cancel();
-            tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-            tracing::warn!("second signal: exiting at once");
-            std::process::exit(130);
-        });
+        handle_signals(shutdown.clone());
         controller::run(opts, shutdown).await
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long `steward mcp` tries to reach (or become) the controller.
+const ATTACH_DEADLINE: Duration = Duration::from_secs(15);
+
+/// `steward mcp`: bridge stdio to the workspace's controller, or become it.
+pub fn mcp(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, CommandError> {
+    init_logging(args.log_format);
+    let env = crate::paths::process_env();
+    let paths = super::resolve_paths(workspace, &env)?;
+    let mut opts = run_options(workspace, &args);
+    opts.gateway.stdio = true;
+    let rt = multi_thread_runtime()?;
+    rt.block_on(async {
+        let deadline = tokio::time::Instant::now() + ATTACH_DEADLINE;
+        loop {
+            if let Ok(stream) = tokio::net::UnixStream::connect(paths.mcp_socket_path()).await {
+                tracing::info!(socket = %paths.mcp_socket_path().display(), "attached to the running controller");
+                return bridge(stream).await;
+            }
+            let shutdown = CancellationToken::new();
+            handle_signals(shutdown.clone());
+            match controller::run(opts.clone(), shutdown).await {
+                Ok(()) => return Ok(ExitCode::SUCCESS),
+                // Another controller holds the lock and is not serving yet:
+                // attach once its socket is there.
+                Err(controller::RunError::Lock(crate::lock::LockError::Held { .. }))
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    })
+}
+
+/// Copy stdin to the controller's socket and its answers to stdout until
+/// either side ends.
+async fn bridge(stream: tokio::net::UnixStream) -> Result<ExitCode, CommandError> {
+    let (mut from_controller, mut to_controller) = stream.into_split();
+    let upstream = async {
+        let mut stdin = tokio::io::stdin();
+        let _ = tokio::io::copy(&mut stdin, &mut to_controller).await;
+        // The agent hung up: let the controller see the end of the session.
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_controller).await;
+    };
+    let downstream = async {
+        let mut stdout = tokio::io::stdout();
+        let copied = tokio::io::copy(&mut from_controller, &mut stdout).await;
+        let _ = tokio::io::AsyncWriteExt::flush(&mut stdout).await;
+        copied
+    };
+    tokio::pin!(upstream);
+    tokio::select! {
+        copied = downstream => {
+            if copied.is_err() {
+                return Err(CommandError::Controller("the controller closed the agent connection".to_owned()));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        () = &mut upstream => Ok(ExitCode::SUCCESS),
+    }
 }

@@ -146,6 +146,7 @@ pub fn run(
             )
         }
         Command::Run(args) => live::run(&workspace, args),
+        Command::Mcp(args) => live::mcp(&workspace, args),
         Command::Reload => live::reload(&resolve_paths(&workspace, env)?, io),
         Command::Stop(args) => {
             live::stop_start(&resolve_paths(&workspace, env)?, &args.names, true, io)

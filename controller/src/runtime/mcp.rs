@@ -27,6 +27,10 @@
 //!   values are never printed, and URLs (ours and those inside reqwest's
 //!   errors) are shown without their query or user info.
 
+// Sampling, roots and logging are deprecated by SEP-2577 (protocol 2026-07-28)
+// but are part of the initialize-lifecycle versions we speak and relay.
+#![allow(deprecated)]
+
 use std::fmt;
 use std::future::Future;
 use std::io;
@@ -38,8 +42,17 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::FutureExt as _;
-use rmcp::model::{ClientConfig, ClientRequest, PingRequest, ProtocolVersion, ServerPeerInfo};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ClientRequest, ClientResult, CreateMessageRequest,
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
+    ElicitResult, ErrorData, Implementation, ListRootsResult, LoggingMessageNotification,
+    LoggingMessageNotificationParam, PingRequest, ProgressNotificationParam, Prompt,
+    ProtocolVersion, Resource, ResourceTemplate, ResourceUpdatedNotification,
+    ResourceUpdatedNotificationParam, Root, ServerNotification, ServerPeerInfo, ServerRequest,
+    Tool,
+};
 use rmcp::service::ClientInitializeError;
+use rmcp::service::RequestContext;
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::IntoTransport;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -55,6 +68,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::process::{ExitInfo, ManagedProcess, ProcessSpec, SpawnError, Spawner};
+pub use super::relay::{Broadcast, CallError, Caller, McpHandle, Relay};
 
 /// Stderr lines appended to a start failure's message.
 pub const STDERR_LINES_IN_MESSAGE: usize = 10;
@@ -127,6 +141,8 @@ pub enum McpEvent {
     PromptsChanged,
     /// The server is gone; the connection is dead (stop it to clean up).
     Exited(McpExit),
+    /// `notifications/resources/list_changed`: call [`McpConnection::refresh`].
+    ResourcesChanged,
     /// Two pings in a row timed out or failed; the message says how.
     Unresponsive(String),
 }
@@ -180,8 +196,9 @@ pub fn filter_tools(
 pub struct McpConnection {
     name: String,
     peer: Peer<RoleClient>,
+    relay: Arc<Relay>,
     capabilities: Capabilities,
-    lists: Mutex<Lists>,
+    lists: Mutex<Arc<McpLists>>,
     /// Serializes refreshes so an older listing never overwrites a newer one.
     refresh_lock: tokio::sync::Mutex<()>,
     refresh_timeout: Duration,
@@ -206,13 +223,19 @@ impl fmt::Debug for McpConnection {
 struct Capabilities {
     tools: bool,
     prompts: bool,
+    resources: bool,
 }
 
-#[derive(Debug, Clone, Default)]
-struct Lists {
-    tools: Vec<String>,
-    prompts: Vec<String>,
+/// What a server offers, every page, as the server describes it (unfiltered).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct McpLists {
+    pub tools: Vec<Tool>,
+    pub prompts: Vec<Prompt>,
+    pub resources: Vec<Resource>,
+    pub templates: Vec<ResourceTemplate>,
 }
+
+type Lists = McpLists;
 
 struct Watcher {
     task: JoinHandle<()>,
@@ -239,9 +262,12 @@ impl McpConnection {
         on_event: McpEventHandler,
     ) -> Result<McpConnection, McpStartError> {
         let started = Instant::now();
+        let relay = Relay::new(workspace);
         let result = match spec.transport {
-            McpTransport::Stdio => connect_stdio(spawner, name, spec, workspace, timeouts).await,
-            McpTransport::Http => connect_http(name, spec, timeouts).await,
+            McpTransport::Stdio => {
+                connect_stdio(spawner, name, spec, workspace, timeouts, relay).await
+            }
+            McpTransport::Http => connect_http(name, spec, timeouts, relay).await,
             McpTransport::Sse => Err(McpStartError::new(Reason::StartFailed, SSE_UNSUPPORTED)),
         };
         match result {
@@ -278,6 +304,7 @@ impl McpConnection {
             stopped,
             refresh_timeout,
             dig,
+            relay,
         } = opened;
         let Session {
             running,
@@ -303,8 +330,9 @@ impl McpConnection {
         McpConnection {
             name: name.to_owned(),
             peer,
+            relay,
             capabilities,
-            lists: Mutex::new(lists),
+            lists: Mutex::new(Arc::new(lists)),
             refresh_lock: tokio::sync::Mutex::new(()),
             refresh_timeout,
             dig,
@@ -324,12 +352,47 @@ impl McpConnection {
 
     /// Every tool name, as the server lists them (unfiltered).
     pub fn tools(&self) -> Vec<String> {
-        lock(&self.lists).tools.clone()
+        lock(&self.lists)
+            .tools
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect()
     }
 
     /// Every prompt name, as the server lists them.
     pub fn prompts(&self) -> Vec<String> {
-        lock(&self.lists).prompts.clone()
+        lock(&self.lists)
+            .prompts
+            .iter()
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
+    /// Everything the server offers, as it describes it (unfiltered).
+    pub fn lists(&self) -> Arc<McpLists> {
+        lock(&self.lists).clone()
+    }
+
+    /// A handle to forward requests over this connection.
+    pub fn handle(&self) -> McpHandle {
+        McpHandle {
+            peer: self.peer.clone(),
+            relay: self.relay.clone(),
+        }
+    }
+
+    /// Where notifications that belong to no forwarded request go (set once,
+    /// right after connecting).
+    pub fn set_broadcast(&self, broadcast: Broadcast) {
+        self.relay.set_broadcast(broadcast);
+    }
+
+    /// Waits until no forwarded request is in flight, or `deadline`; true
+    /// when drained.
+    pub async fn drain(&self, deadline: Instant) -> bool {
+        tokio::time::timeout_at(deadline, self.relay.drained())
+            .await
+            .is_ok()
     }
 
     /// Re-lists tools and prompts (after [`McpEvent::ToolsChanged`] or
@@ -345,7 +408,7 @@ impl McpConnection {
         match listed {
             Ok(Ok(lists)) => {
                 tracing::debug!(server = %self.name, tools = lists.tools.len(), prompts = lists.prompts.len(), "mcp lists refreshed");
-                *lock(&self.lists) = lists;
+                *lock(&self.lists) = Arc::new(lists);
                 Ok(())
             }
             Ok(Err(ListError { phase, message })) => Err(format!("{phase}: {message}")),
@@ -418,6 +481,7 @@ struct Opened {
     stopped: Arc<AtomicBool>,
     refresh_timeout: Duration,
     dig: Dig,
+    relay: Arc<Relay>,
 }
 
 /// An initialized rmcp session with its first lists.
@@ -546,6 +610,9 @@ where
         prompts: info
             .as_ref()
             .is_some_and(|info| info.capabilities.prompts.is_some()),
+        resources: info
+            .as_ref()
+            .is_some_and(|info| info.capabilities.resources.is_some()),
     };
     log_peer(name, info.as_deref());
 
@@ -554,7 +621,10 @@ where
     // announcements reach the watcher task.
     let mut changed = false;
     while let Ok(notice) = notices.try_recv() {
-        changed |= matches!(notice, McpEvent::ToolsChanged | McpEvent::PromptsChanged);
+        changed |= matches!(
+            notice,
+            McpEvent::ToolsChanged | McpEvent::PromptsChanged | McpEvent::ResourcesChanged
+        );
     }
     if changed {
         lists = list_step(name, &peer, capabilities, deadline, guards, dig).await?;
@@ -600,9 +670,10 @@ struct ListError {
     message: String,
 }
 
-/// Tools and prompts, every page. A server without the tools (prompts)
-/// capability has none; a failing `prompts/list` means no prompts, while a
-/// failing `tools/list` is an error.
+/// Tools, prompts, resources and resource templates, every page. A server
+/// without a capability has none of its kind; a failing `prompts/list` or
+/// `resources/*` means none of that kind, while a failing `tools/list` is an
+/// error.
 async fn list_all(
     name: &str,
     peer: &Peer<RoleClient>,
@@ -611,23 +682,28 @@ async fn list_all(
 ) -> Result<Lists, ListError> {
     let mut lists = Lists::default();
     if capabilities.tools {
-        lists.tools = peer
-            .list_all_tools()
-            .await
-            .map_err(|error| ListError {
-                phase: "tools/list",
-                message: describe(&error, dig),
-            })?
-            .into_iter()
-            .map(|tool| tool.name.into_owned())
-            .collect();
+        lists.tools = peer.list_all_tools().await.map_err(|error| ListError {
+            phase: "tools/list",
+            message: describe(&error, dig),
+        })?;
     }
+    let optional = |kind: &str, error: &rmcp::service::ServiceError| {
+        tracing::debug!(server = %name, error = %describe(error, dig), "{kind} failed; treating as none");
+    };
     if capabilities.prompts {
         match peer.list_all_prompts().await {
-            Ok(prompts) => lists.prompts = prompts.into_iter().map(|p| p.name).collect(),
-            Err(error) => {
-                tracing::debug!(server = %name, error = %describe(&error, dig), "prompts/list failed; treating as no prompts");
-            }
+            Ok(prompts) => lists.prompts = prompts,
+            Err(error) => optional("prompts/list", &error),
+        }
+    }
+    if capabilities.resources {
+        match peer.list_all_resources().await {
+            Ok(resources) => lists.resources = resources,
+            Err(error) => optional("resources/list", &error),
+        }
+        match peer.list_all_resource_templates().await {
+            Ok(templates) => lists.templates = templates,
+            Err(error) => optional("resources/templates/list", &error),
         }
     }
     Ok(lists)
@@ -678,6 +754,7 @@ async fn connect_stdio(
     spec: &McpServerSpec,
     workspace: &Path,
     timeouts: McpTimeouts,
+    relay: Arc<Relay>,
 ) -> Result<Opened, McpStartError> {
     let program = spec.command.clone().unwrap_or_default();
     let cwd = match spec.cwd.as_deref() {
@@ -707,7 +784,7 @@ async fn connect_stdio(
         garbage: Some(garbage_rx),
         exit: Some(process.exit_watch()),
     };
-    let (client, mut notices, stopped) = Client::new(name);
+    let (client, mut notices, stopped) = Client::new(name, relay.clone());
     let opened = open_session(
         name,
         client,
@@ -730,6 +807,7 @@ async fn connect_stdio(
                 stopped,
                 refresh_timeout: timeouts.stdio_handshake,
                 dig: dig_nothing,
+                relay,
             });
         }
         // Dropping the session closes the server's stdin.
@@ -767,6 +845,7 @@ async fn connect_http(
     name: &str,
     spec: &McpServerSpec,
     timeouts: McpTimeouts,
+    relay: Arc<Relay>,
 ) -> Result<Opened, McpStartError> {
     let Some(url) = spec.http_url.as_deref().filter(|url| !url.is_empty()) else {
         return Err(McpStartError::new(
@@ -832,7 +911,7 @@ async fn connect_http(
     let deadline = Instant::now() + timeouts.remote_handshake;
     let transport = StreamableHttpClientTransport::from_config(config);
     let dig = http_dig(&transport);
-    let (client, mut notices, stopped) = Client::new(name);
+    let (client, mut notices, stopped) = Client::new(name, relay.clone());
     let mut guards = Guards::default();
     match open_session(
         name,
@@ -852,6 +931,7 @@ async fn connect_http(
             stopped,
             refresh_timeout: timeouts.remote_handshake,
             dig,
+            relay,
         }),
         Err(failure) => {
             stopped.store(true, Ordering::SeqCst);
@@ -882,23 +962,42 @@ fn redact_url(url: &str) -> String {
 // ---- the client handler ----
 
 /// rmcp client handler: list-change notifications become [`McpEvent`]s on a
-/// channel the watcher task (or, while connecting, `open_session`) drains.
+/// channel the watcher task (or, while connecting, `open_session`) drains;
+/// what the server sends for a forwarded request goes through the [`Relay`].
 struct Client {
     name: Arc<str>,
     notices: mpsc::UnboundedSender<McpEvent>,
     stopped: Arc<AtomicBool>,
+    relay: Arc<Relay>,
 }
 
 impl Client {
-    fn new(name: &str) -> (Client, mpsc::UnboundedReceiver<McpEvent>, Arc<AtomicBool>) {
+    fn new(
+        name: &str,
+        relay: Arc<Relay>,
+    ) -> (Client, mpsc::UnboundedReceiver<McpEvent>, Arc<AtomicBool>) {
         let (notices, rx) = mpsc::unbounded_channel();
         let stopped = Arc::new(AtomicBool::new(false));
         let client = Client {
             name: name.into(),
             notices,
             stopped: Arc::clone(&stopped),
+            relay,
         };
         (client, rx, stopped)
+    }
+
+    /// A server request goes to the client whose call is in flight.
+    async fn forward(&self, request: ServerRequest, what: &str) -> Result<ClientResult, ErrorData> {
+        match self.relay.current_caller() {
+            Some(caller) => caller.forward(request).await,
+            None => Err(ErrorData::invalid_request(
+                format!(
+                    "{what} is only available while a client's call to this server is in flight"
+                ),
+                None,
+            )),
+        }
     }
 
     fn notify(&self, event: McpEvent) {
@@ -919,8 +1018,95 @@ impl ClientHandler for Client {
         self.notify(McpEvent::PromptsChanged);
     }
 
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notify(McpEvent::ResourcesChanged);
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.relay.progress(params).await;
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.relay
+            .broadcast(ServerNotification::LoggingMessageNotification(
+                LoggingMessageNotification::new(params),
+            ));
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.relay
+            .broadcast(ServerNotification::ResourceUpdatedNotification(
+                ResourceUpdatedNotification::new(params),
+            ));
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        let root = self.relay.root();
+        let uri = lsp_types::Url::from_directory_path(root)
+            .map(String::from)
+            .unwrap_or_else(|()| format!("file://{}", root.display()));
+        let mut entry = Root::new(uri);
+        entry.name = root.file_name().map(|n| n.to_string_lossy().into_owned());
+        Ok(ListRootsResult::new(vec![entry]))
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        match self.forward(request, "sampling").await? {
+            ClientResult::CreateMessageResult(result) => Ok(*result),
+            _ => Err(ErrorData::internal_error(
+                "the client answered sampling/createMessage with another result",
+                None,
+            )),
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        match self.forward(request, "elicitation").await? {
+            ClientResult::ElicitResult(result) => Ok(result),
+            _ => Err(ErrorData::internal_error(
+                "the client answered elicitation/create with another result",
+                None,
+            )),
+        }
+    }
+
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::default().with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+        #[allow(deprecated)]
+        let capabilities = ClientCapabilities::builder()
+            .enable_roots()
+            .enable_sampling()
+            .enable_elicitation()
+            .build();
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("steward", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 }
 

@@ -18,7 +18,12 @@
 //!
 //! Methods: `initialize`, `ping`, `tools/list`, `prompts/list` (cursor
 //! pagination), `tools/call` (echoes the arguments as text), `prompts/get`;
-//! anything else is -32601. Exit codes: 0 on stdin close or SIGTERM, the
+//! anything else is -32601. A `tools/call` also obeys a few arguments of its
+//! own, so a test can shape one call: `sleepMs` (answer after this long),
+//! `progress` (send that many `notifications/progress` for the request's
+//! progress token, spread over `sleepMs`), `sample` (ask the client
+//! `sampling/createMessage` with this text and answer with the reply's text
+//! or error) and `reportPid` (`structuredContent: {"pid": <pid>}`). Exit codes: 0 on stdin close or SIGTERM, the
 //! configured code on `crashAfterMs`, 2 on a bad config.
 
 use std::{
@@ -114,6 +119,8 @@ async fn run(config: FakeMcpConfig, recorder: Recorder) {
         sessions: Mutex::new(HashSet::new()),
         next_session: AtomicU64::new(1),
         list_change_armed: AtomicBool::new(false),
+        pending: Mutex::new(std::collections::HashMap::new()),
+        next_request: AtomicU64::new(1),
         config,
         recorder,
     });
@@ -267,6 +274,9 @@ struct Server {
     sessions: Mutex<HashSet<String>>,
     next_session: AtomicU64,
     list_change_armed: AtomicBool,
+    /// Requests we sent the client (`sampling/createMessage`), by id.
+    pending: Mutex<std::collections::HashMap<String, oneshot::Sender<Value>>>,
+    next_request: AtomicU64,
 }
 
 type RpcError = (i64, String);
@@ -332,8 +342,15 @@ impl Server {
                 "invalid request".into(),
             ));
         };
-        // No method: a response to a request of ours (we send none).
-        let method = object.get("method")?.as_str().unwrap_or_default();
+        // No method: a response to a request of ours.
+        let Some(method) = object.get("method") else {
+            let id = object.get("id").map(Value::to_string).unwrap_or_default();
+            if let Some(waiter) = self.pending.lock().expect("pending lock").remove(&id) {
+                let _ = waiter.send(message.clone());
+            }
+            return None;
+        };
+        let method = method.as_str().unwrap_or_default();
         let params = object.get("params").unwrap_or(&Value::Null);
         let Some(id) = object.get("id").cloned() else {
             self.on_notification(method);
@@ -443,10 +460,7 @@ impl Server {
                     return Err((-32602, format!("unknown tool {name:?}")));
                 }
                 let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
-                Ok(json!({
-                    "content": [{ "type": "text", "text": arguments.to_string() }],
-                    "isError": false,
-                }))
+                self.shaped_call(params, &arguments).await
             }
             "prompts/get" => {
                 let name = params
@@ -473,6 +487,77 @@ impl Server {
             }
             _ => Err((-32601, format!("method not found: {method}"))),
         }
+    }
+
+    /// A `tools/call` answer, shaped by the call's own arguments (see the
+    /// module doc).
+    async fn shaped_call(&self, params: &Value, arguments: &Value) -> Result<Value, RpcError> {
+        let sleep_ms = arguments
+            .get("sleepMs")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let steps = arguments
+            .get("progress")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let token = params.pointer("/_meta/progressToken").cloned();
+        for step in 1..=steps {
+            tokio::time::sleep(Duration::from_millis(sleep_ms / steps.max(1))).await;
+            if let Some(token) = &token {
+                self.send(json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": { "progressToken": token, "progress": step, "total": steps },
+                }));
+            }
+        }
+        if steps == 0 && sleep_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+        }
+        let mut text = arguments.to_string();
+        if let Some(question) = arguments.get("sample").and_then(Value::as_str) {
+            let id = self.next_request.fetch_add(1, Ordering::SeqCst);
+            let id = json!(format!("fake-{id}"));
+            let (tx, rx) = oneshot::channel();
+            self.pending
+                .lock()
+                .expect("pending lock")
+                .insert(id.to_string(), tx);
+            self.send(json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "method": "sampling/createMessage",
+                "params": {
+                    "messages": [{ "role": "user", "content": { "type": "text", "text": question } }],
+                    "maxTokens": 16,
+                },
+            }));
+            let reply = rx.await.unwrap_or(Value::Null);
+            text = match reply.get("result") {
+                Some(result) => format!(
+                    "sampled: {}",
+                    result
+                        .pointer("/content/text")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                ),
+                None => format!(
+                    "sampling failed: {}",
+                    reply
+                        .pointer("/error/message")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                ),
+            };
+        }
+        let mut result = json!({
+            "content": [{ "type": "text", "text": text }],
+            "isError": false,
+        });
+        if arguments.get("reportPid") == Some(&json!(true)) {
+            result["structuredContent"] = json!({ "pid": std::process::id() });
+        }
+        Ok(result)
     }
 
     /// One page of `items`; the cursor is the decimal offset of the page.

@@ -1,0 +1,300 @@
+//! The agent endpoint (product.md §6): one MCP server that offers every
+//! agent the tools, prompts and resources of every Ready MCP server of the
+//! workspace, and code intelligence as one `lsp` tool.
+//!
+//! It is a consumer at the end of the flow, beside `status`: it reads the
+//! [`registry::Registry`] that reconcile publishes live connections to, and
+//! the status store for why a server is not live. It never decides
+//! anything reconcile decides, and reconcile never waits on a client: a
+//! call to a server that is (re)starting waits on the registry, not on the
+//! queue.
+//!
+//! - [`names`]: exposed names (`server__tool`, sanitized, collisions).
+//! - [`registry`]: live connections, their filtered catalogs, the union.
+//! - [`session`]: one client's MCP session (lists, calls, pass-through).
+//! - [`serve`]: the transports (stdio bridge, Unix socket, streamable HTTP).
+//!
+//! Every client shares the same server processes.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+use rmcp::model::ServerNotification;
+use rmcp::{Peer, RoleServer};
+use steward_schema::resource::{GatewayStatus, Item, WorkspaceStatus};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::lsp_service::LspService;
+use crate::runtime::mcp::Broadcast;
+use crate::snapshot::DesiredStore;
+use crate::status::{StatusStore, now_rfc3339};
+
+pub mod lsp_tool;
+pub mod names;
+pub mod registry;
+pub mod serve;
+pub mod session;
+
+use registry::Registry;
+
+/// Tunables of the agent endpoint.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Items per page of every list.
+    pub page_size: usize,
+    /// How long a call waits for its server to start or restart.
+    pub start_wait: Duration,
+    /// `list_changed` notifications of one moment are sent once, this long
+    /// after the first change.
+    pub coalesce: Duration,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            page_size: 100,
+            start_wait: Duration::from_secs(35),
+            coalesce: Duration::from_millis(50),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct ClientEntry {
+    transport: &'static str,
+    peer: Option<Peer<RoleServer>>,
+}
+
+#[derive(Debug, Default)]
+struct Clients {
+    next: u64,
+    by_id: BTreeMap<u64, ClientEntry>,
+}
+
+/// The endpoint's shared state (see the module doc).
+pub struct Gateway {
+    registry: Arc<Registry>,
+    status: Arc<StatusStore>,
+    store: Arc<DesiredStore>,
+    lsp: Arc<LspService>,
+    config: GatewayConfig,
+    clients: Mutex<Clients>,
+    /// Number of attached clients (a `steward mcp` controller exits at 0).
+    attached: watch::Sender<usize>,
+    listen: OnceLock<String>,
+    last_list_changed: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("clients", &*self.lock_clients())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Gateway {
+    pub fn new(
+        registry: Arc<Registry>,
+        status: Arc<StatusStore>,
+        store: Arc<DesiredStore>,
+        lsp: Arc<LspService>,
+        config: GatewayConfig,
+    ) -> Arc<Gateway> {
+        Arc::new(Gateway {
+            registry,
+            status,
+            store,
+            lsp,
+            config,
+            clients: Mutex::new(Clients::default()),
+            attached: watch::Sender::new(0),
+            listen: OnceLock::new(),
+            last_list_changed: Mutex::new(None),
+        })
+    }
+
+    fn lock_clients(&self) -> MutexGuard<'_, Clients> {
+        lock(&self.clients)
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    pub fn workspace(&self) -> PathBuf {
+        self.store.paths().workspace.clone()
+    }
+
+    /// Where server notifications that belong to no call go: every client.
+    pub fn broadcast_hook(self: &Arc<Self>) -> Broadcast {
+        let gateway: Weak<Gateway> = Arc::downgrade(self);
+        Arc::new(move |notification| {
+            if let Some(gateway) = gateway.upgrade() {
+                gateway.broadcast(notification);
+            }
+        })
+    }
+
+    /// The streamable-HTTP address, for status.
+    pub fn set_listen(&self, address: String) {
+        let _ = self.listen.set(address);
+    }
+
+    /// A client connected over `transport`; it counts as attached until the
+    /// ticket is dropped.
+    pub fn attach(self: &Arc<Self>, transport: &'static str) -> Ticket {
+        let id = {
+            let mut clients = self.lock_clients();
+            clients.next += 1;
+            let id = clients.next;
+            clients.by_id.insert(
+                id,
+                ClientEntry {
+                    transport,
+                    peer: None,
+                },
+            );
+            self.attached.send_replace(clients.by_id.len());
+            id
+        };
+        tracing::info!(transport, client = id, "agent client attached");
+        self.status.touch();
+        Ticket {
+            gateway: self.clone(),
+            id,
+        }
+    }
+
+    /// The number of attached clients, as it changes.
+    pub fn attached(&self) -> watch::Receiver<usize> {
+        self.attached.subscribe()
+    }
+
+    fn peers(&self) -> Vec<Peer<RoleServer>> {
+        self.lock_clients()
+            .by_id
+            .values()
+            .filter_map(|c| c.peer.clone())
+            .collect()
+    }
+
+    /// Send `notification` to every client (in the background: a slow
+    /// client never holds the server that notified).
+    fn broadcast(&self, notification: ServerNotification) {
+        for peer in self.peers() {
+            let notification = notification.clone();
+            tokio::spawn(async move {
+                let _ = peer.send_notification(notification).await;
+            });
+        }
+    }
+
+    /// Fill in what the endpoint knows: `controller.gateway` and each
+    /// McpServer's `status.calls`.
+    pub fn decorate(&self, doc: &mut WorkspaceStatus) {
+        let calls = self.registry.calls();
+        for item in &mut doc.items {
+            if let Item::McpServer(server) = item
+                && let Some(counts) = calls.get(&server.metadata.name)
+            {
+                server.status.calls = Some(*counts);
+            }
+        }
+        let union = self.registry.union();
+        let mut clients: BTreeMap<String, u64> = BTreeMap::new();
+        for c in self.lock_clients().by_id.values() {
+            *clients.entry(c.transport.to_owned()).or_default() += 1;
+        }
+        doc.controller.gateway = Some(GatewayStatus {
+            clients,
+            listen: self.listen.get().cloned(),
+            tools: (union.tools.len() + usize::from(union.lsp)) as u64,
+            last_list_changed: lock(&self.last_list_changed).clone(),
+            conflicts: union.conflicts.clone(),
+        });
+    }
+
+    /// Send `notifications/{tools,prompts,resources}/list_changed` to every
+    /// client when the union changed, coalesced; never when it did not.
+    pub async fn run_broadcaster(self: Arc<Self>, cancel: CancellationToken) {
+        let mut changes = self.registry.subscribe();
+        let mut sent = self.registry.union().fingerprints;
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                changed = changes.changed() => if changed.is_err() { return },
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(self.config.coalesce) => {}
+            }
+            changes.mark_unchanged();
+            let now = self.registry.union().fingerprints;
+            let kinds = [now[0] != sent[0], now[1] != sent[1], now[2] != sent[2]];
+            sent = now;
+            if !kinds.iter().any(|k| *k) {
+                continue;
+            }
+            let peers = self.peers();
+            tracing::info!(
+                tools = kinds[0],
+                prompts = kinds[1],
+                resources = kinds[2],
+                clients = peers.len(),
+                "list changed"
+            );
+            for peer in peers {
+                tokio::spawn(async move {
+                    if kinds[0] {
+                        let _ = peer.notify_tool_list_changed().await;
+                    }
+                    if kinds[1] {
+                        let _ = peer.notify_prompt_list_changed().await;
+                    }
+                    if kinds[2] {
+                        let _ = peer.notify_resource_list_changed().await;
+                    }
+                });
+            }
+            *lock(&self.last_list_changed) = Some(now_rfc3339());
+            self.status.touch();
+        }
+    }
+}
+
+/// One attached client; dropping it detaches the client.
+#[derive(Debug)]
+pub struct Ticket {
+    gateway: Arc<Gateway>,
+    id: u64,
+}
+
+impl Ticket {
+    /// The client finished `initialize`: notifications may go to it.
+    pub fn set_peer(&self, peer: Peer<RoleServer>) {
+        if let Some(entry) = self.gateway.lock_clients().by_id.get_mut(&self.id) {
+            entry.peer = Some(peer);
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let left = {
+            let mut clients = self.gateway.lock_clients();
+            clients.by_id.remove(&self.id);
+            clients.by_id.len()
+        };
+        self.gateway.attached.send_replace(left);
+        tracing::info!(client = self.id, attached = left, "agent client detached");
+        self.gateway.status.touch();
+    }
+}

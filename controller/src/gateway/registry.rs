@@ -1,0 +1,480 @@
+//! The registry of live MCP connections: reconcile publishes to it (as it
+//! publishes status), the agent endpoint reads it.
+//!
+//! One slot per MCP server that has (or just had) a live connection:
+//! - `Live`: the connection callers forward through, with the server's
+//!   catalog after `includeTools` / `excludeTools`;
+//! - `Restarting`: its configuration changed and a new process is on its
+//!   way; new calls wait for it, and the old catalog stays listed so that a
+//!   restart that yields the same tools changes nothing an agent sees.
+//!
+//! No slot means not live: the status store says why (starting, failed,
+//! blocked, removed). Every change bumps a version that waiting callers and
+//! the `list_changed` broadcaster watch. The union of all catalogs, with the
+//! exposed names ([`super::names`]), is rebuilt only when a catalog changes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
+use serde::Serialize;
+use steward_schema::resource::{CallCounts, McpServerSpec};
+use tokio::sync::watch;
+
+use super::names;
+use crate::runtime::mcp::{McpConnection, McpHandle, McpLists, filter_tools};
+
+/// Per-call timeout when the entry sets none (Qwen Code's default).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_millis(600_000);
+
+/// What one server exposes, after its filters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerCatalog {
+    pub tools: Vec<Tool>,
+    pub prompts: Vec<Prompt>,
+    pub resources: Vec<Resource>,
+    pub templates: Vec<ResourceTemplate>,
+}
+
+impl ServerCatalog {
+    /// `lists` after the spec's `includeTools` / `excludeTools`.
+    pub fn filtered(lists: &McpLists, spec: &McpServerSpec) -> ServerCatalog {
+        let names: Vec<String> = lists.tools.iter().map(|t| t.name.to_string()).collect();
+        let kept = filter_tools(
+            &names,
+            spec.include_tools.as_deref(),
+            spec.exclude_tools.as_deref(),
+        );
+        ServerCatalog {
+            tools: lists
+                .tools
+                .iter()
+                .filter(|t| kept.iter().any(|k| k == t.name.as_ref()))
+                .cloned()
+                .collect(),
+            prompts: lists.prompts.clone(),
+            resources: lists.resources.clone(),
+            templates: lists.templates.clone(),
+        }
+    }
+}
+
+/// A live connection, as callers see it.
+#[derive(Debug)]
+pub struct Upstream {
+    pub server: String,
+    pub handle: McpHandle,
+    pub catalog: Arc<ServerCatalog>,
+    /// Per-call timeout (the entry's `timeout`).
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+enum Slot {
+    Live(Arc<Upstream>),
+    Restarting(Arc<ServerCatalog>),
+}
+
+impl Slot {
+    fn catalog(&self) -> &Arc<ServerCatalog> {
+        match self {
+            Slot::Live(up) => &up.catalog,
+            Slot::Restarting(catalog) => catalog,
+        }
+    }
+}
+
+/// Where an exposed tool or prompt name leads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub server: String,
+    /// The name the server knows it by.
+    pub original: String,
+}
+
+/// What every client is offered: the union of the catalogs, exposed names
+/// assigned, plus the `lsp` tool flag.
+#[derive(Debug, Default)]
+pub struct Union {
+    pub tools: Vec<Tool>,
+    pub prompts: Vec<Prompt>,
+    pub resources: Vec<Resource>,
+    pub templates: Vec<ResourceTemplate>,
+    tool_routes: HashMap<String, Route>,
+    prompt_routes: HashMap<String, Route>,
+    resource_owner: HashMap<String, String>,
+    /// `(uriTemplate, server)`, in listing order.
+    template_owner: Vec<(String, String)>,
+    /// Resources hidden because an earlier server (by name) lists the same URI.
+    pub conflicts: Vec<String>,
+    /// Whether a language server is ready (the `lsp` tool is listed).
+    pub lsp: bool,
+    /// Change detection per list kind: tools, prompts, resources.
+    pub fingerprints: [u64; 3],
+}
+
+impl Union {
+    pub fn tool(&self, exposed: &str) -> Option<&Route> {
+        self.tool_routes.get(exposed)
+    }
+
+    pub fn prompt(&self, exposed: &str) -> Option<&Route> {
+        self.prompt_routes.get(exposed)
+    }
+
+    /// The server that lists the resource `uri`, or whose template it fits
+    /// (the first template, in listing order, whose literal prefix matches).
+    pub fn resource_owner(&self, uri: &str) -> Option<&str> {
+        if let Some(server) = self.resource_owner.get(uri) {
+            return Some(server);
+        }
+        self.template_owner
+            .iter()
+            .filter(|(template, _)| {
+                let prefix = template.split('{').next().unwrap_or_default();
+                !prefix.is_empty() && uri.starts_with(prefix)
+            })
+            .max_by_key(|(template, _)| template.split('{').next().unwrap_or_default().len())
+            .map(|(_, server)| server.as_str())
+    }
+
+    /// The server that offers the template `uri_template`.
+    pub fn template_owner(&self, uri_template: &str) -> Option<&str> {
+        self.template_owner
+            .iter()
+            .find(|(t, _)| t == uri_template)
+            .map(|(_, s)| s.as_str())
+    }
+
+    /// Every exposed tool name (`lsp` included when listed).
+    pub fn tool_names(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|t| t.name.as_ref())
+    }
+
+    fn build(slots: &BTreeMap<String, Slot>, lsp: bool) -> Union {
+        let mut union = Union {
+            lsp,
+            ..Union::default()
+        };
+        let pairs: Vec<(&str, &Tool)> = slots
+            .iter()
+            .flat_map(|(s, slot)| slot.catalog().tools.iter().map(move |t| (s.as_str(), t)))
+            .collect();
+        let exposed = names::assign(pairs.iter().map(|(s, t)| (*s, t.name.as_ref())));
+        for ((server, tool), name) in pairs.into_iter().zip(exposed) {
+            if union.tool_routes.contains_key(&name) {
+                continue; // a server listing one tool twice
+            }
+            let mut tool = tool.clone();
+            union.tool_routes.insert(
+                name.clone(),
+                Route {
+                    server: server.to_owned(),
+                    original: tool.name.to_string(),
+                },
+            );
+            tool.name = name.into();
+            union.tools.push(tool);
+        }
+        let pairs: Vec<(&str, &Prompt)> = slots
+            .iter()
+            .flat_map(|(s, slot)| slot.catalog().prompts.iter().map(move |p| (s.as_str(), p)))
+            .collect();
+        let exposed = names::assign(pairs.iter().map(|(s, p)| (*s, p.name.as_str())));
+        for ((server, prompt), name) in pairs.into_iter().zip(exposed) {
+            if union.prompt_routes.contains_key(&name) {
+                continue;
+            }
+            let mut prompt = prompt.clone();
+            union.prompt_routes.insert(
+                name.clone(),
+                Route {
+                    server: server.to_owned(),
+                    original: prompt.name.clone(),
+                },
+            );
+            prompt.name = name;
+            union.prompts.push(prompt);
+        }
+        for (server, slot) in slots {
+            for resource in &slot.catalog().resources {
+                match union.resource_owner.get(&resource.uri) {
+                    Some(owner) => union.conflicts.push(format!(
+                        "resource {} of server {server} is hidden: server {owner} lists the same URI",
+                        resource.uri
+                    )),
+                    None => {
+                        union
+                            .resource_owner
+                            .insert(resource.uri.clone(), server.clone());
+                        union.resources.push(resource.clone());
+                    }
+                }
+            }
+            for template in &slot.catalog().templates {
+                if let Some(owner) = union.template_owner(&template.uri_template) {
+                    union.conflicts.push(format!(
+                        "resource template {} of server {server} is hidden: server {owner} lists the same template",
+                        template.uri_template
+                    ));
+                    continue;
+                }
+                union
+                    .template_owner
+                    .push((template.uri_template.clone(), server.clone()));
+                union.templates.push(template.clone());
+            }
+        }
+        union.fingerprints = [
+            fingerprint(&(&union.tools, union.lsp)),
+            fingerprint(&union.prompts),
+            fingerprint(&(&union.resources, &union.templates)),
+        ];
+        union
+    }
+}
+
+fn fingerprint<T: Serialize>(value: &T) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_vec(value)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Call counters of one server (kept across its restarts).
+#[derive(Debug, Default)]
+pub struct Counters {
+    total: AtomicU64,
+    failed: AtomicU64,
+    in_flight: AtomicU64,
+}
+
+impl Counters {
+    /// Count a call; the guard counts it finished (failed unless told).
+    pub fn begin(self: &Arc<Self>) -> CallGuard {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        CallGuard {
+            counters: self.clone(),
+            failed: true,
+        }
+    }
+
+    pub fn snapshot(&self) -> CallCounts {
+        CallCounts {
+            total: self.total.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// One counted call.
+#[derive(Debug)]
+pub struct CallGuard {
+    counters: Arc<Counters>,
+    failed: bool,
+}
+
+impl CallGuard {
+    pub fn succeeded(mut self) {
+        self.failed = false;
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.failed {
+            self.counters.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    slots: BTreeMap<String, Slot>,
+    lsp_ready: BTreeSet<String>,
+    counters: BTreeMap<String, Arc<Counters>>,
+    union: Arc<Union>,
+}
+
+impl Inner {
+    fn rebuild(&mut self) {
+        self.union = Arc::new(Union::build(&self.slots, !self.lsp_ready.is_empty()));
+    }
+}
+
+/// See the module doc.
+#[derive(Debug)]
+pub struct Registry {
+    inner: Mutex<Inner>,
+    version: watch::Sender<u64>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            inner: Mutex::new(Inner::default()),
+            version: watch::Sender::new(0),
+        }
+    }
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn bump(&self) {
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    /// A receiver that sees every change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    /// `conn` is the live connection of `server` under `spec`: callers may
+    /// use it. Publishing the same connection and catalog again changes
+    /// nothing.
+    pub fn publish(&self, server: &str, conn: &McpConnection, spec: &McpServerSpec) {
+        let catalog = ServerCatalog::filtered(&conn.lists(), spec);
+        let handle = conn.handle();
+        let timeout = spec
+            .timeout
+            .filter(|ms| *ms > 0)
+            .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_millis);
+        let mut inner = self.lock();
+        if let Some(Slot::Live(up)) = inner.slots.get(server)
+            && Arc::ptr_eq(up.handle.relay(), handle.relay())
+            && *up.catalog == catalog
+            && up.timeout == timeout
+        {
+            return;
+        }
+        let catalog_changed = inner
+            .slots
+            .get(server)
+            .is_none_or(|slot| **slot.catalog() != catalog);
+        inner.slots.insert(
+            server.to_owned(),
+            Slot::Live(Arc::new(Upstream {
+                server: server.to_owned(),
+                handle,
+                catalog: Arc::new(catalog),
+                timeout,
+            })),
+        );
+        if catalog_changed {
+            inner.rebuild();
+        }
+        drop(inner);
+        self.bump();
+    }
+
+    /// `server` is being restarted for a new configuration: new calls wait
+    /// for the next [`publish`](Self::publish); its catalog stays listed.
+    pub fn restarting(&self, server: &str) {
+        let mut inner = self.lock();
+        let Some(Slot::Live(up)) = inner.slots.get(server) else {
+            return;
+        };
+        let catalog = up.catalog.clone();
+        inner
+            .slots
+            .insert(server.to_owned(), Slot::Restarting(catalog));
+        drop(inner);
+        self.bump();
+    }
+
+    /// `server`'s connection is being stopped. A server restarting for a
+    /// new configuration keeps its catalog listed (see [`Self::restarting`]).
+    pub fn stopping(&self, server: &str) {
+        if matches!(self.lock().slots.get(server), Some(Slot::Live(_))) {
+            self.withdraw(server);
+        }
+    }
+
+    /// `server` is not live any more (stopped, crashed, blocked, removed, or
+    /// its restart failed).
+    pub fn withdraw(&self, server: &str) {
+        let mut inner = self.lock();
+        if inner.slots.remove(server).is_none() {
+            return;
+        }
+        inner.rebuild();
+        drop(inner);
+        self.bump();
+    }
+
+    /// `server` left the configuration: also drop its counters.
+    pub fn forget(&self, server: &str) {
+        self.withdraw(server);
+        self.lock().counters.remove(server);
+    }
+
+    /// Language server `name` is ready (or not): the `lsp` tool is listed
+    /// while any is.
+    pub fn lsp_ready(&self, name: &str, ready: bool) {
+        let mut inner = self.lock();
+        let before = !inner.lsp_ready.is_empty();
+        if ready {
+            inner.lsp_ready.insert(name.to_owned());
+        } else {
+            inner.lsp_ready.remove(name);
+        }
+        if before == inner.lsp_ready.is_empty() {
+            inner.rebuild();
+            drop(inner);
+            self.bump();
+        }
+    }
+
+    /// What clients are offered now.
+    pub fn union(&self) -> Arc<Union> {
+        self.lock().union.clone()
+    }
+
+    /// The live connection of `server`, if any.
+    pub fn live(&self, server: &str) -> Option<Arc<Upstream>> {
+        match self.lock().slots.get(server) {
+            Some(Slot::Live(up)) => Some(up.clone()),
+            _ => None,
+        }
+    }
+
+    /// Every live connection.
+    pub fn all_live(&self) -> Vec<Arc<Upstream>> {
+        self.lock()
+            .slots
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Live(up) => Some(up.clone()),
+                Slot::Restarting(_) => None,
+            })
+            .collect()
+    }
+
+    /// The call counters of `server`.
+    pub fn counters(&self, server: &str) -> Arc<Counters> {
+        self.lock()
+            .counters
+            .entry(server.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Call counts of every server that was called.
+    pub fn calls(&self) -> BTreeMap<String, CallCounts> {
+        self.lock()
+            .counters
+            .iter()
+            .map(|(name, c)| (name.clone(), c.snapshot()))
+            .collect()
+    }
+}

@@ -1,0 +1,316 @@
+//! The agent endpoint's transports: one MCP session per stream (stdio, a
+//! Unix socket connection), and streamable HTTP at `/mcp` for many clients.
+//!
+//! HTTP is loopback by default; any other address needs a bearer token read
+//! from a file only its owner can read. `Host` and `Origin` are validated
+//! against DNS rebinding (rmcp's checks), and every request but the ones
+//! with the right `Authorization: Bearer` is answered 401 when a token is
+//! set.
+
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use rmcp::ServiceExt as _;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
+use tokio_util::sync::CancellationToken;
+
+use super::Gateway;
+use super::session::Session;
+
+/// The HTTP path of the endpoint.
+pub const HTTP_PATH: &str = "/mcp";
+
+/// Why the HTTP endpoint cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("parse the listen address {0:?}: expected HOST:PORT such as 127.0.0.1:7331")]
+    Address(String),
+    #[error(
+        "listen on {0}: it is not a loopback address, so clients must authenticate; pass --mcp-token-file FILE (a file readable only by you that holds the bearer token)"
+    )]
+    NeedsToken(SocketAddr),
+    #[error("read the token file {path}: {source}")]
+    TokenRead {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "use the token file {path}: other users can read it (mode {mode:o}); run `chmod 600 {path}`"
+    )]
+    TokenMode { path: PathBuf, mode: u32 },
+    #[error("use the token file {0}: it is empty")]
+    TokenEmpty(PathBuf),
+    #[error("listen on {address}: {source}")]
+    Bind {
+        address: String,
+        source: std::io::Error,
+    },
+}
+
+/// A bound HTTP endpoint, ready to serve.
+#[derive(Debug)]
+pub struct HttpEndpoint {
+    listener: TcpListener,
+    token: Option<String>,
+    loopback: bool,
+}
+
+impl HttpEndpoint {
+    /// Bind `address`, checking the token rules first.
+    pub async fn bind(address: &str, token_file: Option<&Path>) -> Result<Self, ListenError> {
+        let addr: SocketAddr = match address.parse() {
+            Ok(addr) => addr,
+            Err(_) => tokio::net::lookup_host(address)
+                .await
+                .ok()
+                .and_then(|mut addrs| addrs.next())
+                .ok_or_else(|| ListenError::Address(address.to_owned()))?,
+        };
+        let loopback = addr.ip().is_loopback();
+        let token = match token_file {
+            Some(path) => Some(read_token(path)?),
+            None if loopback => None,
+            None => return Err(ListenError::NeedsToken(addr)),
+        };
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ListenError::Bind {
+                address: address.to_owned(),
+                source,
+            })?;
+        Ok(HttpEndpoint {
+            listener,
+            token,
+            loopback,
+        })
+    }
+
+    /// The bound address (the port is known even when 0 was asked).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound TCP listener has an address")
+    }
+
+    /// Serve until `cancel`.
+    pub async fn serve(self, gateway: Arc<Gateway>, cancel: CancellationToken) {
+        let addr = self.local_addr();
+        let mut config = StreamableHttpServerConfig::default()
+            .with_cancellation_token(cancel.child_token())
+            .with_allowed_origins([
+                "http://localhost:*",
+                "http://127.0.0.1:*",
+                "http://[::1]:*",
+                "https://localhost:*",
+            ])
+            .enforce_origin_validation();
+        config = if self.loopback {
+            config.with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"])
+        } else if addr.ip().is_unspecified() {
+            // Any interface: the bearer token is what protects it.
+            config.disable_allowed_hosts()
+        } else {
+            config.with_allowed_hosts(["localhost".to_owned(), addr.ip().to_string()])
+        };
+        let factory_gateway = gateway.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(Session::new(&factory_gateway, "http")),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let token: Option<Arc<str>> = self.token.map(Into::into);
+        loop {
+            let (stream, peer) = tokio::select! {
+                () = cancel.cancelled() => return,
+                accepted = self.listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept an HTTP client");
+                        // EMFILE and friends: back off instead of spinning.
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let service = service.clone();
+            let token = token.clone();
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                let handler = hyper::service::service_fn(move |request| {
+                    let service = service.clone();
+                    let token = token.clone();
+                    async move {
+                        Ok::<_, std::convert::Infallible>(route(service, token, request).await)
+                    }
+                });
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), handler);
+                tokio::select! {
+                    result = connection => if let Err(e) = result {
+                        tracing::debug!(%peer, error = %e, "http connection ended");
+                    },
+                    () = cancel.cancelled() => {}
+                }
+            });
+        }
+    }
+}
+
+type Response =
+    http::Response<http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>>;
+
+fn plain(status: http::StatusCode, text: &str) -> Response {
+    let mut response = http::Response::new(Full::new(Bytes::from(text.to_owned())).boxed());
+    *response.status_mut() = status;
+    response
+}
+
+async fn route(
+    service: StreamableHttpService<Session, LocalSessionManager>,
+    token: Option<Arc<str>>,
+    request: http::Request<Incoming>,
+) -> Response {
+    if request.uri().path() != HTTP_PATH {
+        return plain(
+            http::StatusCode::NOT_FOUND,
+            "not found: the MCP endpoint is /mcp\n",
+        );
+    }
+    if let Some(token) = token {
+        let presented = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !presented.is_some_and(|p| constant_time_eq(p.as_bytes(), token.as_bytes())) {
+            let mut response = plain(http::StatusCode::UNAUTHORIZED, "unauthorized\n");
+            response.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer"),
+            );
+            return response;
+        }
+    }
+    service.handle(request).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn read_token(path: &Path) -> Result<String, ListenError> {
+    let meta = std::fs::metadata(path).map_err(|source| ListenError::TokenRead {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(ListenError::TokenMode {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    let text = std::fs::read_to_string(path).map_err(|source| ListenError::TokenRead {
+        path: path.to_owned(),
+        source,
+    })?;
+    let token = text.trim().to_owned();
+    if token.is_empty() {
+        return Err(ListenError::TokenEmpty(path.to_owned()));
+    }
+    Ok(token)
+}
+
+/// Serve one client over a byte stream until it hangs up (or `cancel`).
+pub async fn serve_stream<R, W>(
+    gateway: Arc<Gateway>,
+    transport: &'static str,
+    read: R,
+    write: W,
+    cancel: CancellationToken,
+) where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let session = Session::new(&gateway, transport);
+    match session.serve_with_ct((read, write), cancel).await {
+        Ok(running) => {
+            let _ = running.waiting().await;
+        }
+        Err(e) => tracing::warn!(transport, error = %e, "an agent client failed to initialize"),
+    }
+}
+
+/// Accept agent clients on the Unix socket (each `steward mcp` that
+/// attaches) until `cancel`.
+pub async fn serve_unix(gateway: Arc<Gateway>, listener: UnixListener, cancel: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            () = cancel.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept an agent client");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let (read, write) = stream.into_split();
+        tokio::spawn(serve_stream(
+            gateway.clone(),
+            "unix",
+            read,
+            write,
+            cancel.clone(),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_non_loopback_address_needs_a_token_file() {
+        let error = HttpEndpoint::bind("0.0.0.0:0", None).await.unwrap_err();
+        assert!(matches!(error, ListenError::NeedsToken(_)), "{error}");
+        assert!(error.to_string().contains("--mcp-token-file"));
+    }
+
+    #[tokio::test]
+    async fn a_token_file_others_can_read_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "secret\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let error = HttpEndpoint::bind("0.0.0.0:0", Some(&path))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, ListenError::TokenMode { mode: 0o644, .. }),
+            "{error}"
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let endpoint = HttpEndpoint::bind("127.0.0.1:0", Some(&path))
+            .await
+            .unwrap();
+        assert_eq!(endpoint.token.as_deref(), Some("secret"));
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+}

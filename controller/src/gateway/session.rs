@@ -1,0 +1,770 @@
+//! One client's MCP session with the agent endpoint.
+//!
+//! Lists come from the registry's union (paginated); calls are routed by
+//! exposed name (tools, prompts) or URI (resources) to the live connection
+//! of their server and forwarded through its relay, so progress,
+//! cancellation and the server's own requests (sampling, elicitation) reach
+//! the right client. A call to a server that is starting or restarting
+//! waits for it; a call to a server that cannot run returns a tool error
+//! that says why and what to do (MCP seed, part F item B).
+
+// Logging is deprecated by SEP-2577 (protocol 2026-07-28) but part of the
+// initialize-lifecycle versions this endpoint speaks.
+#![allow(deprecated)]
+
+use std::sync::Arc;
+
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
+    ClientResult, CompleteRequest, CompleteRequestParams, CompleteResult, ContentBlock, ErrorCode,
+    ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities, ServerConfig,
+    ServerRequest, ServerResult, SetLevelRequest, SetLevelRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{Peer, RoleServer, ServerHandler};
+use steward_schema::resource::{Phase, Reason, ResourceKind, ServerStatus};
+use tokio::time::Instant;
+
+use super::names;
+use super::registry::Upstream;
+use super::{Gateway, Ticket, lsp_tool};
+use crate::runtime::mcp::{CallError, Caller};
+use crate::snapshot::Key;
+
+/// One client (see the module doc).
+#[derive(Debug)]
+pub struct Session {
+    gateway: Arc<Gateway>,
+    ticket: Ticket,
+}
+
+impl Session {
+    pub fn new(gateway: &Arc<Gateway>, transport: &'static str) -> Session {
+        Session {
+            gateway: gateway.clone(),
+            ticket: gateway.attach(transport),
+        }
+    }
+}
+
+/// Why a name leads nowhere.
+enum Refusal {
+    /// Its server cannot serve it now: a tool error with this text.
+    Unavailable { server: String, why: String },
+    /// Nobody has it: a protocol error with this text.
+    Unknown(String),
+}
+
+/// What a server's status says about calling it.
+enum Availability {
+    Wait,
+    Down(String),
+}
+
+/// The kinds of routed names.
+#[derive(Clone, Copy)]
+enum Kind {
+    Tool,
+    Prompt,
+}
+
+impl Kind {
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::Tool => "tool",
+            Kind::Prompt => "prompt",
+        }
+    }
+}
+
+impl Gateway {
+    /// Why `server` is not live, or that it is worth waiting for.
+    fn availability(&self, server: &str) -> Availability {
+        let key = Key::mcp(server);
+        let snap = self.store.snapshot();
+        if !snap.contains(&key) {
+            return Availability::Down(format!(
+                "server \"{server}\" was removed from the configuration; its tools are gone"
+            ));
+        }
+        match self.status.get(&key) {
+            None => match snap.blocked(&key) {
+                Some(b) => Availability::Down(explain_blocked(server, b.reason, &b.message)),
+                None => Availability::Wait,
+            },
+            Some(s) => match s.phase {
+                Phase::Pending | Phase::Starting | Phase::Stopping | Phase::Ready => {
+                    Availability::Wait
+                }
+                Phase::Failed | Phase::Blocked => Availability::Down(explain(server, &s)),
+            },
+        }
+    }
+
+    /// The server an unlisted exposed name points at, by its `server__`
+    /// prefix (configured or removed servers only), and the rest of it.
+    fn by_prefix(&self, exposed: &str) -> Option<(String, String)> {
+        let snap = self.store.snapshot();
+        let removed = self.status.removed_names(ResourceKind::McpServer);
+        snap.desired
+            .mcp
+            .keys()
+            .chain(removed.iter())
+            .filter_map(|server| {
+                let prefix = names::assign([(server.as_str(), "")]).remove(0);
+                exposed
+                    .strip_prefix(&prefix)
+                    .map(|rest| (prefix.len(), server.clone(), rest.to_owned()))
+            })
+            .max_by_key(|(len, _, _)| *len)
+            .map(|(_, server, rest)| (server, rest))
+    }
+
+    /// The live upstream and original name behind `exposed`, waiting (up to
+    /// the start wait) while its server starts or restarts.
+    async fn resolve(&self, kind: Kind, exposed: &str) -> Result<(Arc<Upstream>, String), Refusal> {
+        let deadline = Instant::now() + self.config.start_wait;
+        let mut changes = self.registry.subscribe();
+        loop {
+            changes.borrow_and_update();
+            let union = self.registry.union();
+            let listed = match kind {
+                Kind::Tool => union.tool(exposed),
+                Kind::Prompt => union.prompt(exposed),
+            }
+            .map(|r| (r.server.clone(), r.original.clone()));
+            let Some((server, original)) = listed.clone().or_else(|| self.by_prefix(exposed))
+            else {
+                let known: Vec<&str> = match kind {
+                    Kind::Tool => union.tool_names().collect(),
+                    Kind::Prompt => union.prompts.iter().map(|p| p.name.as_str()).collect(),
+                };
+                return Err(Refusal::Unknown(unknown(kind, exposed, &known)));
+            };
+            if let Some(up) = self.registry.live(&server) {
+                let offered = match kind {
+                    Kind::Tool => up.catalog.tools.iter().any(|t| t.name == original),
+                    Kind::Prompt => up.catalog.prompts.iter().any(|p| p.name == original),
+                };
+                if offered {
+                    return Ok((up, original));
+                }
+                if listed.is_none() {
+                    let known: Vec<&str> = match kind {
+                        Kind::Tool => union.tool_names().collect(),
+                        Kind::Prompt => union.prompts.iter().map(|p| p.name.as_str()).collect(),
+                    };
+                    return Err(Refusal::Unknown(unknown(kind, exposed, &known)));
+                }
+                // Listed but not offered by the live connection: the union is
+                // being rebuilt; look again.
+            } else if let Availability::Down(why) = self.availability(&server) {
+                return Err(Refusal::Unavailable { server, why });
+            }
+            let waited = tokio::time::timeout_at(deadline, changes.changed()).await;
+            let why = match waited {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) => "the controller is shutting down".to_owned(),
+                Err(_) => format!(
+                    "server \"{server}\" did not become ready within {}; see `steward describe {server}`",
+                    humantime::format_duration(self.config.start_wait)
+                ),
+            };
+            return Err(Refusal::Unavailable { server, why });
+        }
+    }
+
+    /// The live upstream that owns `uri` (a listed resource, or one that fits
+    /// a listed template).
+    fn resource_upstream(&self, uri: &str) -> Result<Arc<Upstream>, ErrorData> {
+        let union = self.registry.union();
+        let server = union.resource_owner(uri).ok_or_else(|| {
+            ErrorData::resource_not_found(
+                format!("no server of this workspace lists the resource {uri}"),
+                None,
+            )
+        })?;
+        self.registry.live(server).ok_or_else(|| {
+            let why = match self.availability(server) {
+                Availability::Down(why) => why,
+                Availability::Wait => format!("server \"{server}\" is restarting; try again"),
+            };
+            ErrorData::resource_not_found(why, None)
+        })
+    }
+}
+
+/// "unknown tool" with the closest names.
+fn unknown(kind: Kind, exposed: &str, known: &[&str]) -> String {
+    let close = names::close_names(exposed, known.iter().copied(), 5);
+    let noun = kind.noun();
+    if close.is_empty() {
+        format!("unknown {noun} \"{exposed}\": no server of this workspace offers it")
+    } else {
+        format!(
+            "unknown {noun} \"{exposed}\": no server of this workspace offers it (did you mean: {})",
+            close.join(", ")
+        )
+    }
+}
+
+/// The last stderr line of a status message (they end with the tail).
+fn last_stderr_line(message: &str) -> Option<&str> {
+    let (_, tail) = message.split_once("last stderr lines:\n")?;
+    tail.lines().rev().find(|l| !l.trim().is_empty())
+}
+
+fn explain_blocked(server: &str, reason: Reason, message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default();
+    match reason {
+        Reason::PendingApproval => format!(
+            "server \"{server}\" is pending approval: it comes from a file of this workspace and has not been approved for its current configuration. Run `steward approve {server}`, then call again"
+        ),
+        Reason::Rejected => format!(
+            "server \"{server}\" was rejected for this workspace: edit its entry to be asked again, or run `steward approve {server}`"
+        ),
+        Reason::NotAllowed => format!("server \"{server}\" is not allowed: {first}"),
+        Reason::Excluded => format!("server \"{server}\" is excluded: {first}"),
+        Reason::UntrustedWorkspace => format!(
+            "server \"{server}\" does not run because the workspace is not trusted: {first}"
+        ),
+        Reason::Disabled => {
+            format!("server \"{server}\" is disabled (\"disabled\": true in its entry)")
+        }
+        Reason::StoppedByUser => format!(
+            "server \"{server}\" was stopped by the user: run `steward start {server}` to start it again"
+        ),
+        Reason::SelfReference => format!(
+            "server \"{server}\" runs `steward mcp` itself, so Steward never starts it: this endpoint already offers every server of the workspace"
+        ),
+        other => format!("server \"{server}\" is blocked ({other}): {first}"),
+    }
+}
+
+/// Why a server that is not live cannot serve a call, and what to do.
+fn explain(server: &str, status: &ServerStatus) -> String {
+    let message = status.message.as_deref().unwrap_or_default();
+    let Some(reason) = status.reason else {
+        return format!("server \"{server}\" is {:?}", status.phase);
+    };
+    if status.phase == Phase::Blocked {
+        return explain_blocked(server, reason, message);
+    }
+    let first = message.lines().next().unwrap_or_default();
+    let mut text = match reason {
+        Reason::CrashLoopBackOff | Reason::Crashed => {
+            format!("server \"{server}\" is in a crash loop: {first}")
+        }
+        _ => format!("server \"{server}\" failed to start ({reason}): {first}"),
+    };
+    if let Some(at) = &status.next_retry_at {
+        text.push_str(&format!("; next retry at {at}"));
+    }
+    if let Some(line) = last_stderr_line(message) {
+        text.push_str(&format!("; last stderr line: {line}"));
+    }
+    text.push_str(&format!(
+        ". See `steward describe {server}`; saving its configuration file retries at once"
+    ));
+    text
+}
+
+fn tool_error(text: String) -> CallToolResponse {
+    CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(text)]))
+}
+
+/// One page of `items` from `cursor` (a decimal offset).
+fn page<T: Clone>(
+    items: &[T],
+    request: Option<&PaginatedRequestParams>,
+    size: usize,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let start = match request.and_then(|r| r.cursor.as_deref()) {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n <= items.len())
+            .ok_or_else(|| ErrorData::invalid_params(format!("invalid cursor {cursor:?}"), None))?,
+    };
+    let end = (start + size.max(1)).min(items.len());
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((items[start..end].to_vec(), next))
+}
+
+/// The client of one forwarded request, for the relay.
+struct ClientCaller {
+    peer: Peer<RoleServer>,
+}
+
+impl Caller for ClientCaller {
+    fn progress(&self, params: ProgressNotificationParam) -> BoxFuture<'static, ()> {
+        let peer = self.peer.clone();
+        async move {
+            let _ = peer.notify_progress(params).await;
+        }
+        .boxed()
+    }
+
+    fn forward(
+        &self,
+        request: ServerRequest,
+    ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
+        let peer = self.peer.clone();
+        async move {
+            let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
+            let (declared, what) = match &request {
+                ServerRequest::CreateMessageRequest(_) => (
+                    capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
+                    "sampling",
+                ),
+                ServerRequest::ElicitRequest(_) => (
+                    capabilities.as_ref().is_some_and(|c| c.elicitation.is_some()),
+                    "elicitation",
+                ),
+                ServerRequest::ListRootsRequest(_) => (
+                    capabilities.as_ref().is_some_and(|c| c.roots.is_some()),
+                    "roots",
+                ),
+                _ => (true, "this request"),
+            };
+            if !declared {
+                return Err(ErrorData::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!(
+                        "the agent connected to Steward did not declare the {what} capability, so the server's {what} request cannot be answered"
+                    ),
+                    None,
+                ));
+            }
+            peer.send_request(request).await.map_err(|e| match e {
+                rmcp::service::ServiceError::McpError(e) => e,
+                other => ErrorData::internal_error(format!("the agent did not answer: {other}"), None),
+            })
+        }
+        .boxed()
+    }
+}
+
+/// A `tools/call` answer that is not a `CallToolResult` variant (a server
+/// answering `{}`), read as one.
+fn as_call_tool_result(result: ServerResult) -> Option<CallToolResponse> {
+    match result {
+        ServerResult::CallToolResult(r) => Some(CallToolResponse::Complete(r)),
+        ServerResult::CreateTaskResult(t) => Some(CallToolResponse::Task(t)),
+        ServerResult::InputRequiredResult(r) => Some(CallToolResponse::InputRequired(r)),
+        other => serde_json::to_value(&other)
+            .ok()
+            .and_then(|v| serde_json::from_value::<CallToolResult>(v).ok())
+            .map(CallToolResponse::Complete),
+    }
+}
+
+impl Session {
+    async fn forward_tool(
+        &self,
+        exposed: &str,
+        mut params: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let gateway = &self.gateway;
+        let caller_token = context.meta.get_progress_token();
+        let mut retried = false;
+        loop {
+            let (up, original) = match gateway.resolve(Kind::Tool, exposed).await {
+                Ok(found) => found,
+                Err(Refusal::Unavailable { server, why }) => {
+                    // Counted as a failed call of that server.
+                    drop(gateway.registry.counters(&server).begin());
+                    return Ok(tool_error(why));
+                }
+                Err(Refusal::Unknown(why)) => return Err(ErrorData::invalid_params(why, None)),
+            };
+            let guard = gateway.registry.counters(&up.server).begin();
+            params.name = original.into();
+            let caller = Arc::new(ClientCaller {
+                peer: context.peer.clone(),
+            });
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            let answer = up
+                .handle
+                .call(
+                    request,
+                    caller,
+                    caller_token.clone(),
+                    up.timeout,
+                    &context.ct,
+                )
+                .await;
+            let server = &up.server;
+            return match answer {
+                Ok(result) => match as_call_tool_result(result) {
+                    Some(response) => {
+                        if !matches!(&response, CallToolResponse::Complete(r) if r.is_error == Some(true))
+                        {
+                            guard.succeeded();
+                        }
+                        Ok(response)
+                    }
+                    None => Err(ErrorData::internal_error(
+                        format!("server \"{server}\" answered tools/call with something else"),
+                        None,
+                    )),
+                },
+                Err(CallError::Server(error)) => Err(error),
+                Err(CallError::Cancelled) => Err(ErrorData::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    "the request was cancelled",
+                    None,
+                )),
+                Err(CallError::Closed) => {
+                    // The connection went away under the call. If a restart
+                    // swapped it (the call raced the drain), call the new one.
+                    let swapped = gateway
+                        .registry
+                        .live(server)
+                        .is_none_or(|now| !Arc::ptr_eq(now.handle.relay(), up.handle.relay()));
+                    if swapped
+                        && !retried
+                        && matches!(gateway.availability(server), Availability::Wait)
+                    {
+                        retried = true;
+                        drop(guard);
+                        continue;
+                    }
+                    Ok(tool_error(format!(
+                        "server \"{server}\" closed the connection before answering (it exited or was stopped); see `steward describe {server}`"
+                    )))
+                }
+                Err(CallError::Timeout(t)) => Ok(tool_error(format!(
+                    "server \"{server}\" did not answer within {} (the entry's \"timeout\")",
+                    humantime::format_duration(t)
+                ))),
+                Err(CallError::Other(e)) => Ok(tool_error(format!(
+                    "forward the call to server \"{server}\": {e}"
+                ))),
+            };
+        }
+    }
+}
+
+impl ServerHandler for Session {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_completions()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("steward", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+            .with_instructions(
+                "Steward offers the tools, prompts and resources of every MCP server of this \
+                 workspace that is ready, named server__tool, and code intelligence as the lsp \
+                 tool. The list follows the configuration files live (list_changed).",
+            )
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        // Sessions with `initialize`: notifications reach each client.
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
+            &ProtocolVersion::LATEST_WITH_INITIALIZE,
+        ))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.ticket.set_peer(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let union = self.gateway.registry.union();
+        let (tools, next) = if union.lsp {
+            let mut all = union.tools.clone();
+            all.push(lsp_tool::tool());
+            page(&all, request.as_ref(), self.gateway.config.page_size)?
+        } else {
+            page(
+                &union.tools,
+                request.as_ref(),
+                self.gateway.config.page_size,
+            )?
+        };
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let exposed = request.name.to_string();
+        if exposed == lsp_tool::NAME {
+            let result = lsp_tool::call(&self.gateway, request.arguments.unwrap_or_default()).await;
+            return Ok(CallToolResponse::Complete(result));
+        }
+        self.forward_tool(&exposed, request, &context).await
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let union = self.gateway.registry.union();
+        let (prompts, next) = page(
+            &union.prompts,
+            request.as_ref(),
+            self.gateway.config.page_size,
+        )?;
+        let mut result = ListPromptsResult::with_all_items(prompts);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        mut request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let (up, original) = match self.gateway.resolve(Kind::Prompt, &request.name).await {
+            Ok(found) => found,
+            Err(Refusal::Unavailable { why, .. } | Refusal::Unknown(why)) => {
+                return Err(ErrorData::invalid_params(why, None));
+            }
+        };
+        request.name = original;
+        let caller = Arc::new(ClientCaller {
+            peer: context.peer.clone(),
+        });
+        let answer = up
+            .handle
+            .call(
+                ClientRequest::GetPromptRequest(GetPromptRequest::new(request)),
+                caller,
+                context.meta.get_progress_token(),
+                up.timeout,
+                &context.ct,
+            )
+            .await;
+        match answer {
+            Ok(ServerResult::GetPromptResult(r)) => Ok(GetPromptResponse::Complete(r)),
+            Ok(ServerResult::InputRequiredResult(r)) => Ok(GetPromptResponse::InputRequired(r)),
+            Ok(_) => Err(ErrorData::internal_error(
+                format!(
+                    "server \"{}\" answered prompts/get with something else",
+                    up.server
+                ),
+                None,
+            )),
+            Err(e) => Err(call_error(&up.server, e)),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let union = self.gateway.registry.union();
+        let (resources, next) = page(
+            &union.resources,
+            request.as_ref(),
+            self.gateway.config.page_size,
+        )?;
+        let mut result = ListResourcesResult::with_all_items(resources);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let union = self.gateway.registry.union();
+        let (templates, next) = page(
+            &union.templates,
+            request.as_ref(),
+            self.gateway.config.page_size,
+        )?;
+        let mut result = ListResourceTemplatesResult::with_all_items(templates);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let up = self.gateway.resource_upstream(&request.uri)?;
+        let caller = Arc::new(ClientCaller {
+            peer: context.peer.clone(),
+        });
+        let answer = up
+            .handle
+            .call(
+                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request)),
+                caller,
+                context.meta.get_progress_token(),
+                up.timeout,
+                &context.ct,
+            )
+            .await;
+        match answer {
+            Ok(ServerResult::ReadResourceResult(r)) => Ok(ReadResourceResponse::Complete(r)),
+            Ok(ServerResult::InputRequiredResult(r)) => Ok(ReadResourceResponse::InputRequired(r)),
+            Ok(_) => Err(ErrorData::internal_error(
+                format!(
+                    "server \"{}\" answered resources/read with something else",
+                    up.server
+                ),
+                None,
+            )),
+            Err(e) => Err(call_error(&up.server, e)),
+        }
+    }
+
+    async fn complete(
+        &self,
+        mut request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let union = self.gateway.registry.union();
+        let server = match &mut request.r#ref {
+            Reference::Prompt(p) => match union.prompt(&p.name) {
+                Some(route) => {
+                    p.name = route.original.clone();
+                    Some(route.server.clone())
+                }
+                None => None,
+            },
+            Reference::Resource(r) => union.template_owner(&r.uri).map(str::to_owned),
+            _ => None,
+        };
+        let Some(up) = server.and_then(|s| self.gateway.registry.live(&s)) else {
+            return Ok(CompleteResult::default());
+        };
+        let caller = Arc::new(ClientCaller {
+            peer: context.peer.clone(),
+        });
+        match up
+            .handle
+            .call(
+                ClientRequest::CompleteRequest(CompleteRequest::new(request)),
+                caller,
+                None,
+                up.timeout,
+                &context.ct,
+            )
+            .await
+        {
+            Ok(ServerResult::CompleteResult(r)) => Ok(r),
+            Ok(_) => Ok(CompleteResult::default()),
+            Err(e) => Err(call_error(&up.server, e)),
+        }
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        for up in self.gateway.registry.all_live() {
+            let caller = Arc::new(ClientCaller {
+                peer: context.peer.clone(),
+            });
+            let request = ClientRequest::SetLevelRequest(SetLevelRequest::new(request.clone()));
+            let handle = up.handle.clone();
+            let ct = context.ct.clone();
+            // Servers without logging answer with an error: ignored.
+            tokio::spawn(async move {
+                let _ = handle
+                    .call(
+                        request,
+                        caller,
+                        None,
+                        std::time::Duration::from_secs(10),
+                        &ct,
+                    )
+                    .await;
+            });
+        }
+        Ok(())
+    }
+}
+
+fn call_error(server: &str, error: CallError) -> ErrorData {
+    match error {
+        CallError::Server(e) => e,
+        other => ErrorData::internal_error(format!("server \"{server}\": {other}"), None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_follow_decimal_cursors() {
+        let items: Vec<u32> = (0..5).collect();
+        let (first, next) = page(&items, None, 2).unwrap();
+        assert_eq!(first, [0, 1]);
+        assert_eq!(next.as_deref(), Some("2"));
+        let request = PaginatedRequestParams::default().with_cursor(next);
+        let (second, next) = page(&items, Some(&request), 2).unwrap();
+        assert_eq!(second, [2, 3]);
+        let request = PaginatedRequestParams::default().with_cursor(next);
+        let (third, next) = page(&items, Some(&request), 2).unwrap();
+        assert_eq!(third, [4]);
+        assert_eq!(next, None);
+        let bad = PaginatedRequestParams::default().with_cursor(Some("x".into()));
+        assert!(page(&items, Some(&bad), 2).is_err());
+    }
+
+    #[test]
+    fn the_last_stderr_line_is_read_from_the_message_tail() {
+        let message = "the server exited with code 3; restarting in 10s\nlast stderr lines:\nfirst\nboom: no token\n";
+        assert_eq!(last_stderr_line(message), Some("boom: no token"));
+        assert_eq!(last_stderr_line("no tail"), None);
+    }
+
+    #[test]
+    fn a_crash_loop_names_the_next_retry_and_the_last_stderr_line() {
+        let mut status = ServerStatus::new(
+            Phase::Failed,
+            Some(Reason::CrashLoopBackOff),
+            Some("the server exited with code 1; restarting in 20s\nlast stderr lines:\nfatal: bad key".into()),
+        );
+        status.next_retry_at = Some("2026-12-03T10:00:00Z".into());
+        let text = explain("db", &status);
+        assert!(text.contains("crash loop"), "{text}");
+        assert!(
+            text.contains("next retry at 2026-12-03T10:00:00Z"),
+            "{text}"
+        );
+        assert!(text.contains("last stderr line: fatal: bad key"), "{text}");
+    }
+
+    #[test]
+    fn pending_approval_names_the_approve_command() {
+        let text = explain_blocked("github", Reason::PendingApproval, "pending");
+        assert!(text.contains("`steward approve github`"), "{text}");
+    }
+}

@@ -1,0 +1,283 @@
+//! The relay of one MCP connection: requests forwarded *to* the server on
+//! someone's behalf, and the routes back for what the server sends while
+//! they are in flight.
+//!
+//! A caller (the agent endpoint, for one client request) forwards a request
+//! with [`McpHandle::call`]. While it is in flight the relay knows it:
+//! - the server's `notifications/progress` for that request go to that
+//!   caller ([`Caller::progress`]), matched by the progress token rmcp put on
+//!   the outgoing request;
+//! - the server's own requests (`sampling/createMessage`,
+//!   `elicitation/create`) go to the caller whose call is in flight, newest
+//!   first ([`Caller::forward`]);
+//! - the count of calls in flight lets a restart wait for them to finish
+//!   ([`Relay::drained`]) before the old process stops.
+//!
+//! Notifications that belong to no call (logging, resource updates) go to
+//! the connection's [`Broadcast`] hook. `roots/list` is answered by the
+//! connection itself (the workspace root).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rmcp::model::{
+    ClientRequest, ClientResult, ErrorData, ProgressNotificationParam, ProgressToken,
+    ServerNotification, ServerRequest, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::{Peer, RoleClient};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The one on whose behalf a request is in flight (one client request).
+pub trait Caller: Send + Sync {
+    /// A progress notification of the forwarded request (token already the
+    /// caller's own). Awaited in order, so progress stays ordered.
+    fn progress(&self, params: ProgressNotificationParam) -> BoxFuture<'static, ()>;
+    /// A request the server sent while the call is in flight; answered by the
+    /// caller's client, or an error saying why it cannot be.
+    fn forward(
+        &self,
+        request: ServerRequest,
+    ) -> BoxFuture<'static, Result<ClientResult, ErrorData>>;
+}
+
+/// Where notifications that belong to no call go.
+pub type Broadcast = Arc<dyn Fn(ServerNotification) + Send + Sync>;
+
+/// Why a forwarded request has no answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    #[error("no answer within {}", humantime::format_duration(*.0))]
+    Timeout(Duration),
+    #[error("the request was cancelled")]
+    Cancelled,
+    /// The session ended before the answer came.
+    #[error("the server closed the connection before answering")]
+    Closed,
+    /// The server answered with a JSON-RPC error.
+    #[error("{}", .0.message)]
+    Server(ErrorData),
+    #[error("{0}")]
+    Other(String),
+}
+
+struct InFlight {
+    progress: ProgressToken,
+    /// The caller's own progress token (none: it asked for no progress).
+    caller_token: Option<ProgressToken>,
+    caller: Arc<dyn Caller>,
+}
+
+/// Routes of one connection (see the module doc).
+pub struct Relay {
+    calls: Mutex<HashMap<u64, InFlight>>,
+    next: AtomicU64,
+    in_flight: watch::Sender<usize>,
+    broadcast: OnceLock<Broadcast>,
+    /// The root answered to `roots/list`.
+    root: PathBuf,
+}
+
+impl fmt::Debug for Relay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Relay")
+            .field("in_flight", &*self.in_flight.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Relay {
+    pub fn new(root: &Path) -> Arc<Relay> {
+        Arc::new(Relay {
+            calls: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            in_flight: watch::Sender::new(0),
+            broadcast: OnceLock::new(),
+            root: root.to_owned(),
+        })
+    }
+
+    /// Where notifications that belong to no call go (the first set wins).
+    pub fn set_broadcast(&self, broadcast: Broadcast) {
+        let _ = self.broadcast.set(broadcast);
+    }
+
+    /// The workspace root, answered to the server's `roots/list`.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, InFlight>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> usize {
+        *self.in_flight.borrow()
+    }
+
+    /// Resolves once no request is in flight.
+    pub async fn drained(&self) {
+        let mut rx = self.in_flight.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+
+    /// Route a progress notification to the caller of its request.
+    pub async fn progress(&self, mut params: ProgressNotificationParam) {
+        let route = self
+            .lock()
+            .values()
+            .find(|c| c.progress == params.progress_token)
+            .and_then(|c| Some((c.caller_token.clone()?, c.caller.clone())));
+        if let Some((token, caller)) = route {
+            params.progress_token = token;
+            caller.progress(params).await;
+        }
+    }
+
+    /// The caller a server request goes to: the newest call in flight.
+    pub fn current_caller(&self) -> Option<Arc<dyn Caller>> {
+        self.lock()
+            .iter()
+            .max_by_key(|(id, _)| **id)
+            .map(|(_, c)| c.caller.clone())
+    }
+
+    /// A notification that belongs to no call.
+    pub fn broadcast(&self, notification: ServerNotification) {
+        if let Some(b) = self.broadcast.get() {
+            b(notification);
+        }
+    }
+
+    fn begin(&self, call: InFlight) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let n = {
+            let mut calls = self.lock();
+            calls.insert(id, call);
+            calls.len()
+        };
+        self.in_flight.send_replace(n);
+        id
+    }
+
+    fn end(&self, id: u64) {
+        let n = {
+            let mut calls = self.lock();
+            calls.remove(&id);
+            calls.len()
+        };
+        self.in_flight.send_replace(n);
+    }
+}
+
+/// A cloneable handle to forward requests over one live connection.
+#[derive(Clone)]
+pub struct McpHandle {
+    pub(crate) peer: Peer<RoleClient>,
+    pub(crate) relay: Arc<Relay>,
+}
+
+impl fmt::Debug for McpHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpHandle")
+            .field("relay", &self.relay)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpHandle {
+    pub fn relay(&self) -> &Arc<Relay> {
+        &self.relay
+    }
+
+    /// Forward `request` and wait for the answer, bounded by `timeout`;
+    /// `cancel` sends `notifications/cancelled` upstream and returns at once.
+    /// `caller_token` is the progress token the caller asked for (progress
+    /// is relayed only then).
+    pub async fn call(
+        &self,
+        request: ClientRequest,
+        caller: Arc<dyn Caller>,
+        caller_token: Option<ProgressToken>,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<ServerResult, CallError> {
+        let handle = self
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| service_error(e, timeout))?;
+        let id = self.relay.begin(InFlight {
+            progress: handle.progress_token.clone(),
+            caller_token,
+            caller,
+        });
+        let _end = EndGuard {
+            relay: &self.relay,
+            id,
+        };
+        let peer = handle.peer.clone();
+        let request_id = handle.id.clone();
+        let cancel_upstream = |reason: &str| {
+            let notification = rmcp::model::CancelledNotification::new(
+                rmcp::model::CancelledNotificationParam::new(
+                    Some(request_id.clone()),
+                    Some(reason.to_owned()),
+                ),
+            );
+            let peer = peer.clone();
+            // Never let a hung server hold the caller: the cancel is sent in
+            // the background.
+            tokio::spawn(async move {
+                let _ = peer
+                    .send_notification(rmcp::model::ClientNotification::CancelledNotification(
+                        notification,
+                    ))
+                    .await;
+            });
+        };
+        tokio::select! {
+            answer = handle.rx => match answer {
+                Ok(Ok(result)) => Ok(result),
+                Ok(Err(e)) => Err(service_error(e, timeout)),
+                Err(_) => Err(CallError::Closed),
+            },
+            () = tokio::time::sleep(timeout) => {
+                cancel_upstream("timed out");
+                Err(CallError::Timeout(timeout))
+            }
+            () = cancel.cancelled() => {
+                cancel_upstream("cancelled by the client");
+                Err(CallError::Cancelled)
+            }
+        }
+    }
+}
+
+struct EndGuard<'a> {
+    relay: &'a Relay,
+    id: u64,
+}
+
+impl Drop for EndGuard<'_> {
+    fn drop(&mut self) {
+        self.relay.end(self.id);
+    }
+}
+
+fn service_error(error: ServiceError, timeout: Duration) -> CallError {
+    match error {
+        ServiceError::McpError(e) => CallError::Server(e),
+        ServiceError::TransportClosed => CallError::Closed,
+        ServiceError::Timeout { .. } => CallError::Timeout(timeout),
+        ServiceError::Cancelled { .. } => CallError::Cancelled,
+        other => CallError::Other(other.to_string()),
+    }
+}
