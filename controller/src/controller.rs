@@ -7,7 +7,7 @@
 //! and enqueues them; workers reconcile keys concurrently (bounded), never
 //! two at once for one key.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use steward_schema::desired::CliOptions;
 use steward_schema::load::ParsedSource;
 use steward_schema::resource::{
-    ConditionStatus, Phase, ReloadSummary, ResourceKind, Skipped, SourceState,
+    ConditionStatus, Phase, ReloadSummary, ResourceKind, Skipped, SourceKind, SourceState,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
@@ -27,13 +27,14 @@ use crate::control::{self, Incoming, Request, Response};
 use crate::gateway::registry::Registry;
 use crate::gateway::serve::{HttpEndpoint, ListenError};
 use crate::gateway::{Gateway, GatewayConfig, serve};
+use crate::instance::RuntimeEvent;
 use crate::lock::{ControllerLock, LockError};
 use crate::lsp_service::LspService;
 use crate::paths::{Paths, PathsError, process_env};
 use crate::queue::{WorkQueue, run_workers};
-use crate::reconcile::{Outcome, ReconcileConfig, Reconciler, RuntimeEvent};
+use crate::reconcile::{Outcome, ReconcileConfig, Reconciler, Settled};
 use crate::runtime::process::Spawner;
-use crate::snapshot::{Applied, DesiredStore, Key};
+use crate::snapshot::{Applied, DesiredStore, Key, Snapshot};
 use crate::status::{ControllerFacts, StatusStore, now_rfc3339, rfc3339};
 use crate::watch::{FileChange, Judge, Verdict, WatchConfig, Watcher};
 
@@ -140,15 +141,24 @@ fn write_stopped(path: &Path, keys: &BTreeSet<Key>) -> std::io::Result<()> {
 }
 
 /// Tracks what the current reload did, key by key, until all its keys were
-/// reconciled; then it becomes `status.controller.lastReload`.
+/// settled; then it becomes `status.controller.lastReload`. A key counts
+/// only with an outcome decided on a snapshot at least as new as the change
+/// that made it pending, so a reconcile that read an older snapshot never
+/// completes a newer reload (and `steward reload` never answers early).
 #[derive(Debug, Default)]
 struct ReloadTracker {
-    current: Option<(ReloadSummary, BTreeSet<Key>)>,
+    current: Option<(ReloadSummary, BTreeMap<Key, u64>)>,
     waiters: Vec<oneshot::Sender<ReloadSummary>>,
 }
 
 impl ReloadTracker {
-    fn begin<'k>(&mut self, trigger: &str, changed: &[Key], all: impl Iterator<Item = &'k Key>) {
+    fn begin<'k>(
+        &mut self,
+        trigger: &str,
+        changed: &[Key],
+        epoch: u64,
+        all: impl Iterator<Item = &'k Key>,
+    ) {
         let (summary, pending) = self.current.get_or_insert_with(|| {
             (
                 ReloadSummary {
@@ -156,7 +166,7 @@ impl ReloadTracker {
                     trigger: String::new(),
                     ..ReloadSummary::default()
                 },
-                BTreeSet::new(),
+                BTreeMap::new(),
             )
         });
         if !summary.trigger.is_empty() && !summary.trigger.contains(trigger) {
@@ -165,21 +175,25 @@ impl ReloadTracker {
         if !summary.trigger.contains(trigger) {
             summary.trigger.push_str(trigger);
         }
-        pending.extend(changed.iter().cloned());
+        for key in changed {
+            pending.insert(key.clone(), epoch);
+        }
         summary.unchanged = all
-            .filter(|k| !pending.contains(*k))
+            .filter(|k| !pending.contains_key(*k))
             .map(|k| k.name.clone())
             .collect();
     }
 
     /// Record an outcome; returns the summary when the reload is complete.
-    fn outcome(&mut self, key: &Key, outcome: &Outcome) -> Option<ReloadSummary> {
+    fn outcome(&mut self, settled: &Settled) -> Option<ReloadSummary> {
         let (summary, pending) = self.current.as_mut()?;
-        if !pending.remove(key) {
+        let key = &settled.key;
+        if pending.get(key).is_none_or(|since| settled.epoch < *since) {
             return None;
         }
+        pending.remove(key);
         let name = key.name.clone();
-        match outcome {
+        match &settled.outcome {
             Outcome::Added => summary.added.push(name),
             Outcome::Restarted => summary.restarted.push(name),
             Outcome::Removed => summary.removed.push(name),
@@ -197,6 +211,22 @@ impl ReloadTracker {
     fn finish_if_done(&mut self) -> Option<ReloadSummary> {
         if self.current.as_ref().is_some_and(|(_, p)| p.is_empty()) {
             let (mut summary, _) = self.current.take()?;
+            // A name settled otherwise is not also unchanged.
+            let settled: BTreeSet<&String> = summary
+                .added
+                .iter()
+                .chain(&summary.restarted)
+                .chain(&summary.removed)
+                .chain(&summary.failed)
+                .chain(summary.skipped.iter().map(|s| &s.name))
+                .collect();
+            let unchanged: Vec<String> = summary
+                .unchanged
+                .iter()
+                .filter(|n| !settled.contains(n))
+                .cloned()
+                .collect();
+            summary.unchanged = unchanged;
             summary.unchanged.sort();
             summary.unchanged.dedup();
             for w in self.waiters.drain(..) {
@@ -236,21 +266,97 @@ impl Shared {
         }
     }
 
-    /// Enqueue what `applied` changed, and retry failed servers of the
-    /// sources that were saved (a save retries a `Failed` server at once).
-    fn apply(&self, applied: &Applied, tracker: &mut ReloadTracker, trigger: &str) {
+    /// Enqueue what `applied` changed — gates that closed ahead of
+    /// everything else — and retry failed servers of the sources that were
+    /// saved validly (a save retries a `Failed` server at once; a rejected
+    /// save or another file's save does not reset its backoff).
+    fn apply(
+        &self,
+        before: &Snapshot,
+        applied: &Applied,
+        tracker: &mut ReloadTracker,
+        trigger: &str,
+    ) {
         let snap = self.store.snapshot();
+        let rejected: BTreeSet<SourceKind> = applied.rejected.iter().map(|s| s.kind).collect();
+        let saved: Vec<SourceKind> = applied
+            .touched
+            .iter()
+            .copied()
+            .filter(|kind| !rejected.contains(kind))
+            .collect();
         let mut keys: BTreeSet<Key> = applied.changed.iter().cloned().collect();
+        let mut retry: BTreeSet<Key> = BTreeSet::new();
         for key in self.status.keys_in_phase(Phase::Failed) {
-            if snap
-                .get(&key)
-                .is_some_and(|d| applied.touched.contains(&d.source()))
-            {
-                keys.insert(key);
+            if snap.get(&key).is_some_and(|d| saved.contains(&d.source())) {
+                keys.insert(key.clone());
+                retry.insert(key);
+            }
+        }
+        // A new spec starts from a clean backoff.
+        for key in &applied.changed {
+            let old = before.get(key).map(|d| d.config_hash().to_owned());
+            let new = snap.get(key).map(|d| d.config_hash().to_owned());
+            if old != new {
+                retry.insert(key.clone());
             }
         }
         for status in &applied.rejected {
             tracing::warn!(source = %status.path, error = status.error.as_deref().unwrap_or(""), "invalid source ignored; the previous content stays in force");
+        }
+        self.conditions(&snap, applied);
+        self.status.touch();
+        if keys.is_empty() && applied.rejected.is_empty() {
+            return;
+        }
+        let keys: Vec<Key> = keys.into_iter().collect();
+        tracker.begin(trigger, &keys, applied.epoch, snap.key_iter());
+        for key in &retry {
+            self.reconciler.retry_now(key);
+        }
+        for key in &keys {
+            // A gate closing (or a removal) goes ahead of every start.
+            if snap.blocked(key).is_some() || !snap.contains(key) {
+                self.queue.add_front(key.clone());
+            } else {
+                self.queue.add(key.clone());
+            }
+        }
+        if keys.is_empty()
+            && let Some(summary) = tracker.finish_if_done()
+        {
+            self.status.set_last_reload(summary);
+        }
+    }
+
+    /// Controller conditions that follow the sources: `SourcesValid` (the
+    /// last edit of a file was rejected), `RestartRequired` (an edit of
+    /// `mcp.serverCommand`, cleared when reverted).
+    fn conditions(&self, snap: &Snapshot, applied: &Applied) {
+        let invalid: Vec<String> = snap
+            .invalid
+            .keys()
+            .map(|p| p.display().to_string())
+            .collect();
+        if invalid.is_empty() {
+            if self.status.controller_condition("SourcesValid").is_some() {
+                self.status.set_controller_condition(
+                    "SourcesValid",
+                    ConditionStatus::True,
+                    Some("AllSourcesValid"),
+                    None,
+                );
+            }
+        } else {
+            self.status.set_controller_condition(
+                "SourcesValid",
+                ConditionStatus::False,
+                Some("SourceRejected"),
+                Some(&format!(
+                    "the last edit of {} was rejected; the previous content stays in force (see sources[].error)",
+                    invalid.join(", ")
+                )),
+            );
         }
         if applied.server_command_changed {
             self.status.set_controller_condition(
@@ -259,21 +365,14 @@ impl Shared {
                 Some("ServerCommandChanged"),
                 Some("mcp.serverCommand changed; restart `steward run` to apply it"),
             );
-        }
-        self.status.touch();
-        if keys.is_empty() && applied.rejected.is_empty() {
-            return;
-        }
-        let keys: Vec<Key> = keys.into_iter().collect();
-        tracker.begin(trigger, &keys, snap.key_iter());
-        for key in &keys {
-            self.reconciler.retry_now(key);
-            self.queue.add(key.clone());
-        }
-        if keys.is_empty()
-            && let Some(summary) = tracker.finish_if_done()
+        } else if self.status.controller_condition("RestartRequired") == Some(ConditionStatus::True)
         {
-            self.status.set_last_reload(summary);
+            self.status.set_controller_condition(
+                "RestartRequired",
+                ConditionStatus::False,
+                Some("ServerCommandUnchanged"),
+                Some("mcp.serverCommand is as at start"),
+            );
         }
     }
 }
@@ -308,7 +407,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         started_at: Some(rfc3339(SystemTime::now())),
     }));
     let (event_tx, mut event_rx) = mpsc::unbounded_channel::<RuntimeEvent>();
-    let (outcome_tx, mut outcome_rx) = mpsc::unbounded_channel::<(Key, Outcome)>();
+    let (outcome_tx, mut outcome_rx) = mpsc::unbounded_channel::<Settled>();
     let cancel = CancellationToken::new();
     let spawner = Spawner::new().map_err(RunError::Spawner)?;
     let lsp = Arc::new(LspService::default());
@@ -435,10 +534,12 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
 
     // Cold start: everything is one reload.
     let mut tracker = ReloadTracker::default();
-    let all = shared.store.snapshot().keys();
+    let cold = shared.store.snapshot();
+    let all = cold.keys();
     tracker.begin(
         "start",
         &all.iter().cloned().collect::<Vec<_>>(),
+        cold.epoch,
         all.iter(),
     );
     if let Some(summary) = tracker.finish_if_done() {
@@ -454,16 +555,14 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             () = shutdown.cancelled() => break,
             () = idle.cancelled() => break,
             Some(FileChange { path, .. }) = changes.recv() => {
+                let before = store.snapshot();
                 let applied = store.apply_judged(&path);
                 tracing::info!(source = %path.display(), changed = applied.changed.len(), "source changed");
-                shared.apply(&applied, &mut tracker, &path.to_string_lossy());
+                shared.apply(&before, &applied, &mut tracker, &path.to_string_lossy());
             }
-            Some(event) = event_rx.recv() => {
-                reconciler.note_event(&event);
-                queue.add(event.key.clone());
-            }
-            Some((key, outcome)) = outcome_rx.recv() => {
-                if let Some(summary) = tracker.outcome(&key, &outcome) {
+            Some(event) = event_rx.recv() => queue.add(event.key),
+            Some(settled) = outcome_rx.recv() => {
+                if let Some(summary) = tracker.outcome(&settled) {
                     log_reload(&summary);
                     let failed = !summary.failed.is_empty();
                     status.set_controller_condition(
@@ -526,10 +625,11 @@ fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTrack
             let _ = reply.send(Response::error("watch is served on its own connection"));
         }
         Request::Reload => {
+            let before = shared.store.snapshot();
             let applied = shared.store.reload_all();
             let (tx, rx) = oneshot::channel();
             tracker.waiters.push(tx);
-            shared.apply(&applied, tracker, "steward reload");
+            shared.apply(&before, &applied, tracker, "steward reload");
             if let Some(summary) = tracker.finish_if_done() {
                 shared.status.set_last_reload(summary);
             } else if tracker.current.is_none() {

@@ -51,6 +51,7 @@ pub mod control;
 pub mod controller;
 pub mod entry;
 pub mod gateway;
+pub mod instance;
 pub mod lock;
 pub mod lsp_service;
 pub mod offline;

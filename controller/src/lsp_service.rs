@@ -74,6 +74,15 @@ impl LspService {
         lock(&self.clients).remove(name)
     }
 
+    /// `conn` is going away: unpublish it, unless another connection of the
+    /// server was published since.
+    pub fn unpublish_if(&self, name: &str, conn: &Arc<LspConnection>) {
+        let mut clients = lock(&self.clients);
+        if clients.get(name).is_some_and(|c| Arc::ptr_eq(c, conn)) {
+            clients.remove(name);
+        }
+    }
+
     /// The server left the configuration: forget its documents.
     pub fn forget(&self, name: &str) {
         lock(&self.tracked).remove(name);

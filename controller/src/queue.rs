@@ -21,9 +21,12 @@
 //!   exactly once more after `done`, however many times it was added.
 //! - **Earliest wins.** A key has at most one pending delayed add, at the
 //!   earliest time requested; an immediate add supersedes it.
-//! - **FIFO.** Ready keys are handed out in the order they became ready. A
-//!   delayed key counts as ready from its deadline: every operation first
-//!   promotes the keys that have come due, in deadline order.
+//! - **FIFO, gates first.** Ready keys are handed out in the order they
+//!   became ready, except keys added with [`add_front`](WorkQueue::add_front)
+//!   (a security gate closing: exclusion, trust, rejection), which go ahead
+//!   of every other ready key. A delayed key counts as ready from its
+//!   deadline: every operation first promotes the keys that have come due,
+//!   in deadline order.
 //! - **Quiet when idle.** Waiting costs no CPU: idle workers park on a
 //!   `Notify`, and at most one of them (the timer holder) also sleeps until
 //!   the earliest delayed key; when it leaves, another idle worker takes over.
@@ -89,6 +92,8 @@ struct State<K> {
     /// The deadline the timer-holding waiter sleeps until, if one does.
     timer: Option<Instant>,
     shutdown: bool,
+    /// Dirty keys that go to the front when their reconcile is done.
+    urgent: HashSet<K>,
 }
 
 impl<K: QueueKey> State<K> {
@@ -102,6 +107,7 @@ impl<K: QueueKey> State<K> {
             seq: 0,
             timer: None,
             shutdown: false,
+            urgent: HashSet::new(),
         }
     }
 
@@ -238,6 +244,31 @@ impl<K: QueueKey> WorkQueue<K> {
         if promoted || added {
             self.wakeup.notify_one();
         }
+    }
+
+    /// Queues `key` ahead of every other ready key (a gate closing must not
+    /// wait behind starts). If it is being processed it runs once more, first,
+    /// after `done`. Ignored after shutdown.
+    pub fn add_front(&self, key: K) {
+        let mut st = self.lock();
+        if st.shutdown {
+            return;
+        }
+        st.promote_due(Instant::now());
+        st.cancel_delay(&key);
+        if st.processing.contains(&key) {
+            st.queued.insert(key.clone());
+            st.urgent.insert(key);
+            return;
+        }
+        if st.queued.contains(&key) {
+            st.ready.retain(|k| *k != key);
+        } else {
+            st.queued.insert(key.clone());
+        }
+        st.ready.push_front(key);
+        drop(st);
+        self.wakeup.notify_one();
     }
 
     /// Queues `key` after `delay`; see [`add_at`](Self::add_at).
@@ -385,7 +416,11 @@ impl<K: QueueKey> WorkQueue<K> {
         st.processing.remove(key);
         let requeued = st.queued.contains(key);
         if requeued {
-            st.ready.push_back(key.clone());
+            if st.urgent.remove(key) {
+                st.ready.push_front(key.clone());
+            } else {
+                st.ready.push_back(key.clone());
+            }
         }
         drop(st);
         if requeued || promoted {
@@ -977,6 +1012,35 @@ mod tests {
         })
         .await
         .expect("queue never went idle");
+    }
+
+    #[test]
+    fn a_gate_added_to_the_front_goes_ahead_of_queued_starts() {
+        let q = WorkQueue::new();
+        for k in ["a", "b", "c"] {
+            q.add(k);
+        }
+        q.add_front("gate");
+        assert_eq!(q.try_next(), Some("gate"));
+        // A key already queued moves to the front, not twice in the queue.
+        q.add_front("c");
+        assert_eq!(q.try_next(), Some("c"));
+        assert_eq!(q.try_next(), Some("a"));
+        assert_eq!(q.try_next(), Some("b"));
+        assert_eq!(q.try_next(), None);
+    }
+
+    #[test]
+    fn a_gate_dirtying_a_key_in_process_runs_it_first_after_done() {
+        let q = WorkQueue::new();
+        q.add("gate");
+        assert_eq!(q.try_next(), Some("gate"));
+        q.add("x");
+        q.add("y");
+        q.add_front("gate");
+        q.done(&"gate");
+        assert_eq!(q.try_next(), Some("gate"));
+        assert_eq!(q.try_next(), Some("x"));
     }
 
     #[tokio::test]

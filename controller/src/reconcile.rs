@@ -1,19 +1,26 @@
-//! Reconcile: drive one server toward its desired state.
+//! Reconcile: drive one server toward its desired state — decide and
+//! launch, never wait.
 //!
 //! `reconcile(key)` receives only the key (kube-runtime: "the reason is not
 //! passed on purpose — check everything"). It reads the latest snapshot and
-//! what is observed for the key, and acts on the difference:
-//! - not desired → stop what runs, forget the status (`removed`);
-//! - not admitted (or stopped by the user) → stop what runs, `Blocked`;
-//! - running with the desired `configHash` and alive → untouched (same pid,
-//!   same connection); only filters and lists are refreshed;
-//! - running with another hash, dead, or not running → stop the old, start
-//!   the new, unless a backoff says "not yet".
+//! the key's instances ([`crate::instance`]) and acts on the difference:
+//! - not desired → ask the instance to stop, forget the status once it has;
+//! - not admitted (or stopped by the user) → ask it to stop now, `Blocked`;
+//! - an instance of the desired `configHash` → follow its phase: `Starting`
+//!   (pid shown), `Ready` (status, registry), `Failed` / `Exited` (backoff,
+//!   crash loop, then a new instance when due);
+//! - an instance of another hash → ask it to stop (a Ready MCP server drains
+//!   its calls first) and start the new spec once it has stopped, so there is
+//!   never a second process of one server; a handshake still running is
+//!   dropped at once;
+//! - nothing running → launch an instance, unless a backoff says "not yet".
 //!
-//! The work queue guarantees one reconcile per key at a time, so the
-//! observed handle of a key is taken out of the map for the duration of its
-//! reconcile without further locking. A failed start releases everything it
-//! created and never records its hash as observed.
+//! Nothing here awaits a process: handshakes, drains, grace periods and
+//! reaping run in the instances' tasks, whose phase changes come back as
+//! events that enqueue the key. So a worker is held for microseconds, cold
+//! start is bounded by the machine, and a security gate is never stuck
+//! behind a slow server. The work queue guarantees one reconcile per key at a
+//! time, so a key's slot is taken out of the map for the reconcile.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,17 +28,20 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use steward_schema::admission::Blocked;
-use steward_schema::resource::{ConditionStatus, McpServerSpec, Phase, Reason, ServerStatus};
+use steward_schema::resource::{ConditionStatus, Phase, Reason, ResourceKind, ServerStatus};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::{BackoffConfig, CrashLoop, CrashLoopConfig, KeyBackoff};
 use crate::gateway::registry::{DEFAULT_CALL_TIMEOUT, Registry};
+use crate::instance::{
+    Instance, InstanceContext, InstancePhase, InstanceSpec, Offer, ReadyView, RuntimeEvent,
+    StopMode,
+};
 use crate::lsp_service::LspService;
 use crate::queue::Requeue;
-use crate::runtime::lsp::{LspConnection, LspEvent};
-use crate::runtime::mcp::{self, Broadcast, McpConnection, McpEvent, McpTimeouts};
+use crate::runtime::mcp::{self, Broadcast, McpTimeouts};
 use crate::runtime::process::Spawner;
 use crate::snapshot::{Desired, DesiredStore, Key};
 use crate::status::{StatusStore, now_rfc3339, rfc3339, set_condition};
@@ -60,7 +70,7 @@ impl Default for ReconcileConfig {
     }
 }
 
-/// What one reconcile did to its key (feeds `status.controller.lastReload`).
+/// What one reconcile settled for its key (feeds `status.controller.lastReload`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Added,
@@ -71,101 +81,54 @@ pub enum Outcome {
     Skipped(Reason),
 }
 
-/// A live connection of either kind. A language server's connection is
-/// shared with `steward lsp` queries (which hold it only for one bounded
-/// request).
-enum Conn {
-    Mcp(Box<McpConnection>),
-    Lsp(Arc<LspConnection>),
-}
-
-impl Conn {
-    fn pid(&self) -> Option<u32> {
-        match self {
-            Conn::Mcp(c) => c.pid(),
-            Conn::Lsp(c) => c.pid(),
-        }
-    }
-
-    fn stderr_tail(&self, n: usize) -> Vec<String> {
-        match self {
-            Conn::Mcp(c) => c.stderr_tail(n),
-            Conn::Lsp(c) => c.stderr_tail(n),
-        }
-    }
-
-    async fn stop(self, config: &ReconcileConfig) {
-        match self {
-            Conn::Mcp(c) => c.stop(config.close_timeout, config.stop_grace).await,
-            Conn::Lsp(mut c) => {
-                // Queries hold a clone for at most one bounded request.
-                let deadline = Instant::now() + config.close_timeout;
-                loop {
-                    match Arc::try_unwrap(c) {
-                        Ok(conn) => return conn.stop(config.stop_grace).await,
-                        Err(shared) if Instant::now() < deadline => {
-                            c = shared;
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                        // Still shared: dropping our handle kills the process
-                        // group when the last query lets go.
-                        Err(_) => return,
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// What runs for a key.
-struct Observed {
-    conn_id: u64,
-    hash: String,
-    generation: u64,
-    conn: Conn,
-    started_at: Instant,
-    started_wall: SystemTime,
-}
-
-/// Something a live connection reported; routed back into the queue.
-#[derive(Debug, Clone)]
-pub struct RuntimeEvent {
+/// An outcome and the snapshot it was decided on (an outcome of an older
+/// snapshot never completes a newer reload).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
     pub key: Key,
-    pub conn_id: u64,
-    pub dead: Option<String>,
+    pub outcome: Outcome,
+    pub epoch: u64,
 }
 
+/// What runs for a key: at most one current instance, and older ones still
+/// stopping (never started beside: a new instance waits for them).
 #[derive(Debug, Default)]
-struct Flags {
-    dead: Option<String>,
-    refresh: bool,
+struct Slot {
+    current: Option<Instance>,
+    retiring: Vec<Instance>,
+    /// The instance whose readiness was already published and reported.
+    published: Option<u64>,
+    /// The last instance failed or crashed: the next start is a retry
+    /// (`status.restarts` counts it).
+    retrying: bool,
+}
+
+impl Slot {
+    fn is_empty(&self) -> bool {
+        self.current.is_none() && self.retiring.is_empty() && !self.retrying
+    }
 }
 
 /// The reconciler and everything it observes.
 pub struct Reconciler {
     store: Arc<DesiredStore>,
     status: Arc<StatusStore>,
-    spawner: Spawner,
-    config: ReconcileConfig,
-    observed: Mutex<HashMap<Key, Observed>>,
-    flags: Mutex<HashMap<(Key, u64), Flags>>,
+    context: Arc<InstanceContext>,
+    slots: Mutex<HashMap<Key, Slot>>,
     backoff: Mutex<KeyBackoff<Key>>,
     crash: Mutex<CrashLoop<Key>>,
     stopped: Mutex<BTreeSet<Key>>,
     /// Language servers that failed for good under a hash (crash without
     /// `restartOnCrash`, or too many restarts): not started again until the
     /// spec changes or its source is saved again.
-    held: Mutex<HashMap<Key, (String, Reason, String)>>,
+    held: Mutex<HashMap<Key, String>>,
     /// Crash restarts per language server under its current hash.
     lsp_crashes: Mutex<HashMap<Key, (String, u32)>>,
     lsp: Arc<LspService>,
     /// Live MCP connections for the agent endpoint.
     registry: Arc<Registry>,
-    /// Where MCP notifications that belong to no call go (every agent).
-    broadcast: Option<Broadcast>,
-    next_conn_id: AtomicU64,
-    events: mpsc::UnboundedSender<RuntimeEvent>,
-    outcomes: mpsc::UnboundedSender<(Key, Outcome)>,
+    next_id: AtomicU64,
+    outcomes: mpsc::UnboundedSender<Settled>,
     cancel: CancellationToken,
 }
 
@@ -191,6 +154,9 @@ fn with_tail(message: String, tail: &[String]) -> String {
     }
 }
 
+/// Where a decision leaves the key.
+type Decision = (Requeue, Option<Outcome>);
+
 impl Reconciler {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -203,38 +169,34 @@ impl Reconciler {
         registry: Arc<Registry>,
         broadcast: Option<Broadcast>,
         events: mpsc::UnboundedSender<RuntimeEvent>,
-        outcomes: mpsc::UnboundedSender<(Key, Outcome)>,
+        outcomes: mpsc::UnboundedSender<Settled>,
         cancel: CancellationToken,
     ) -> Self {
+        let context = Arc::new(InstanceContext {
+            spawner,
+            workspace: store.paths().workspace.clone(),
+            mcp: config.mcp,
+            close_timeout: config.close_timeout,
+            stop_grace: config.stop_grace,
+            lsp: lsp.clone(),
+            broadcast,
+            events,
+        });
         Reconciler {
             store,
             status,
-            spawner,
             backoff: Mutex::new(KeyBackoff::new(config.backoff).unwrap_or_default()),
             crash: Mutex::new(CrashLoop::new(config.crash).unwrap_or_default()),
-            config,
-            observed: Mutex::new(HashMap::new()),
-            flags: Mutex::new(HashMap::new()),
+            context,
+            slots: Mutex::new(HashMap::new()),
             stopped: Mutex::new(stopped),
             held: Mutex::new(HashMap::new()),
             lsp_crashes: Mutex::new(HashMap::new()),
             lsp,
             registry,
-            broadcast,
-            next_conn_id: AtomicU64::new(1),
-            events,
+            next_id: AtomicU64::new(1),
             outcomes,
             cancel,
-        }
-    }
-
-    /// A runtime event arrived for `key`: remember it for the next reconcile.
-    pub fn note_event(&self, event: &RuntimeEvent) {
-        let mut flags = lock(&self.flags);
-        let f = flags.entry((event.key.clone(), event.conn_id)).or_default();
-        match &event.dead {
-            Some(msg) => f.dead = Some(msg.clone()),
-            None => f.refresh = true,
         }
     }
 
@@ -261,47 +223,23 @@ impl Reconciler {
         lock(&self.stopped).clone()
     }
 
-    /// Stop everything, in parallel (controller shutdown).
+    /// Stop everything, in parallel, and wait until every process is reaped
+    /// (controller shutdown).
     pub async fn stop_all(&self) {
-        let all: Vec<(Key, Observed)> = lock(&self.observed).drain().collect();
-        futures::future::join_all(all.into_iter().map(|(key, o)| async move {
-            tracing::info!(server = %key, "stopping");
-            self.stop_conn(&key, o.conn).await;
-        }))
-        .await;
-    }
-
-    /// Stop a connection, taking it out of query and call routing first.
-    async fn stop_conn(&self, key: &Key, conn: Conn) {
-        match &conn {
-            Conn::Lsp(_) => {
-                self.lsp.unpublish(&key.name);
-                self.registry.lsp_ready(&key.name, false);
+        let slots: Vec<(Key, Slot)> = lock(&self.slots).drain().collect();
+        let mut instances = Vec::new();
+        for (key, slot) in slots {
+            if slot.current.is_some() {
+                tracing::info!(server = %key, "stopping");
             }
-            Conn::Mcp(_) => self.registry.stopping(&key.name),
+            self.withdraw(&key);
+            instances.extend(slot.current);
+            instances.extend(slot.retiring);
         }
-        conn.stop(&self.config).await;
-    }
-
-    /// A restart for a new configuration: new calls wait for the new
-    /// process while calls in flight finish first (bounded by the entry's
-    /// `timeout`); then the old process stops.
-    async fn drain_for_restart(&self, key: &Key, conn: &Conn, timeout: Duration) {
-        let Conn::Mcp(c) = conn else {
-            return;
-        };
-        self.registry.restarting(&key.name);
-        let in_flight = c.handle().relay().in_flight();
-        if in_flight > 0 {
-            tracing::info!(server = %key, in_flight, "waiting for calls in flight before the restart");
-            if !c.drain(Instant::now() + timeout).await {
-                tracing::warn!(server = %key, "calls still in flight after the entry's timeout; stopping anyway");
-            }
+        for instance in &mut instances {
+            instance.stop(StopMode::Now);
         }
-    }
-
-    fn report(&self, key: &Key, outcome: Outcome) {
-        let _ = self.outcomes.send((key.clone(), outcome));
+        futures::future::join_all(instances.into_iter().map(Instance::join)).await;
     }
 
     fn set_status(&self, key: &Key, f: impl FnOnce(&mut ServerStatus)) {
@@ -309,35 +247,49 @@ impl Reconciler {
             .update(key, || ServerStatus::new(Phase::Pending, None, None), f);
     }
 
-    /// Reconcile one key. Never panics on server misbehaviour; returns when
-    /// (and whether) to look again.
+    /// Take `key` out of call and query routing.
+    fn withdraw(&self, key: &Key) {
+        match key.kind {
+            ResourceKind::McpServer => self.registry.stopping(&key.name),
+            ResourceKind::LspServer => self.registry.lsp_ready(&key.name, false),
+        }
+    }
+
+    /// Reconcile one key: decide, launch or ask to stop, and return when to
+    /// look again. Never waits on a server.
     pub async fn reconcile(self: Arc<Self>, key: Key) -> Requeue {
-        let (requeue, outcome) = self.reconcile_inner(&key).await;
+        let snap = self.store.snapshot();
+        let mut slot = lock(&self.slots).remove(&key).unwrap_or_default();
+        slot.retiring.retain(|i| !i.phase().is_finished());
+        let (requeue, outcome) = self.decide(&key, &snap, &mut slot);
+        if !slot.is_empty() {
+            lock(&self.slots).insert(key.clone(), slot);
+        }
         if let Some(outcome) = outcome {
-            self.report(&key, outcome);
+            let _ = self.outcomes.send(Settled {
+                key,
+                outcome,
+                epoch: snap.epoch,
+            });
         }
         requeue
     }
 
-    async fn reconcile_inner(&self, key: &Key) -> (Requeue, Option<Outcome>) {
-        let snap = self.store.snapshot();
-        let observed = lock(&self.observed).remove(key);
-        let flags = observed
-            .as_ref()
-            .and_then(|o| lock(&self.flags).remove(&(key.clone(), o.conn_id)))
-            .unwrap_or_default();
-
-        // Not desired any more: stop and forget.
+    fn decide(&self, key: &Key, snap: &crate::snapshot::Snapshot, slot: &mut Slot) -> Decision {
+        // Not desired any more: stop, and forget once nothing runs.
         let Some(desired) = snap.get(key) else {
-            if let Some(o) = observed {
-                self.set_status(key, |s| s.phase = Phase::Stopping);
-                self.stop_conn(key, o.conn).await;
-            }
-            self.status.remove(key);
+            self.retire(key, slot, StopMode::Now);
+            slot.retrying = false;
             self.retry_now(key);
-            self.lsp.forget(&key.name);
-            if key.kind == steward_schema::resource::ResourceKind::McpServer {
+            if key.kind == ResourceKind::McpServer {
                 self.registry.forget(&key.name);
+            } else {
+                self.lsp.forget(&key.name);
+            }
+            if slot.retiring.is_empty() {
+                self.status.remove(key);
+            } else {
+                self.set_status(key, |s| s.phase = Phase::Stopping);
             }
             return (Requeue::No, Some(Outcome::Removed));
         };
@@ -353,90 +305,272 @@ impl Reconciler {
             })
         });
         if let Some(b) = blocked {
-            if let Some(o) = observed {
-                self.set_status(key, |s| s.phase = Phase::Stopping);
-                self.stop_conn(key, o.conn).await;
-            }
-            let now = now_rfc3339();
-            self.set_status(key, |s| {
-                s.phase = Phase::Blocked;
-                s.reason = Some(b.reason);
-                s.message = Some(b.message.clone());
-                s.pid = None;
-                s.tools = None;
-                s.prompts = None;
-                s.capabilities = None;
-                s.next_retry_at = None;
-                s.started_at = None;
-                set_condition(
-                    &mut s.conditions,
-                    "Admitted",
-                    if b.reason == Reason::StoppedByUser {
-                        ConditionStatus::True
-                    } else {
-                        ConditionStatus::False
-                    },
-                    Some(b.reason.as_str()),
-                    Some(&b.message),
-                    &now,
-                );
-                set_condition(
-                    &mut s.conditions,
-                    "Ready",
-                    ConditionStatus::False,
-                    Some(b.reason.as_str()),
-                    None,
-                    &now,
-                );
-            });
+            self.retire(key, slot, StopMode::Now);
+            slot.retrying = false;
+            self.set_blocked(key, &b);
             return (Requeue::No, Some(Outcome::Skipped(b.reason)));
         }
 
-        // Running the desired config and alive: leave it alone.
-        if let Some(o) = observed {
-            if o.hash == hash && flags.dead.is_none() {
-                if flags.refresh {
-                    self.refresh(&o).await;
-                }
-                self.publish_ready(key, &desired, &o);
-                lock(&self.crash).running(key, &o.hash, o.started_at, Instant::now());
-                lock(&self.observed).insert(key.clone(), o);
-                return (Requeue::No, Some(Outcome::Unchanged));
-            }
-            // Dead, or another config: stop the old one first.
-            let tail = o.conn.stderr_tail(10);
-            let crashed = flags.dead.clone();
-            if crashed.is_none()
-                && let Desired::Mcp(d) = &desired
-            {
-                let timeout = d
-                    .spec
-                    .timeout
-                    .filter(|ms| *ms > 0)
-                    .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_millis);
-                self.drain_for_restart(key, &o.conn, timeout).await;
-            }
-            self.set_status(key, |s| s.phase = Phase::Stopping);
-            let (old_hash, started_at) = (o.hash.clone(), o.started_at);
-            self.stop_conn(key, o.conn).await;
-            if let Some(msg) = crashed
-                && old_hash == hash
-            {
-                return match desired {
-                    Desired::Lsp(d) => self.lsp_crashed(
-                        key,
-                        &hash,
-                        d.spec.restart_on_crash,
-                        d.spec.max_restarts,
-                        &msg,
-                        &tail,
-                    ),
-                    Desired::Mcp(_) => self.crashed(key, &hash, started_at, &msg, &tail),
-                };
-            }
-            return self.start(key, &desired, &hash, generation, true).await;
+        // An instance of another spec: stop it; the new one starts once it
+        // has stopped (a Ready MCP server finishes its calls first).
+        if slot.current.as_ref().is_some_and(|i| i.hash != hash) {
+            let drain = match &desired {
+                Desired::Mcp(d) => StopMode::Drain(
+                    d.spec
+                        .timeout
+                        .filter(|ms| *ms > 0)
+                        .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_millis),
+                ),
+                Desired::Lsp(_) => StopMode::Now,
+            };
+            self.replace(key, slot, drain);
+            self.retry_now(key);
         }
-        self.start(key, &desired, &hash, generation, false).await
+
+        if let Some(current) = &slot.current {
+            match current.phase() {
+                InstancePhase::Starting { pid } => {
+                    self.set_status(key, |s| {
+                        s.phase = Phase::Starting;
+                        s.pid = pid;
+                    });
+                    return (Requeue::No, None);
+                }
+                InstancePhase::Ready(view) => {
+                    let first = slot.published != Some(current.id);
+                    let replaces = current.replaces;
+                    self.publish_ready(key, &desired, current, &view);
+                    lock(&self.crash).running(key, &hash, view.started_at, Instant::now());
+                    if first {
+                        slot.published = Some(current.id);
+                        slot.retrying = false;
+                        lock(&self.backoff).succeeded(key);
+                        let outcome = if replaces {
+                            Outcome::Restarted
+                        } else {
+                            Outcome::Added
+                        };
+                        return (Requeue::No, Some(outcome));
+                    }
+                    return (Requeue::No, Some(Outcome::Unchanged));
+                }
+                InstancePhase::Failed { reason, message } => {
+                    let attempted_at = Instant::now();
+                    slot.current = None;
+                    slot.retrying = true;
+                    return self.start_failed(key, reason, &message, attempted_at);
+                }
+                InstancePhase::Exited {
+                    message,
+                    tail,
+                    started_at,
+                } => {
+                    slot.current = None;
+                    slot.retrying = true;
+                    self.withdraw(key);
+                    return match &desired {
+                        Desired::Lsp(d) => self.lsp_crashed(
+                            key,
+                            &hash,
+                            d.spec.restart_on_crash,
+                            d.spec.max_restarts,
+                            &message,
+                            &tail,
+                        ),
+                        Desired::Mcp(_) => self.crashed(key, &hash, started_at, &message, &tail),
+                    };
+                }
+                InstancePhase::Stopped => slot.current = None,
+            }
+        }
+
+        // Nothing current. An older instance still stopping comes first.
+        if !slot.retiring.is_empty() {
+            self.set_status(key, |s| {
+                s.phase = Phase::Stopping;
+                s.pid = None;
+            });
+            return (Requeue::No, None);
+        }
+        self.launch(key, &desired, &hash, generation, slot)
+    }
+
+    /// Ask the current instance to stop (`mode`) and keep it until it has.
+    fn retire(&self, key: &Key, slot: &mut Slot, mode: StopMode) {
+        if let Some(mut instance) = slot.current.take() {
+            self.withdraw(key);
+            self.set_status(key, |s| s.phase = Phase::Stopping);
+            instance.stop(mode);
+            slot.retiring.push(instance);
+        }
+        // A drain in progress is cut short by a gate or a removal.
+        if mode == StopMode::Now {
+            for instance in &mut slot.retiring {
+                instance.stop(StopMode::Now);
+            }
+        }
+        slot.published = None;
+    }
+
+    /// A configuration change: the current instance makes way for the new
+    /// spec; new calls wait for it while the old one drains.
+    fn replace(&self, key: &Key, slot: &mut Slot, mode: StopMode) {
+        let Some(mut instance) = slot.current.take() else {
+            return;
+        };
+        let ready = matches!(instance.phase(), InstancePhase::Ready(_));
+        match key.kind {
+            ResourceKind::McpServer if ready => self.registry.restarting(&key.name),
+            _ => self.withdraw(key),
+        }
+        // A handshake still running is dropped at once.
+        instance.stop(if ready { mode } else { StopMode::Now });
+        self.set_status(key, |s| s.phase = Phase::Stopping);
+        slot.retiring.push(instance);
+        slot.published = None;
+        slot.retrying = false;
+    }
+
+    fn set_blocked(&self, key: &Key, b: &Blocked) {
+        let now = now_rfc3339();
+        self.set_status(key, |s| {
+            s.phase = Phase::Blocked;
+            s.reason = Some(b.reason);
+            s.message = Some(b.message.clone());
+            s.pid = None;
+            s.tools = None;
+            s.prompts = None;
+            s.capabilities = None;
+            s.next_retry_at = None;
+            s.started_at = None;
+            set_condition(
+                &mut s.conditions,
+                "Admitted",
+                if b.reason == Reason::StoppedByUser {
+                    ConditionStatus::True
+                } else {
+                    ConditionStatus::False
+                },
+                Some(b.reason.as_str()),
+                Some(&b.message),
+                &now,
+            );
+            set_condition(
+                &mut s.conditions,
+                "Ready",
+                ConditionStatus::False,
+                Some(b.reason.as_str()),
+                None,
+                &now,
+            );
+        });
+    }
+
+    /// Start a new instance, unless the server is held or backing off.
+    fn launch(
+        &self,
+        key: &Key,
+        desired: &Desired<'_>,
+        hash: &str,
+        generation: u64,
+        slot: &mut Slot,
+    ) -> Decision {
+        if self.cancel.is_cancelled() {
+            return (Requeue::No, None);
+        }
+        if lock(&self.held).get(key).is_some_and(|h| h == hash) {
+            // Failed for good under this hash; a save or spec change retries.
+            return (Requeue::No, None);
+        }
+        let now = Instant::now();
+        let not_before = {
+            let b = lock(&self.backoff)
+                .next_retry_at(key)
+                .filter(|at| *at > now);
+            let c = lock(&self.crash)
+                .next_retry_at(key, hash)
+                .filter(|at| *at > now);
+            b.max(c)
+        };
+        if let Some(at) = not_before {
+            self.set_status(key, |s| s.next_retry_at = Some(rfc3339(wall(at))));
+            return (Requeue::At(at), None);
+        }
+        let spec = match desired {
+            Desired::Mcp(d) => InstanceSpec::Mcp(d.spec.clone()),
+            Desired::Lsp(d) => InstanceSpec::Lsp(d.spec.clone()),
+        };
+        let replaces = self
+            .status
+            .get(key)
+            .and_then(|s| s.observed_hash)
+            .is_some_and(|observed| observed != hash);
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let retry = slot.retrying;
+        let now_s = now_rfc3339();
+        self.set_status(key, |s| {
+            s.phase = Phase::Starting;
+            s.reason = None;
+            s.message = None;
+            s.pid = None;
+            s.next_retry_at = None;
+            if retry {
+                s.restarts += 1;
+            }
+            set_condition(
+                &mut s.conditions,
+                "Admitted",
+                ConditionStatus::True,
+                Some("Admitted"),
+                None,
+                &now_s,
+            );
+        });
+        slot.current = Some(Instance::launch(
+            &self.context,
+            key,
+            spec,
+            id,
+            generation,
+            replaces,
+        ));
+        slot.published = None;
+        (Requeue::No, None)
+    }
+
+    /// A start failed: back off (counting only attempts made after their delay).
+    fn start_failed(
+        &self,
+        key: &Key,
+        reason: Reason,
+        message: &str,
+        attempted_at: Instant,
+    ) -> Decision {
+        self.registry.withdraw(&key.name);
+        let retry_at = lock(&self.backoff).failed_attempt(key, attempted_at, Instant::now());
+        tracing::warn!(server = %key, %reason, message = %first_line(message), "start failed");
+        let now_s = now_rfc3339();
+        self.set_status(key, |s| {
+            s.phase = Phase::Failed;
+            s.reason = Some(reason);
+            s.message = Some(message.to_owned());
+            s.pid = None;
+            s.tools = None;
+            s.prompts = None;
+            s.next_retry_at = Some(rfc3339(wall(retry_at)));
+            set_condition(
+                &mut s.conditions,
+                "Ready",
+                ConditionStatus::False,
+                Some(reason.as_str()),
+                Some(message),
+                &now_s,
+            );
+        });
+        if self.cancel.is_cancelled() {
+            return (Requeue::No, Some(Outcome::Failed));
+        }
+        (Requeue::At(retry_at), Some(Outcome::Failed))
     }
 
     /// Record a crash and decide when to start again (kubelet-style backoff).
@@ -447,7 +581,7 @@ impl Reconciler {
         started_at: Instant,
         msg: &str,
         tail: &[String],
-    ) -> (Requeue, Option<Outcome>) {
+    ) -> Decision {
         let now = Instant::now();
         let (delay, crashes) = {
             let mut crash = lock(&self.crash);
@@ -474,7 +608,8 @@ impl Reconciler {
             s.reason = Some(reason);
             s.message = Some(message.clone());
             s.pid = None;
-            s.restarts += 1;
+            s.tools = None;
+            s.prompts = None;
             s.next_retry_at = Some(rfc3339(wall(retry_at)));
             s.started_at = None;
             set_condition(
@@ -500,7 +635,7 @@ impl Reconciler {
         max_restarts: u32,
         msg: &str,
         tail: &[String],
-    ) -> (Requeue, Option<Outcome>) {
+    ) -> Decision {
         let count = {
             let mut crashes = lock(&self.lsp_crashes);
             let entry = crashes
@@ -538,9 +673,7 @@ impl Reconciler {
             s.message = Some(message.clone());
             s.pid = None;
             s.started_at = None;
-            if restart {
-                s.restarts += 1;
-            }
+            s.capabilities = None;
             set_condition(
                 &mut s.conditions,
                 "Ready",
@@ -553,215 +686,48 @@ impl Reconciler {
         if restart {
             (Requeue::After(Duration::ZERO), Some(Outcome::Failed))
         } else {
-            lock(&self.held).insert(key.clone(), (hash.to_owned(), reason, message));
+            lock(&self.held).insert(key.clone(), hash.to_owned());
             (Requeue::No, Some(Outcome::Failed))
         }
     }
 
-    async fn start(
+    /// A ready instance: status `Ready`, and routing for calls and queries.
+    fn publish_ready(
         &self,
         key: &Key,
         desired: &Desired<'_>,
-        hash: &str,
-        generation: u64,
-        restarting: bool,
-    ) -> (Requeue, Option<Outcome>) {
-        if lock(&self.held).get(key).is_some_and(|(h, _, _)| h == hash) {
-            // Failed for good under this hash; a save or spec change retries.
-            return (Requeue::No, None);
-        }
-        let now = Instant::now();
-        // A backoff still running (start failure or crash loop) says "not yet".
-        let not_before = {
-            let b = lock(&self.backoff)
-                .next_retry_at(key)
-                .filter(|at| *at > now);
-            let c = lock(&self.crash)
-                .next_retry_at(key, hash)
-                .filter(|at| *at > now);
-            b.max(c)
-        };
-        if let Some(at) = not_before {
-            self.set_status(key, |s| s.next_retry_at = Some(rfc3339(wall(at))));
-            return (Requeue::At(at), None);
-        }
-
-        let now_s = now_rfc3339();
-        self.set_status(key, |s| {
-            s.phase = Phase::Starting;
-            s.reason = None;
-            s.message = None;
-            s.pid = None;
-            s.next_retry_at = None;
-            set_condition(
-                &mut s.conditions,
-                "Admitted",
-                ConditionStatus::True,
-                Some("Admitted"),
-                None,
-                &now_s,
-            );
-        });
-        let conn_id = self.next_conn_id.fetch_add(1, Ordering::Relaxed);
-        let attempted_at = Instant::now();
-        let started = tokio::select! {
-            r = self.connect(key, desired, conn_id) => r,
-            () = self.cancel.cancelled() => Err((Reason::StartFailed, "the controller is shutting down".to_owned())),
-        };
-        match started {
-            Ok(conn) => {
-                let o = Observed {
-                    conn_id,
-                    hash: hash.to_owned(),
-                    generation,
-                    conn,
-                    started_at: Instant::now(),
-                    started_wall: SystemTime::now(),
-                };
-                lock(&self.backoff).succeeded(key);
-                self.publish_ready(key, desired, &o);
-                tracing::info!(server = %key, pid = ?o.conn.pid(), "ready");
-                lock(&self.observed).insert(key.clone(), o);
-                let outcome = if restarting {
-                    Outcome::Restarted
-                } else {
-                    Outcome::Added
-                };
-                (Requeue::No, Some(outcome))
-            }
-            Err((reason, message)) => {
-                self.registry.withdraw(&key.name);
-                let retry_at =
-                    lock(&self.backoff).failed_attempt(key, attempted_at, Instant::now());
-                tracing::warn!(server = %key, %reason, %message, "start failed");
-                let now_s = now_rfc3339();
-                self.set_status(key, |s| {
-                    s.phase = Phase::Failed;
-                    s.reason = Some(reason);
-                    s.message = Some(message.clone());
-                    s.pid = None;
-                    s.tools = None;
-                    s.prompts = None;
-                    s.next_retry_at = Some(rfc3339(wall(retry_at)));
-                    set_condition(
-                        &mut s.conditions,
-                        "Ready",
-                        ConditionStatus::False,
-                        Some(reason.as_str()),
-                        Some(&message),
-                        &now_s,
-                    );
-                });
-                if self.cancel.is_cancelled() {
-                    return (Requeue::No, Some(Outcome::Failed));
-                }
-                (Requeue::At(retry_at), Some(Outcome::Failed))
-            }
-        }
-    }
-
-    async fn connect(
-        &self,
-        key: &Key,
-        desired: &Desired<'_>,
-        conn_id: u64,
-    ) -> Result<Conn, (Reason, String)> {
-        match desired {
-            Desired::Mcp(d) => {
-                let events = self.events.clone();
-                let ev_key = key.clone();
-                let on_event = Arc::new(move |e: McpEvent| {
-                    let dead = match e {
-                        McpEvent::ToolsChanged
-                        | McpEvent::PromptsChanged
-                        | McpEvent::ResourcesChanged => None,
-                        McpEvent::Exited(info) => Some(format!("the server exited ({info})")),
-                        McpEvent::Unresponsive(msg) => {
-                            Some(format!("the server stopped answering: {msg}"))
-                        }
-                    };
-                    let _ = events.send(RuntimeEvent {
-                        key: ev_key.clone(),
-                        conn_id,
-                        dead,
-                    });
-                });
-                let conn = McpConnection::connect(
-                    &self.spawner,
-                    &key.name,
-                    &d.spec,
-                    &self.store.paths().workspace,
-                    self.config.mcp,
-                    on_event,
-                )
-                .await
-                .map_err(|e| (e.reason, e.message))?;
-                if let Some(broadcast) = &self.broadcast {
-                    conn.set_broadcast(broadcast.clone());
-                }
-                Ok(Conn::Mcp(Box::new(conn)))
-            }
-            Desired::Lsp(d) => {
-                let events = self.events.clone();
-                let ev_key = key.clone();
-                let on_event = Arc::new(move |e: LspEvent| {
-                    if let LspEvent::Exited(how) = e {
-                        let _ = events.send(RuntimeEvent {
-                            key: ev_key.clone(),
-                            conn_id,
-                            dead: Some(format!("the server {how}")),
-                        });
-                    }
-                });
-                let conn = LspConnection::connect(&self.spawner, &key.name, &d.spec, on_event)
-                    .await
-                    .map_err(|e| (e.reason, e.message))?;
-                let conn = Arc::new(conn);
-                // Replay tracked documents before the start counts as done.
-                self.lsp.publish(&key.name, conn.clone()).await;
-                self.registry.lsp_ready(&key.name, true);
-                Ok(Conn::Lsp(conn))
-            }
-        }
-    }
-
-    async fn refresh(&self, o: &Observed) {
-        if let Conn::Mcp(c) = &o.conn
-            && let Err(e) = c.refresh().await
-        {
-            tracing::warn!(%e, "could not refresh the tool list");
-        }
-    }
-
-    fn publish_ready(&self, key: &Key, desired: &Desired<'_>, o: &Observed) {
-        let now_s = now_rfc3339();
-        let capabilities = match &o.conn {
-            Conn::Lsp(c) => Some(c.capabilities()),
-            Conn::Mcp(_) => None,
-        };
-        let (tools, prompts) = match (&o.conn, desired) {
-            (Conn::Mcp(c), Desired::Mcp(d)) => {
-                let spec: &McpServerSpec = &d.spec;
-                self.registry.publish(&key.name, c, spec);
+        instance: &Instance,
+        view: &ReadyView,
+    ) {
+        let (tools, prompts, capabilities) = match (&view.offer, desired) {
+            (Offer::Mcp { handle, lists }, Desired::Mcp(d)) => {
+                self.registry.publish(&key.name, handle, lists, &d.spec);
+                let names: Vec<String> = lists.tools.iter().map(|t| t.name.to_string()).collect();
                 (
                     Some(mcp::filter_tools(
-                        &c.tools(),
-                        spec.include_tools.as_deref(),
-                        spec.exclude_tools.as_deref(),
+                        &names,
+                        d.spec.include_tools.as_deref(),
+                        d.spec.exclude_tools.as_deref(),
                     )),
-                    Some(c.prompts()),
+                    Some(lists.prompts.iter().map(|p| p.name.clone()).collect()),
+                    None,
                 )
             }
-            _ => (None, None),
+            (Offer::Lsp { capabilities }, _) => {
+                self.registry.lsp_ready(&key.name, true);
+                (None, None, Some(capabilities.clone()))
+            }
+            _ => (None, None, None),
         };
-        let started = rfc3339(o.started_wall);
+        let now_s = now_rfc3339();
+        let started = rfc3339(view.started_wall);
         self.set_status(key, |s| {
             s.phase = Phase::Ready;
             s.reason = None;
             s.message = None;
-            s.pid = o.conn.pid();
-            s.observed_generation = Some(o.generation);
-            s.observed_hash = Some(o.hash.clone());
+            s.pid = view.pid;
+            s.observed_generation = Some(instance.generation);
+            s.observed_hash = Some(instance.hash.clone());
             s.tools = tools;
             s.prompts = prompts;
             s.capabilities = capabilities;
@@ -785,4 +751,8 @@ impl Reconciler {
             );
         });
     }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
 }

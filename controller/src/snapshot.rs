@@ -88,6 +88,9 @@ pub struct Snapshot {
     pub desired: DesiredState,
     /// Every desired key, with its admission and generation.
     entries: BTreeMap<Key, Entry>,
+    /// Counts published snapshots (0 at cold start): an outcome decided on
+    /// an older snapshot is recognised as such.
+    pub epoch: u64,
 }
 
 /// What the snapshot knows of one desired key. The spec is the desired
@@ -243,6 +246,7 @@ impl Snapshot {
             invalid,
             entries: entries.into_iter().collect(),
             desired,
+            epoch: previous.map_or(0, |p| p.epoch + 1),
         }
     }
 
@@ -280,6 +284,8 @@ impl Snapshot {
 pub struct Applied {
     /// Keys to reconcile.
     pub changed: Vec<Key>,
+    /// The epoch of the snapshot this change published.
+    pub epoch: u64,
     /// Sources that were looked at (for "a save retries a failed server").
     pub touched: Vec<SourceKind>,
     /// Sources rejected by this load (their previous content stays in force).
@@ -565,9 +571,11 @@ impl DesiredStore {
         let changed = guard.changed_keys(&next);
         let server_command_changed =
             next.desired.policy.mcp_server_command != self.initial_server_command;
+        let epoch = next.epoch;
         *guard = Arc::new(next);
         Applied {
             changed,
+            epoch,
             touched,
             rejected,
             server_command_changed,

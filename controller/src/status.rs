@@ -191,6 +191,15 @@ impl StatusStore {
         self.bump();
     }
 
+    /// The status of controller condition `type_`, if it was ever set.
+    pub fn controller_condition(&self, type_: &str) -> Option<ConditionStatus> {
+        self.lock()
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| c.status)
+    }
+
     /// Notify readers that something outside the store changed (a snapshot).
     pub fn touch(&self) {
         self.bump();

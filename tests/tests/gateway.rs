@@ -573,6 +573,11 @@ fn progress_reaches_the_caller_and_cancellation_reaches_the_server() {
             .await
             .unwrap();
         handle.await_response().await.unwrap();
+        // Relayed notifications may trail the answer by a moment.
+        eventually("three progress notifications", async || {
+            agent.progress.lock().unwrap().len() == 3
+        })
+        .await;
         assert_eq!(*agent.progress.lock().unwrap(), [1.0, 2.0, 3.0]);
 
         // Cancellation: a long call, cancelled by the agent.

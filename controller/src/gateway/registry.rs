@@ -25,7 +25,7 @@ use steward_schema::resource::{CallCounts, McpServerSpec};
 use tokio::sync::watch;
 
 use super::names;
-use crate::runtime::mcp::{McpConnection, McpHandle, McpLists, filter_tools};
+use crate::runtime::mcp::{McpHandle, McpLists, filter_tools};
 
 /// Per-call timeout when the entry sets none (Qwen Code's default).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_millis(600_000);
@@ -339,12 +339,18 @@ impl Registry {
         self.version.subscribe()
     }
 
-    /// `conn` is the live connection of `server` under `spec`: callers may
-    /// use it. Publishing the same connection and catalog again changes
+    /// `handle` is the live connection of `server` under `spec`, offering
+    /// `lists`: callers may use it. Publishing the same connection and catalog again changes
     /// nothing.
-    pub fn publish(&self, server: &str, conn: &McpConnection, spec: &McpServerSpec) {
-        let catalog = ServerCatalog::filtered(&conn.lists(), spec);
-        let handle = conn.handle();
+    pub fn publish(
+        &self,
+        server: &str,
+        handle: &McpHandle,
+        lists: &McpLists,
+        spec: &McpServerSpec,
+    ) {
+        let catalog = ServerCatalog::filtered(lists, spec);
+        let handle = handle.clone();
         let timeout = spec
             .timeout
             .filter(|ms| *ms > 0)

@@ -133,8 +133,11 @@ pub struct LspConnection {
     shutdown_timeout: Duration,
     shared: Arc<Shared>,
     /// Declared before `process`: the connection closes before the kill.
-    tasks: Tasks,
-    process: Option<ManagedProcess>,
+    tasks: Mutex<Tasks>,
+    /// Taken by [`LspConnection::stop`], which may run while queries still
+    /// hold the connection (they fail once it is closed).
+    process: Mutex<Option<ManagedProcess>>,
+    pid: Option<u32>,
 }
 
 impl fmt::Debug for LspConnection {
@@ -185,7 +188,7 @@ impl LspConnection {
 
     /// The pid of the server Steward started (`None` for an external daemon).
     pub fn pid(&self) -> Option<u32> {
-        self.process.as_ref().map(ManagedProcess::pid)
+        self.pid
     }
 
     /// The `ServerCapabilities` from the `initialize` answer, as the server
@@ -196,7 +199,7 @@ impl LspConnection {
 
     /// The last `n` stderr lines of the server Steward started, oldest first.
     pub fn stderr_tail(&self, n: usize) -> Vec<String> {
-        self.process
+        lock(&self.process)
             .as_ref()
             .map(|process| process.stderr_tail(n))
             .unwrap_or_default()
@@ -389,13 +392,23 @@ impl LspConnection {
     /// server Steward started, SIGTERM → `grace` → SIGKILL of its process
     /// group (reaped). Emits no event. Safe on a connection that already
     /// died.
-    pub async fn stop(mut self, grace: Duration) {
-        lock(&self.shared.life).stopped = true;
+    ///
+    /// Takes `&self`: a connection shared with queries in flight is stopped
+    /// all the same (their requests fail), never left running beside its
+    /// successor. A second call does nothing.
+    pub async fn stop(&self, grace: Duration) {
+        {
+            let mut life = lock(&self.shared.life);
+            if life.stopped {
+                return;
+            }
+            life.stopped = true;
+        }
+        let process = lock(&self.process).take();
         let started = Instant::now();
         let deadline = started + self.shutdown_timeout;
         let connected = lock(&self.shared.life).closed.is_none()
-            && self
-                .process
+            && process
                 .as_ref()
                 .is_none_or(|process| process.try_status().is_none());
         if connected {
@@ -415,7 +428,7 @@ impl LspConnection {
                 ),
             }
             // `exit` ends the server's process: only for one Steward owns.
-            if let Some(process) = &self.process
+            if let Some(process) = &process
                 && self.socket.notify::<Exit>(()).is_ok()
             {
                 let exited = tokio::time::timeout_at(deadline, process.exited()).await;
@@ -424,8 +437,12 @@ impl LspConnection {
         }
         // Closing: the main loop flushes what is queued and drops the streams.
         let _ = self.socket.emit(Stop);
-        self.tasks.close.cancel();
-        if let Some(mut session) = self.tasks.session.take()
+        let session = {
+            let mut tasks = lock(&self.tasks);
+            tasks.close.cancel();
+            tasks.session.take()
+        };
+        if let Some(mut session) = session
             && tokio::time::timeout(CLOSE_WAIT, &mut session)
                 .await
                 .is_err()
@@ -433,8 +450,8 @@ impl LspConnection {
             session.abort();
             let _ = session.await;
         }
-        self.tasks.abort();
-        if let Some(mut process) = self.process.take() {
+        lock(&self.tasks).abort();
+        if let Some(mut process) = process {
             let report = process.stop(grace).await;
             tracing::debug!(server = %self.name, outcome = ?report.outcome, clean = report.clean, "language server process stopped");
         }
@@ -758,8 +775,9 @@ async fn open(
             capabilities: opened.capabilities,
             shutdown_timeout: Duration::from_millis(spec.shutdown_timeout),
             shared: opened.shared,
-            tasks: opened.tasks,
-            process,
+            tasks: Mutex::new(opened.tasks),
+            pid: process.as_ref().map(ManagedProcess::pid),
+            process: Mutex::new(process),
         }),
         Err(failure) => {
             // The session (if any) is already aborted: the connection is

@@ -351,6 +351,12 @@ fn check_executable(path: &Path) -> Result<(), Option<String>> {
     }
 }
 
+tokio::task_local! {
+    /// Set by a caller that wants the pid of the process a connect spawns
+    /// as soon as it exists ([`Spawner::spawn`] sends it).
+    pub static SPAWNED: watch::Sender<Option<u32>>;
+}
+
 /// Starts processes from one dedicated thread (see the module docs for why).
 /// Create one per controller and clone it; each [`ManagedProcess`] keeps the
 /// thread alive while it lives.
@@ -531,6 +537,9 @@ impl Spawner {
         });
 
         tracing::debug!(command = %command_name, program = %program.display(), pid, "process started");
+        // Whoever runs this spawn inside `SPAWNED.scope` learns the pid now,
+        // before any handshake (status shows it while `Starting`).
+        let _ = SPAWNED.try_with(|spawned| spawned.send_replace(Some(pid as u32)));
         Ok(ManagedProcess {
             command: command_name,
             program,
