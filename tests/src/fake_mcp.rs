@@ -79,6 +79,11 @@ pub struct FakeMcpConfig {
     pub stderr_lines: Vec<String>,
     /// Serve MCP streamable HTTP instead of stdio.
     pub http: Option<HttpConfig>,
+    /// Answer `ping` with a JSON-RPC error (-32601), as servers without
+    /// `ping` do.
+    pub ping_error: bool,
+    /// Answer `ping` only after this long (a busy single-threaded server).
+    pub ping_delay_ms: u64,
 }
 
 impl Default for FakeMcpConfig {
@@ -103,6 +108,8 @@ impl Default for FakeMcpConfig {
             stop_answering_after_ms: None,
             stderr_lines: Vec::new(),
             http: None,
+            ping_error: false,
+            ping_delay_ms: 0,
         }
     }
 }

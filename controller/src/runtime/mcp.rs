@@ -15,10 +15,15 @@
 //!   returns; the error carries the server's last stderr lines.
 //! - **One watcher task per connection** forwards list-change notifications,
 //!   notices the process exiting or the session ending ([`McpEvent::Exited`])
-//!   and pings the server ([`McpEvent::Unresponsive`] after two failures in a
-//!   row). It ends with the connection: [`McpConnection::stop`] joins it before
-//!   touching the process, so no event is emitted during or after a stop, and
-//!   dropping the connection aborts it.
+//!   and checks liveness. It ends with the connection: [`McpConnection::stop`]
+//!   joins it before touching the process, so no event is emitted during or
+//!   after a stop, and dropping the connection aborts it.
+//! - **Liveness costs nothing for a server that talks.** A server that sent
+//!   anything within the ping interval, or has a forwarded call in flight, is
+//!   not pinged; pings of all sessions share a budget per interval. Any
+//!   answer is alive (an error answer too: some servers lack `ping`);
+//!   [`McpEvent::Unresponsive`] only when a ping got no answer within twice
+//!   the ping timeout *and* nothing else came from the server meanwhile.
 //! - **The `initialize` lifecycle is pinned.** rmcp's default protocol version
 //!   (2026-07-28) has no `initialize`; we offer the newest version that still
 //!   has one (2025-11-25), and a server answers with a version it speaks
@@ -326,6 +331,7 @@ impl McpConnection {
             timeouts,
             close: close_rx,
             dig,
+            relay: relay.clone(),
         }));
         McpConnection {
             name: name.to_owned(),
@@ -779,7 +785,7 @@ async fn connect_stdio(
         ));
     };
     let (garbage_tx, garbage_rx) = watch::channel(None);
-    let stdout = StdoutWatch::new(name, stdout, garbage_tx);
+    let stdout = StdoutWatch::new(name, stdout, garbage_tx, relay.clone());
     let mut guards = Guards {
         garbage: Some(garbage_rx),
         exit: Some(process.exit_watch()),
@@ -1001,6 +1007,7 @@ impl Client {
     }
 
     fn notify(&self, event: McpEvent) {
+        self.relay.heard();
         if self.stopped.load(Ordering::SeqCst) {
             return;
         }
@@ -1027,6 +1034,7 @@ impl ClientHandler for Client {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
+        self.relay.heard();
         self.relay.progress(params).await;
     }
 
@@ -1124,6 +1132,7 @@ struct WatchArgs {
     timeouts: McpTimeouts,
     close: oneshot::Receiver<Instant>,
     dig: Dig,
+    relay: Arc<Relay>,
 }
 
 type PingFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
@@ -1143,6 +1152,7 @@ async fn watch_session(args: WatchArgs) {
         timeouts,
         mut close,
         dig,
+        relay,
     } = args;
     let emit = |event: McpEvent| {
         if !stopped.load(Ordering::SeqCst) {
@@ -1153,9 +1163,9 @@ async fn watch_session(args: WatchArgs) {
     let session = running.waiting();
     tokio::pin!(session);
     let pinging = !timeouts.ping_interval.is_zero();
-    let mut next_ping = next_ping_tick(Instant::now(), timeouts.ping_interval);
-    let mut ping: Option<PingFuture> = None;
-    let mut failures = 0u32;
+    let mut next_ping = next_ping_slot(Instant::now(), timeouts.ping_interval);
+    // The ping in flight, and when it was sent.
+    let mut ping: Option<(PingFuture, Instant)> = None;
     let mut unresponsive = false;
     let mut notices_open = true;
 
@@ -1185,33 +1195,41 @@ async fn watch_session(args: WatchArgs) {
                 return;
             }
             () = tokio::time::sleep_until(next_ping), if pinging && !unresponsive && ping.is_none() => {
-                ping = Some(Box::pin(ping_once(peer.clone(), timeouts.ping_timeout, dig)));
-            }
-            result = async { ping.as_mut().expect("guarded by is_some").await }, if ping.is_some() => {
-                ping = None;
-                next_ping = next_ping_tick(Instant::now(), timeouts.ping_interval);
-                match result {
-                    Ok(()) => failures = 0,
-                    Err(message) => {
-                        failures += 1;
-                        tracing::debug!(server = %name, failures, error = %message, "mcp ping failed");
-                        if failures < 2 {
-                            continue;
-                        }
-                        // A ping fails when the session ends, too: report the end.
-                        if (&mut session).now_or_never().is_some() {
-                            if let Some(end) = session_ended(exit.as_mut(), &mut close).await {
-                                emit(McpEvent::Exited(end));
-                            }
-                            return;
-                        }
-                        if exit.as_ref().is_some_and(|rx| rx.borrow().is_some()) {
-                            continue; // the exit branch reports it
-                        }
-                        unresponsive = true;
-                        emit(McpEvent::Unresponsive(format!("{message} (twice in a row)")));
-                    }
+                let now = Instant::now();
+                // A server that talked within the interval, or is busy with a
+                // call, is alive: no ping (and no controller CPU) for it.
+                let recently = now.checked_sub(timeouts.ping_interval).unwrap_or(now);
+                if relay.in_flight() > 0 || relay.heard_since(recently) {
+                    next_ping = next_ping_slot(now, timeouts.ping_interval);
+                    continue;
                 }
+                // Only no answer at all counts: a slow answer, or an error
+                // answer (a server without `ping`), is alive.
+                let patience = timeouts.ping_timeout * 2;
+                ping = Some((Box::pin(ping_once(peer.clone(), patience, dig)), now));
+            }
+            result = async { ping.as_mut().expect("guarded by is_some").0.as_mut().await }, if ping.is_some() => {
+                let sent = ping.take().map(|(_, sent)| sent).unwrap_or_else(Instant::now);
+                next_ping = next_ping_slot(Instant::now(), timeouts.ping_interval);
+                let Err(message) = result else { continue };
+                if relay.heard_since(sent) {
+                    tracing::debug!(server = %name, error = %message, "no answer to ping, but the server talked meanwhile");
+                    continue;
+                }
+                // A ping fails when the session ends, too: report the end.
+                if (&mut session).now_or_never().is_some() {
+                    if let Some(end) = session_ended(exit.as_mut(), &mut close).await {
+                        emit(McpEvent::Exited(end));
+                    }
+                    return;
+                }
+                if exit.as_ref().is_some_and(|rx| rx.borrow().is_some()) {
+                    continue; // the exit branch reports it
+                }
+                unresponsive = true;
+                emit(McpEvent::Unresponsive(format!(
+                    "{message}, and nothing else from the server meanwhile"
+                )));
             }
         }
     }
@@ -1235,23 +1253,42 @@ async fn session_ended(
     }
 }
 
-/// The first ping time after `now` on a grid every session shares
-/// (multiples of `interval` since the first ask): a round of pings wakes
-/// the controller once instead of once per server, at different times.
-fn next_ping_tick(now: Instant, interval: Duration) -> Instant {
-    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    let epoch = *EPOCH.get_or_init(|| now);
-    let step = interval.as_nanos().max(1);
-    let ticks = now.saturating_duration_since(epoch).as_nanos() / step + 1;
-    epoch + Duration::from_nanos(u64::try_from(ticks * step).unwrap_or(u64::MAX))
+/// Pings of every session share a budget: at most this many per interval.
+pub const PING_BUDGET: u32 = 16;
+
+/// The next ping time of a session: one interval from `now`, or later when
+/// the budget of that interval is spent — pings of all sessions are spaced
+/// at least `interval / PING_BUDGET` apart, so the cost of liveness checks
+/// is flat in the number of servers (a server that talks needs none; one
+/// that stays silent is checked less often when there are many).
+fn next_ping_slot(now: Instant, interval: Duration) -> Instant {
+    // Keyed by interval: sessions of one controller share one.
+    static LAST: Mutex<Vec<(Duration, Instant)>> = Mutex::new(Vec::new());
+    let spacing = interval / PING_BUDGET;
+    let wanted = now + interval;
+    let mut last = lock(&LAST);
+    let slot = match last.iter_mut().find(|(i, _)| *i == interval) {
+        Some((_, previous)) => {
+            let slot = wanted.max(*previous + spacing);
+            *previous = slot;
+            slot
+        }
+        None => {
+            last.push((interval, wanted));
+            wanted
+        }
+    };
+    slot
 }
 
+/// `Ok` for any answer, an error one included (a server without `ping`);
+/// `Err` only when nothing came back within `timeout`.
 async fn ping_once(peer: Peer<RoleClient>, timeout: Duration, dig: Dig) -> Result<(), String> {
     // The whole request is bounded here: rmcp's own request timeout also
     // sends a cancel notification, which can hang on a hung HTTP server.
     let request = peer.send_request(ClientRequest::PingRequest(PingRequest::default()));
     match tokio::time::timeout(timeout, request).await {
-        Ok(Ok(_)) => Ok(()),
+        Ok(Ok(_)) | Ok(Err(rmcp::service::ServiceError::McpError(_))) => Ok(()),
         Ok(Err(error)) => Err(format!("ping failed: {}", describe(&error, dig))),
         Err(_) => Err(format!(
             "no answer to ping within {}",
@@ -1275,6 +1312,8 @@ struct StdoutWatch<R> {
     /// Non-JSON lines seen so far (the first is still being published while
     /// it grows).
     seen: u32,
+    /// Told whenever the server writes anything.
+    relay: Arc<Relay>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1288,7 +1327,12 @@ enum LineState {
 }
 
 impl<R> StdoutWatch<R> {
-    fn new(name: &str, inner: R, garbage: watch::Sender<Option<String>>) -> Self {
+    fn new(
+        name: &str,
+        inner: R,
+        garbage: watch::Sender<Option<String>>,
+        relay: Arc<Relay>,
+    ) -> Self {
         StdoutWatch {
             inner,
             name: name.into(),
@@ -1296,6 +1340,7 @@ impl<R> StdoutWatch<R> {
             sample: Vec::new(),
             garbage,
             seen: 0,
+            relay,
         }
     }
 
@@ -1362,7 +1407,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for StdoutWatch<R> {
         let this = self.get_mut();
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled {
+        if let Poll::Ready(Ok(())) = polled
+            && buf.filled().len() > before
+        {
+            this.relay.heard();
             this.scan(&buf.filled()[before..]);
         }
         polled
@@ -1479,20 +1527,19 @@ mod tests {
     }
 
     #[test]
-    fn pings_of_every_session_share_one_grid() {
+    fn pings_of_all_sessions_are_spread_within_a_budget() {
         let interval = Duration::from_secs(15);
-        let now = Instant::now();
-        let tick = next_ping_tick(now, interval);
-        assert!(tick > now && tick <= now + interval);
-        // Sessions asking at other moments of the same period ping together.
-        for later in [1, 500, 7_000, 14_000] {
-            let at = now + Duration::from_millis(later);
-            if at < tick {
-                assert_eq!(next_ping_tick(at, interval), tick);
-            }
+        let now = Instant::now() + Duration::from_secs(3600);
+        let slots: Vec<Instant> = (0..40).map(|_| next_ping_slot(now, interval)).collect();
+        assert!(slots[0] >= now + interval);
+        for pair in slots.windows(2) {
+            assert!(
+                pair[1] - pair[0] >= interval / PING_BUDGET,
+                "spaced by the budget"
+            );
         }
-        // At the tick itself, the next one.
-        assert_eq!(next_ping_tick(tick, interval), tick + interval);
+        // 40 sessions asking at once: the last waits 39 budget slots.
+        assert!(slots[39] >= now + interval + (interval / PING_BUDGET) * 39);
     }
 
     fn spec(transport: McpTransport) -> McpServerSpec {
@@ -1855,6 +1902,109 @@ mod tests {
         no_more_events(&mut rx);
     }
 
+    /// Pings received by the fake, as the times (ms since its start) they
+    /// arrived.
+    fn pings(rec: &Path) -> Vec<u64> {
+        let text = std::fs::read_to_string(rec).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["event"] == "recv" && e["message"]["method"] == "ping")
+            .filter_map(|e| e["t"].as_u64())
+            .collect()
+    }
+
+    fn fast_pings() -> McpTimeouts {
+        McpTimeouts {
+            ping_interval: Duration::from_millis(100),
+            ping_timeout: Duration::from_millis(200),
+            ..timeouts()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_ping_answered_with_an_error_is_alive() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("record.jsonl");
+        let spec = fake(json!({ "pingError": true, "record": rec }));
+        let (result, mut rx) = connect(&spec, dir.path(), fast_pings()).await;
+        let connection = result.unwrap();
+        eventually("three pings answered with an error", || {
+            pings(&rec).len() >= 3
+        })
+        .await;
+        no_more_events(&mut rx);
+        connection.stop(SOON, SOON).await;
+    }
+
+    #[tokio::test]
+    async fn a_busy_server_that_answers_pings_slowly_is_alive() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("record.jsonl");
+        // Slower than the ping timeout (200 ms), but it answers.
+        let spec = fake(json!({ "pingDelayMs": 300, "record": rec }));
+        let (result, mut rx) = connect(&spec, dir.path(), fast_pings()).await;
+        let connection = result.unwrap();
+        eventually("three slow pings", || pings(&rec).len() >= 3).await;
+        no_more_events(&mut rx);
+        connection.stop(SOON, SOON).await;
+    }
+
+    struct NoCaller;
+
+    impl Caller for NoCaller {
+        fn progress(
+            &self,
+            _: ProgressNotificationParam,
+        ) -> futures::future::BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+        fn forward(
+            &self,
+            _: ServerRequest,
+        ) -> futures::future::BoxFuture<'static, Result<ClientResult, ErrorData>> {
+            Box::pin(async { Err(ErrorData::internal_error("no client", None)) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_with_a_call_in_flight_is_not_pinged() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("record.jsonl");
+        let spec = fake(json!({ "tools": ["work"], "record": rec }));
+        let (result, mut rx) = connect(&spec, dir.path(), fast_pings()).await;
+        let connection = result.unwrap();
+        let params = rmcp::model::CallToolRequestParams::new("work")
+            .with_arguments(json!({ "sleepMs": 1000 }).as_object().unwrap().clone());
+        let answer = connection
+            .handle()
+            .call(
+                ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
+                Arc::new(NoCaller),
+                None,
+                SOON,
+                &CancellationToken::new(),
+            )
+            .await;
+        assert!(answer.is_ok(), "{answer:?}");
+        let text = std::fs::read_to_string(&rec).unwrap();
+        let events: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let call_at = events
+            .iter()
+            .find(|e| e["event"] == "recv" && e["message"]["method"] == "tools/call")
+            .and_then(|e| e["t"].as_u64())
+            .unwrap();
+        let during: Vec<u64> = pings(&rec)
+            .into_iter()
+            .filter(|t| *t > call_at + 150 && *t < call_at + 1000)
+            .collect();
+        assert!(during.is_empty(), "pinged during the call at {during:?}");
+        no_more_events(&mut rx);
+        connection.stop(SOON, SOON).await;
+    }
+
     #[tokio::test]
     async fn a_server_that_stops_answering_is_unresponsive() {
         let dir = tempfile::tempdir().unwrap();
@@ -1870,7 +2020,10 @@ mod tests {
         let McpEvent::Unresponsive(message) = next_event(&mut rx).await else {
             panic!("expected Unresponsive");
         };
-        assert_eq!(message, "no answer to ping within 200ms (twice in a row)");
+        assert_eq!(
+            message,
+            "no answer to ping within 400ms, and nothing else from the server meanwhile"
+        );
         assert!(
             !received(&rec, "ping").is_empty(),
             "answered pings came first"

@@ -82,6 +82,19 @@ pub struct Relay {
     broadcast: OnceLock<Broadcast>,
     /// The root answered to `roots/list`.
     root: PathBuf,
+    /// When the server last sent anything (ms since [`clock_base`]): a
+    /// server that talks needs no ping.
+    last_heard: std::sync::atomic::AtomicU64,
+}
+
+/// The base of the relay's millisecond clock.
+fn clock_base() -> tokio::time::Instant {
+    static BASE: OnceLock<tokio::time::Instant> = OnceLock::new();
+    *BASE.get_or_init(tokio::time::Instant::now)
+}
+
+fn millis(at: tokio::time::Instant) -> u64 {
+    at.saturating_duration_since(clock_base()).as_millis() as u64
 }
 
 impl fmt::Debug for Relay {
@@ -100,7 +113,19 @@ impl Relay {
             in_flight: watch::Sender::new(0),
             broadcast: OnceLock::new(),
             root: root.to_owned(),
+            last_heard: std::sync::atomic::AtomicU64::new(millis(tokio::time::Instant::now())),
         })
+    }
+
+    /// The server sent something (bytes on stdout, an answer, a notification).
+    pub fn heard(&self) {
+        self.last_heard
+            .fetch_max(millis(tokio::time::Instant::now()), Ordering::Relaxed);
+    }
+
+    /// Whether the server sent anything at or after `at`.
+    pub fn heard_since(&self, at: tokio::time::Instant) -> bool {
+        self.last_heard.load(Ordering::Relaxed) >= millis(at)
     }
 
     /// Where notifications that belong to no call go (the first set wins).
@@ -245,7 +270,10 @@ impl McpHandle {
         };
         tokio::select! {
             answer = handle.rx => match answer {
-                Ok(Ok(result)) => Ok(result),
+                Ok(Ok(result)) => {
+                    self.relay.heard();
+                    Ok(result)
+                }
                 Ok(Err(e)) => Err(service_error(e, timeout)),
                 Err(_) => Err(CallError::Closed),
             },

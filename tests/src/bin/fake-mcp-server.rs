@@ -424,7 +424,15 @@ impl Server {
                     "serverInfo": { "name": config.name, "version": config.version },
                 }))
             }
-            "ping" => Ok(json!({})),
+            "ping" => {
+                if config.ping_delay_ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(config.ping_delay_ms)).await;
+                }
+                if config.ping_error {
+                    return Err((-32601, "method not found: ping".into()));
+                }
+                Ok(json!({}))
+            }
             "tools/list" => {
                 let tools = self.lists.lock().expect("lists lock").0.clone();
                 self.page(&tools, params, "tools", |name| {
