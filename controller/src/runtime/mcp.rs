@@ -1267,7 +1267,7 @@ fn next_ping_slot(now: Instant, interval: Duration) -> Instant {
     let spacing = interval / PING_BUDGET;
     let wanted = now + interval;
     let mut last = lock(&LAST);
-    let slot = match last.iter_mut().find(|(i, _)| *i == interval) {
+    match last.iter_mut().find(|(i, _)| *i == interval) {
         Some((_, previous)) => {
             let slot = wanted.max(*previous + spacing);
             *previous = slot;
@@ -1277,8 +1277,7 @@ fn next_ping_slot(now: Instant, interval: Duration) -> Instant {
             last.push((interval, wanted));
             wanted
         }
-    };
-    slot
+    }
 }
 
 /// `Ok` for any answer, an error one included (a server without `ping`);
