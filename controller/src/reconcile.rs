@@ -577,7 +577,7 @@ impl Reconciler {
                 };
                 lock(&self.backoff).succeeded(key);
                 self.publish_ready(key, desired, &o);
-                tracing::info!(server = %key, pid = ?o.conn.pid(), "ready");
+                tracing::info!(server = %key, pid = o.conn.pid(), "ready");
                 lock(&self.observed).insert(key.clone(), o);
                 let outcome = if restarting {
                     Outcome::Restarted

@@ -285,11 +285,37 @@ pub fn stop_start(
     Ok(ExitCode::SUCCESS)
 }
 
+/// rmcp logs every notification and every transport retry, some at WARN;
+/// Steward reports what matters about a server itself, with its name.
+const RMCP_DIRECTIVE: &str = "rmcp=error";
+
+/// The log filter: `RUST_LOG` (default `info`), with rmcp held to errors
+/// unless `RUST_LOG` names rmcp itself.
+fn log_filter(rust_log: Option<&str>) -> String {
+    let base = rust_log.map(str::trim).filter(|s| !s.is_empty());
+    match base {
+        Some(s) if s.contains("rmcp") => s.to_owned(),
+        Some(s) => format!("{s},{RMCP_DIRECTIVE}"),
+        None => format!("info,{RMCP_DIRECTIVE}"),
+    }
+}
+
+/// Colour only for a person at a terminal (and never with `NO_COLOR` set).
+fn use_ansi(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    use std::io::IsTerminal;
+    let directives = log_filter(std::env::var("RUST_LOG").ok().as_deref());
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(None)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(use_ansi(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
@@ -353,4 +379,30 @@ pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, Comma
         controller::run(opts, shutdown).await
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rmcp_is_held_to_errors_unless_rust_log_names_it() {
+        assert_eq!(log_filter(None), "info,rmcp=error");
+        assert_eq!(log_filter(Some("  ")), "info,rmcp=error");
+        assert_eq!(log_filter(Some("debug")), "debug,rmcp=error");
+        assert_eq!(
+            log_filter(Some("steward=debug,info")),
+            "steward=debug,info,rmcp=error"
+        );
+        assert_eq!(log_filter(Some("rmcp=debug")), "rmcp=debug");
+    }
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        assert!(use_ansi(true, None));
+        assert!(use_ansi(true, Some(OsStr::new(""))));
+        assert!(!use_ansi(true, Some(OsStr::new("1"))));
+        assert!(!use_ansi(false, None));
+    }
 }

@@ -168,7 +168,7 @@ impl LspConnection {
         match &result {
             Ok(connection) => tracing::info!(
                 server = %name,
-                pid = ?connection.pid(),
+                pid = connection.pid(),
                 transport = ?spec.transport,
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "language server connected"
