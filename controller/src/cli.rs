@@ -113,11 +113,13 @@ With a controller running (`steward run`), shows its live view through the contr
 phases, pids, tools, restarts, the last reload. --watch keeps printing changes (like `kubectl get \
 -w`; one JSON document per line with -o json). Without a running controller, or with --offline, \
 it computes the status from the files alone, as a cold start of `steward run` with the same flags \
-would, and says so on stderr. In the table view, invalid sources are reported as warnings on stderr.
+would, and says so on stderr. In the table view, invalid sources are reported as warnings on stderr; \
+`-o wide` adds a MESSAGE column (the first line of each server's status message).
 
 Examples:
   steward status
   steward status --watch
+  steward status -o wide
   steward status --offline
   steward status --offline -o yaml --allowed-mcp-server-names github,time
   steward status --offline -o json | jq '.items[] | select(.status.phase == \"Blocked\")'")]

@@ -12,10 +12,19 @@ pub enum Format {
     /// kubectl-style columns: KIND NAME SOURCE PHASE REASON PID RESTARTS AGE
     #[default]
     Table,
+    /// The table with a MESSAGE column (the first line of status.message)
+    Wide,
     /// One WorkspaceStatus object, pretty-printed
     Json,
     /// The same object in YAML
     Yaml,
+}
+
+impl Format {
+    /// Whether this is one of the tables (for people) rather than a document.
+    pub fn is_table(self) -> bool {
+        matches!(self, Format::Table | Format::Wide)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -39,53 +48,117 @@ pub fn render(
             s
         }
         Format::Yaml => yaml_serde::to_string(status)?,
-        Format::Table => render_table(status, now),
+        Format::Table | Format::Wide => render_table(status, format == Format::Wide, now),
     })
 }
 
-/// The kubectl-style table, one row per item (empty string when none).
-pub fn render_table(status: &WorkspaceStatus, now: SystemTime) -> String {
-    let header = [
-        "KIND", "NAME", "SOURCE", "PHASE", "REASON", "PID", "RESTARTS", "AGE",
-    ];
-    let rows: Vec<[String; 8]> = status.items.iter().map(|item| row(item, now)).collect();
+/// The kubectl-style table, one row per item (empty string when none);
+/// `wide` adds the MESSAGE column.
+pub fn render_table(status: &WorkspaceStatus, wide: bool, now: SystemTime) -> String {
+    let rows = rows(status, wide, now);
     if rows.is_empty() {
         return String::new();
     }
-    let mut widths = header.map(str::len);
+    let mut table = Table::new(header(wide));
+    table.fit(&rows);
+    let mut out = table.line(&table.header.clone());
     for r in &rows {
-        for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: &[&str]| {
-        let mut text = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                text.push_str(cell);
-            } else {
-                let pad = widths[i] - cell.chars().count() + 3;
-                text.push_str(cell);
-                text.extend(std::iter::repeat_n(' ', pad));
-            }
-        }
-        out.push_str(text.trim_end());
-        out.push('\n');
-    };
-    line(&header);
-    for r in &rows {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        line(&cells);
+        out.push_str(&table.line(r));
     }
     out
 }
 
-fn row(item: &Item, now: SystemTime) -> [String; 8] {
+/// The header of the status table.
+pub fn header(wide: bool) -> Vec<String> {
+    let mut h = vec![
+        "KIND", "NAME", "SOURCE", "PHASE", "REASON", "PID", "RESTARTS", "AGE",
+    ];
+    if wide {
+        h.push("MESSAGE");
+    }
+    h.into_iter().map(str::to_owned).collect()
+}
+
+/// One row per item of `status`, in item order.
+pub fn rows(status: &WorkspaceStatus, wide: bool, now: SystemTime) -> Vec<Vec<String>> {
+    status
+        .items
+        .iter()
+        .map(|item| row(item, wide, now))
+        .collect()
+}
+
+/// Widths of the status table columns that can hold only a known set of
+/// values (the widest value each): a `--watch` table starts at these, so
+/// rows printed later (a `Starting` becoming `CrashLoopBackOff`) stay under
+/// the header printed first.
+const WATCH_MIN_WIDTHS: [(&str, usize); 6] = [
+    ("KIND", "LspServer".len()),
+    ("SOURCE", "WorkspaceSettings".len()),
+    ("PHASE", "Starting".len()),
+    ("REASON", "MaxRestartsExceeded".len()),
+    // pid_max on Linux is at most 4194304.
+    ("PID", 7),
+    ("AGE", "10h59m".len()),
+];
+
+/// Column widths for aligned text; the last column is never padded.
+#[derive(Debug, Clone)]
+pub struct Table {
+    pub header: Vec<String>,
+    widths: Vec<usize>,
+}
+
+impl Table {
+    /// Columns as wide as their header.
+    pub fn new(header: Vec<String>) -> Self {
+        let widths = header.iter().map(|h| h.chars().count()).collect();
+        Table { header, widths }
+    }
+
+    /// The status table for `--watch`: the enum columns start at their
+    /// widest value (see [`WATCH_MIN_WIDTHS`]).
+    pub fn for_watch(wide: bool) -> Self {
+        let mut table = Table::new(header(wide));
+        for (w, h) in table.widths.iter_mut().zip(&table.header) {
+            if let Some((_, min)) = WATCH_MIN_WIDTHS.iter().find(|(name, _)| name == h) {
+                *w = (*w).max(*min);
+            }
+        }
+        table
+    }
+
+    /// Widen the columns to hold `rows` (never narrows).
+    pub fn fit(&mut self, rows: &[Vec<String>]) {
+        for r in rows {
+            for (w, cell) in self.widths.iter_mut().zip(r) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+
+    /// One line: cells padded to their column, three spaces apart.
+    pub fn line(&self, cells: &[String]) -> String {
+        let mut text = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            text.push_str(cell);
+            if i + 1 < cells.len() {
+                let width = self.widths.get(i).copied().unwrap_or(0);
+                let pad = width.saturating_sub(cell.chars().count()) + 3;
+                text.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        let mut line = text.trim_end().to_owned();
+        line.push('\n');
+        line
+    }
+}
+
+fn row(item: &Item, wide: bool, now: SystemTime) -> Vec<String> {
     let meta = item.metadata();
     let status = item.status();
     let dash = || "-".to_owned();
-    [
+    let mut cells = vec![
         item.kind().to_string(),
         meta.name.clone(),
         meta.source.to_string(),
@@ -100,7 +173,17 @@ fn row(item: &Item, now: SystemTime) -> [String; 8] {
             .map_or_else(dash, |started| {
                 age(now.duration_since(started).unwrap_or_default())
             }),
-    ]
+    ];
+    if wide {
+        cells.push(
+            status
+                .message
+                .as_deref()
+                .and_then(|m| m.lines().find(|l| !l.trim().is_empty()))
+                .map_or_else(dash, |l| l.trim().to_owned()),
+        );
+    }
+    cells
 }
 
 /// kubectl's short human durations: `45s`, `3m20s`, `42m`, `5h3m`, `30h`, `3d4h`, `12d`, `2y30d`.

@@ -15,7 +15,7 @@ use crate::cli::{LogFormat, RunArgs};
 use crate::control::{self, Request, Response};
 use crate::controller::{self, RunOptions};
 use crate::offline::{Inputs, offline_status};
-use crate::output::{self, Format};
+use crate::output::{self, Format, Table};
 use crate::paths::Paths;
 use crate::reconcile::ReconcileConfig;
 use crate::runtime::mcp::McpTimeouts;
@@ -76,6 +76,7 @@ pub fn status(
     };
     let mut previous: Option<WorkspaceStatus> = None;
     let mut header_printed = false;
+    let mut layout: Option<Table> = None;
     loop {
         let Some(item) = rt.block_on(stream.recv()) else {
             return Ok(ExitCode::SUCCESS);
@@ -109,35 +110,33 @@ pub fn status(
                     output::render(&status, Format::Yaml, now)?
                 )?;
             }
-            Format::Table => {
-                let table = output::render_table(&status, now);
-                let mut lines = table.lines();
-                // An empty document renders no header at all.
-                let header = lines.next();
-                let rows: Vec<&str> = lines.collect();
+            Format::Table | Format::Wide => {
+                let wide = format == Format::Wide;
+                // One layout for the whole watch: rows printed later line
+                // up under the header printed first.
+                let table = layout.get_or_insert_with(|| Table::for_watch(wide));
+                let rows = output::rows(&status, wide, now);
+                table.fit(&rows);
                 // The first document prints every row; later ones only the
                 // rows whose item changed (kubectl get -w).
-                let changed_rows: Vec<&str> = status
+                let changed_rows: Vec<&Vec<String>> = status
                     .items
                     .iter()
                     .zip(&rows)
                     .filter(|(item, _)| previous.as_ref().is_none_or(|p| changed(p, item)))
-                    .map(|(_, row)| *row)
+                    .map(|(_, row)| row)
                     .collect();
                 if previous.is_none() && status.items.is_empty() {
                     writeln!(io.err, "no servers are configured for {}", status.workspace)?;
                 }
                 // The header once, before the first row (which may come
                 // later than the first document on an empty workspace).
-                if !header_printed
-                    && !changed_rows.is_empty()
-                    && let Some(header) = header
-                {
-                    writeln!(io.out, "{header}")?;
+                if !header_printed && !changed_rows.is_empty() {
+                    write!(io.out, "{}", table.line(&table.header))?;
                     header_printed = true;
                 }
                 for row in changed_rows {
-                    writeln!(io.out, "{row}")?;
+                    write!(io.out, "{}", table.line(row))?;
                 }
             }
         }
@@ -188,7 +187,7 @@ pub fn print_status(
 ) -> Result<ExitCode, CommandError> {
     let text = output::render(status, format, now)?;
     io.out.write_all(text.as_bytes())?;
-    if format == Format::Table {
+    if format.is_table() {
         if status.items.is_empty() {
             writeln!(io.err, "no servers are configured for {}", status.workspace)?;
         }
