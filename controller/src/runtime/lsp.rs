@@ -1445,6 +1445,7 @@ mod tests {
             trust_required: true,
             extension_name: None,
             config_hash: String::new(),
+            as_written: Default::default(),
         }
     }
 

@@ -1330,6 +1330,7 @@ mod tests {
             extension_name: None,
             config_hash: String::new(),
             approval_hash: String::new(),
+            as_written: Default::default(),
         }
     }
 
