@@ -18,20 +18,20 @@ use steward_schema::load::ParsedSource;
 use steward_schema::resource::{
     ConditionStatus, Phase, ReloadSummary, ResourceKind, Skipped, SourceState,
 };
-use tokio::io::AsyncWriteExt;
-use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::control::{self, Incoming, Request, Response};
+use crate::events::{EventType, NewEvent, ObjectRef};
 use crate::lock::{ControllerLock, LockError};
 use crate::lsp_service::LspService;
 use crate::paths::{Paths, PathsError, process_env};
 use crate::queue::{WorkQueue, run_workers};
 use crate::reconcile::{Outcome, ReconcileConfig, Reconciler, RuntimeEvent};
 use crate::runtime::process::Spawner;
-use crate::snapshot::{Applied, DesiredStore, Key};
+use crate::snapshot::{Applied, DesiredStore, Key, Snapshot};
 use crate::status::{ControllerFacts, StatusStore, now_rfc3339, rfc3339};
+use crate::streams;
 use crate::watch::{FileChange, Judge, Verdict, WatchConfig, Watcher};
 
 /// Options of `steward run`.
@@ -219,8 +219,22 @@ impl Shared {
         }
         for status in &applied.rejected {
             tracing::warn!(source = %status.path, error = status.error.as_deref().unwrap_or(""), "invalid source ignored; the previous content stays in force");
+            let error = status.error.as_deref().and_then(|e| e.lines().next());
+            self.status.workspace_event(NewEvent::new(
+                EventType::Warning,
+                "InvalidSource",
+                format!(
+                    "{}; the previous content stays in force",
+                    error.unwrap_or(&status.path)
+                ),
+            ));
         }
         if applied.server_command_changed {
+            self.status.workspace_event(NewEvent::new(
+                EventType::Warning,
+                "RestartRequired",
+                "mcp.serverCommand changed; restart `steward run` to apply it",
+            ));
             self.status.set_controller_condition(
                 "RestartRequired",
                 ConditionStatus::True,
@@ -267,6 +281,10 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let status = Arc::new(StatusStore::new(ControllerFacts {
         pid: Some(std::process::id()),
         started_at: Some(rfc3339(SystemTime::now())),
+        workspace_name: paths
+            .workspace
+            .file_name()
+            .map_or_else(|| "/".to_owned(), |n| n.to_string_lossy().into_owned()),
     }));
     let (event_tx, mut event_rx) = mpsc::unbounded_channel::<RuntimeEvent>();
     let (outcome_tx, mut outcome_rx) = mpsc::unbounded_channel::<(Key, Outcome)>();
@@ -335,9 +353,11 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let server = {
         let store = store.clone();
         let status = status.clone();
-        tokio::spawn(control::serve(listener, control_tx, move |stream| {
-            watch_stream(stream, store.clone(), status.clone())
-        }))
+        tokio::spawn(control::serve(
+            listener,
+            control_tx,
+            move |request, stream| streams::serve(request, stream, store.clone(), status.clone()),
+        ))
     };
 
     // Cold start: everything is one reload.
@@ -417,14 +437,65 @@ fn log_reload(s: &ReloadSummary) {
 fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTracker, paths: &Paths) {
     let Incoming { request, reply } = incoming;
     match request {
-        Request::Status => {
+        Request::Status | Request::StatusWithSecrets { .. } => {
             let snap = shared.store.snapshot();
+            let show_secrets = matches!(request, Request::StatusWithSecrets { .. });
             let mut r = Response::ok();
-            r.status = Some(Box::new(shared.status.workspace_status(&snap)));
+            r.status = Some(Box::new(streams::status_document(
+                &shared.status,
+                &snap,
+                show_secrets,
+            )));
             let _ = reply.send(r);
         }
         Request::Watch => {
             let _ = reply.send(Response::error("watch is served on its own connection"));
+        }
+        Request::Events { .. } => {
+            let _ = reply.send(Response {
+                events: Some(shared.status.events().list()),
+                ..Response::ok()
+            });
+        }
+        Request::Logs(query) => {
+            let snap = shared.store.snapshot();
+            let _ = reply.send(streams::read_logs(&snap, &shared.status, &query));
+        }
+        Request::Restart { names } => {
+            let snap = shared.store.snapshot();
+            let keys = match restartable(shared, &snap, &names) {
+                Ok(keys) => keys,
+                Err(e) => {
+                    let _ = reply.send(Response::error(e));
+                    return;
+                }
+            };
+            let (tx, rx) = oneshot::channel();
+            tracker.waiters.push(tx);
+            tracker.begin("steward restart", &keys, snap.key_iter());
+            for key in &keys {
+                shared.reconciler.request_restart(key);
+                shared.status.events().record(
+                    ObjectRef::server(key),
+                    NewEvent::new(
+                        EventType::Normal,
+                        "Restarting",
+                        "restart requested (steward restart)",
+                    ),
+                    &now_rfc3339(),
+                );
+                shared.queue.add(key.clone());
+            }
+            tokio::spawn(async move {
+                let response = match rx.await {
+                    Ok(summary) => Response {
+                        reload: Some(summary),
+                        ..Response::ok()
+                    },
+                    Err(_) => Response::error("the controller is shutting down"),
+                };
+                let _ = reply.send(response);
+            });
         }
         Request::Reload => {
             let applied = shared.store.reload_all();
@@ -482,6 +553,44 @@ fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTrack
     }
 }
 
+/// The keys `names` stand for, if every one of them may be restarted: it
+/// exists and is admitted (a blocked server has nothing to restart).
+fn restartable(shared: &Shared, snap: &Snapshot, names: &[String]) -> Result<Vec<Key>, String> {
+    if names.is_empty() {
+        return Err("name at least one server".to_owned());
+    }
+    let stopped = shared.reconciler.stopped();
+    let mut keys = Vec::new();
+    for name in names {
+        let found: Vec<Key> = [Key::mcp(name), Key::lsp(name)]
+            .into_iter()
+            .filter(|k| snap.contains(k))
+            .collect();
+        if found.is_empty() {
+            let known: Vec<String> = snap.keys().into_iter().map(|k| k.name).collect();
+            return Err(format!(
+                "restart {name}: no server of that name in this workspace (known: {})",
+                known.join(", ")
+            ));
+        }
+        for key in found {
+            if stopped.contains(&key) {
+                return Err(format!(
+                    "restart {name}: it was stopped with `steward stop`; run `steward start {name}`"
+                ));
+            }
+            if let Some(b) = snap.blocked(&key) {
+                return Err(format!(
+                    "restart {name}: it is not running, it is blocked ({}): {}",
+                    b.reason, b.message
+                ));
+            }
+            keys.push(key);
+        }
+    }
+    Ok(keys)
+}
+
 fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> Response {
     let snap = shared.store.snapshot();
     let mut keys = Vec::new();
@@ -517,37 +626,4 @@ fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> 
             .join(", ")
     ));
     r
-}
-
-/// Stream the status document on every change until the client hangs up.
-async fn watch_stream(mut stream: UnixStream, store: Arc<DesiredStore>, status: Arc<StatusStore>) {
-    let mut changes = status.subscribe();
-    let mut last: Option<Vec<u8>> = None;
-    loop {
-        let mut r = Response::ok();
-        r.status = Some(Box::new(status.workspace_status(&store.snapshot())));
-        // Serialized once: compared with the last document sent, and sent
-        // only when it differs.
-        let Ok(mut line) = serde_json::to_vec(&r) else {
-            return;
-        };
-        line.push(b'\n');
-        if last.as_deref() != Some(&line[..]) {
-            if stream.write_all(&line).await.is_err() {
-                return;
-            }
-            last = Some(line);
-        }
-        tokio::select! {
-            changed = changes.changed() => if changed.is_err() { return },
-            // A hung-up client is noticed on the next write; also poll for EOF.
-            _ = stream.readable() => {
-                let mut buf = [0u8; 1];
-                if let Ok(0) = stream.try_read(&mut buf) {
-                    return;
-                }
-            }
-        }
-        let _ = stream.flush().await;
-    }
 }

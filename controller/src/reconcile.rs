@@ -138,6 +138,8 @@ pub struct RuntimeEvent {
 struct Flags {
     dead: Option<String>,
     refresh: bool,
+    /// `steward restart`: stop and start once, even though nothing changed.
+    restart: bool,
 }
 
 /// The reconciler and everything it observes.
@@ -226,6 +228,18 @@ impl Reconciler {
         match &event.dead {
             Some(msg) => f.dead = Some(msg.clone()),
             None => f.refresh = true,
+        }
+    }
+
+    /// `steward restart`: the next reconcile of `key` stops what runs and
+    /// starts it again (a failed server is retried at once).
+    pub fn request_restart(&self, key: &Key) {
+        self.retry_now(key);
+        if let Some(conn_id) = lock(&self.observed).get(key).map(|o| o.conn_id) {
+            lock(&self.flags)
+                .entry((key.clone(), conn_id))
+                .or_default()
+                .restart = true;
         }
     }
 
@@ -361,7 +375,7 @@ impl Reconciler {
 
         // Running the desired config and alive: leave it alone.
         if let Some(o) = observed {
-            if o.hash == hash && flags.dead.is_none() {
+            if o.hash == hash && flags.dead.is_none() && !flags.restart {
                 if flags.refresh {
                     self.refresh(&o).await;
                 }
@@ -622,6 +636,8 @@ impl Reconciler {
         desired: &Desired<'_>,
         conn_id: u64,
     ) -> Result<Conn, (Reason, String)> {
+        // Every process of the key writes its stderr to the key's log too.
+        let spawner = self.spawner.with_stderr_sink(self.status.logs().sink(key));
         match desired {
             Desired::Mcp(d) => {
                 let events = self.events.clone();
@@ -641,7 +657,7 @@ impl Reconciler {
                     });
                 });
                 McpConnection::connect(
-                    &self.spawner,
+                    &spawner,
                     &key.name,
                     &d.spec,
                     &self.store.paths().workspace,
@@ -664,7 +680,7 @@ impl Reconciler {
                         });
                     }
                 });
-                let conn = LspConnection::connect(&self.spawner, &key.name, &d.spec, on_event)
+                let conn = LspConnection::connect(&spawner, &key.name, &d.spec, on_event)
                     .await
                     .map_err(|e| (e.reason, e.message))?;
                 let conn = Arc::new(conn);

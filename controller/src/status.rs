@@ -5,9 +5,13 @@
 //! control socket, `status --watch`) take a consistent document and wait for
 //! the next change on a version counter. Conditions follow the Kubernetes
 //! convention: `lastTransitionTime` moves only when `status` changes.
+//!
+//! Beside the statuses it holds the rest of what is observed: the event log
+//! ([`crate::events`]), fed here from every change of a server's phase or
+//! reason, and the servers' stderr logs ([`crate::logs`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use steward_schema::admission;
@@ -17,6 +21,8 @@ use steward_schema::resource::{
 };
 use tokio::sync::watch;
 
+use crate::events::{self, EventLog, ObjectRef};
+use crate::logs::LogStore;
 use crate::snapshot::{Key, Snapshot};
 
 pub use crate::offline::rfc3339;
@@ -63,6 +69,8 @@ pub fn set_condition(
 pub struct ControllerFacts {
     pub pid: Option<u32>,
     pub started_at: Option<String>,
+    /// The name the workspace's own events are recorded under (its directory name).
+    pub workspace_name: String,
 }
 
 #[derive(Debug, Default)]
@@ -79,6 +87,8 @@ pub struct StatusStore {
     inner: Mutex<Inner>,
     version: watch::Sender<u64>,
     facts: ControllerFacts,
+    events: EventLog,
+    logs: Arc<LogStore>,
 }
 
 impl StatusStore {
@@ -87,7 +97,19 @@ impl StatusStore {
             inner: Mutex::new(Inner::default()),
             version: watch::Sender::new(0),
             facts,
+            events: EventLog::default(),
+            logs: Arc::default(),
         }
+    }
+
+    /// The event log (server events are recorded by [`Self::update`]).
+    pub fn events(&self) -> &EventLog {
+        &self.events
+    }
+
+    /// The servers' stderr logs.
+    pub fn logs(&self) -> &Arc<LogStore> {
+        &self.logs
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -125,17 +147,26 @@ impl StatusStore {
         initial: impl FnOnce() -> ServerStatus,
         f: impl FnOnce(&mut ServerStatus),
     ) {
-        let changed = {
+        let (changed, event) = {
             let mut inner = self.lock();
             let removed = inner.removed.remove(&RemovedRef {
                 kind: key.kind,
                 name: key.name.clone(),
             });
+            let existed = inner.servers.contains_key(key);
             let entry = inner.servers.entry(key.clone()).or_insert_with(initial);
             let before = entry.clone();
             f(entry);
-            removed || *entry != before
+            let changed = removed || *entry != before;
+            let event = changed
+                .then(|| events::transition(existed.then_some(&before), entry))
+                .flatten();
+            (changed, event)
         };
+        if let Some(event) = event {
+            self.events
+                .record(ObjectRef::server(key), event, &now_rfc3339());
+        }
         // Readers (watch streams) only wake for real changes: a resync that
         // confirms a Ready server writes the same status and costs nothing.
         if changed {
@@ -145,14 +176,20 @@ impl StatusStore {
 
     /// Forget `key` (it left the configuration); remember it as removed.
     pub fn remove(&self, key: &Key) {
-        {
+        let known = {
             let mut inner = self.lock();
-            inner.servers.remove(key);
+            let known = inner.servers.remove(key).is_some();
             inner.removed.insert(RemovedRef {
                 kind: key.kind,
                 name: key.name.clone(),
             });
+            known
+        };
+        if known {
+            self.events
+                .record(ObjectRef::server(key), events::removed(), &now_rfc3339());
         }
+        self.logs.forget(key);
         self.bump();
     }
 
@@ -167,8 +204,18 @@ impl StatusStore {
     }
 
     pub fn set_last_reload(&self, summary: ReloadSummary) {
+        self.workspace_event(events::reloaded(&summary));
         self.lock().last_reload = Some(summary);
         self.bump();
+    }
+
+    /// Record an event about the workspace's controller itself.
+    pub fn workspace_event(&self, event: events::NewEvent) {
+        self.events.record(
+            ObjectRef::workspace(&self.facts.workspace_name),
+            event,
+            &now_rfc3339(),
+        );
     }
 
     /// Set a controller-level condition.

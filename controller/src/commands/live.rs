@@ -1,6 +1,6 @@
 //! The commands that talk to a running controller through its control
-//! socket: `status` (live, `--watch`), `reload`, `stop`, `start`, and `run`
-//! itself.
+//! socket: `status` (live, `--watch`), `reload`, `stop`, `start`,
+//! `restart`, and `run` itself.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -14,7 +14,7 @@ use crate::backoff::{BackoffConfig, CrashLoopConfig};
 use crate::cli::{LogFormat, RunArgs};
 use crate::control::{self, Request, Response};
 use crate::controller::{self, RunOptions};
-use crate::offline::{Inputs, offline_status};
+use crate::offline::Inputs;
 use crate::output::{self, Format, Table};
 use crate::paths::Paths;
 use crate::reconcile::ReconcileConfig;
@@ -47,30 +47,40 @@ pub fn status(
     inputs: &Inputs,
     format: Format,
     watch: bool,
+    show_secrets: bool,
     env: &BTreeMap<String, String>,
     now: SystemTime,
     io: &mut Io<'_>,
 ) -> Result<ExitCode, CommandError> {
     let rt = runtime()?;
     let socket = paths.socket_path();
+    let offline = |io: &mut Io<'_>| offline(paths, inputs, format, show_secrets, env, now, io);
     if !watch {
-        return match rt.block_on(control::request(&socket, &Request::Status, REQUEST_TIMEOUT)) {
+        let request = if show_secrets {
+            Request::StatusWithSecrets { watch: false }
+        } else {
+            Request::Status
+        };
+        return match rt.block_on(control::request(&socket, &request, REQUEST_TIMEOUT)) {
             Ok(response) => {
                 let status = answer(response)?.status.ok_or_else(|| {
                     CommandError::Controller("the controller sent no status".to_owned())
                 })?;
                 print_status(&status, format, now, io)
             }
-            Err(control::ControlError::Connect { .. }) => {
-                offline(paths, inputs, format, env, now, io)
-            }
+            Err(control::ControlError::Connect { .. }) => offline(io),
             Err(e) => Err(e.into()),
         };
     }
-    let mut stream = match rt.block_on(control::watch(&socket)) {
+    let request = if show_secrets {
+        Request::StatusWithSecrets { watch: true }
+    } else {
+        Request::Watch
+    };
+    let mut stream = match rt.block_on(control::stream(&socket, &request)) {
         Ok(s) => s,
         Err(control::ControlError::Connect { .. }) => {
-            return offline(paths, inputs, format, env, now, io);
+            return offline(io);
         }
         Err(e) => return Err(e.into()),
     };
@@ -165,6 +175,7 @@ fn offline(
     paths: &Paths,
     inputs: &Inputs,
     format: Format,
+    show_secrets: bool,
     env: &BTreeMap<String, String>,
     now: SystemTime,
     io: &mut Io<'_>,
@@ -174,7 +185,7 @@ fn offline(
         "no controller is running for {}; showing the offline view",
         paths.workspace.display()
     )?;
-    let status = offline_status(paths, inputs, env, now);
+    let status = super::status::document(paths, inputs, show_secrets, env, now);
     print_status(&status, format, now, io)
 }
 
@@ -302,6 +313,74 @@ fn log_filter(rust_log: Option<&str>) -> String {
 /// Colour only for a person at a terminal (and never with `NO_COLOR` set).
 fn use_ansi(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
     stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+/// `steward restart`: restart each server once and say how it came back.
+pub fn restart(paths: &Paths, names: &[String], io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
+    let rt = runtime()?;
+    let socket = paths.socket_path();
+    let ask = |request: &Request| {
+        rt.block_on(control::request(&socket, request, REQUEST_TIMEOUT))
+            .map_err(|e| need_controller(paths, e))
+            .and_then(answer)
+    };
+    let pids = |status: Option<Box<WorkspaceStatus>>| -> BTreeMap<(String, String), Option<u32>> {
+        status
+            .map(|s| {
+                s.items
+                    .iter()
+                    .map(|i| ((i.kind().to_string(), i.name().to_owned()), i.status().pid))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let before = pids(ask(&Request::Status)?.status);
+    ask(&Request::Restart {
+        names: names.to_vec(),
+    })?;
+    let after = ask(&Request::Status)?.status;
+    let mut failed = false;
+    for item in after.iter().flat_map(|s| s.items.iter()) {
+        if !names.iter().any(|n| n == item.name()) {
+            continue;
+        }
+        let key = (item.kind().to_string(), item.name().to_owned());
+        let status = item.status();
+        let was = before.get(&key).copied().flatten();
+        let pid = |p: Option<u32>| p.map_or_else(|| "-".to_owned(), |p| p.to_string());
+        match status.phase {
+            steward_schema::resource::Phase::Ready => writeln!(
+                io.out,
+                "restarted {} {} (pid {} -> {})",
+                item.kind(),
+                item.name(),
+                pid(was),
+                pid(status.pid)
+            )?,
+            phase => {
+                failed = true;
+                let reason = status
+                    .reason
+                    .map_or_else(String::new, |r| format!(" ({r})"));
+                let message = status
+                    .message
+                    .as_deref()
+                    .and_then(|m| m.lines().next())
+                    .map_or_else(String::new, |m| format!(": {m}"));
+                writeln!(
+                    io.err,
+                    "restart {} {}: it is {phase:?}{reason}{message}",
+                    item.kind(),
+                    item.name()
+                )?;
+            }
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn init_logging(format: LogFormat) {
