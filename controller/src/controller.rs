@@ -441,11 +441,9 @@ fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTrack
             let snap = shared.store.snapshot();
             let show_secrets = matches!(request, Request::StatusWithSecrets { .. });
             let mut r = Response::ok();
-            r.status = Some(Box::new(streams::status_document(
-                &shared.status,
-                &snap,
-                show_secrets,
-            )));
+            r.status = Some(Box::new(
+                shared.status.workspace_status_shown(&snap, show_secrets),
+            ));
             let _ = reply.send(r);
         }
         Request::Watch => {

@@ -10,14 +10,15 @@
 //! ([`crate::events`]), fed here from every change of a server's phase or
 //! reason, and the servers' stderr logs ([`crate::logs`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use steward_schema::admission;
 use steward_schema::resource::{
-    API_VERSION, Condition, ConditionStatus, ControllerStatus, Item, LspServer, McpServer,
-    Metadata, Phase, ReloadSummary, RemovedRef, ResourceKind, ServerStatus, WorkspaceStatus,
+    API_VERSION, Condition, ConditionStatus, ControllerStatus, Item, LspServer, LspServerSpec,
+    McpServer, McpServerSpec, Metadata, Phase, ReloadSummary, RemovedRef, ResourceKind,
+    ServerStatus, WorkspaceStatus,
 };
 use tokio::sync::watch;
 
@@ -81,6 +82,13 @@ struct Inner {
     removed: BTreeSet<RemovedRef>,
 }
 
+/// A spec as shown without secrets, and the spec it was made from.
+#[derive(Debug)]
+enum Shown {
+    Mcp(Arc<McpServerSpec>, Arc<McpServerSpec>),
+    Lsp(Arc<LspServerSpec>, Arc<LspServerSpec>),
+}
+
 /// Observed state, shared by the reconcilers and the readers.
 #[derive(Debug)]
 pub struct StatusStore {
@@ -89,6 +97,9 @@ pub struct StatusStore {
     facts: ControllerFacts,
     events: EventLog,
     logs: Arc<LogStore>,
+    /// Redacted specs of the last document shown, by key: a snapshot shares
+    /// unchanged specs, so an unchanged spec is redacted once, not per document.
+    shown: Mutex<HashMap<Key, Shown>>,
 }
 
 impl StatusStore {
@@ -99,6 +110,7 @@ impl StatusStore {
             facts,
             events: EventLog::default(),
             logs: Arc::default(),
+            shown: Mutex::default(),
         }
     }
 
@@ -241,6 +253,48 @@ impl StatusStore {
     /// Notify readers that something outside the store changed (a snapshot).
     pub fn touch(&self) {
         self.bump();
+    }
+
+    /// [`Self::workspace_status`] as shown to a client: specs without
+    /// secrets ([`steward_schema::redact`]) unless `show_secrets`.
+    pub fn workspace_status_shown(&self, snap: &Snapshot, show_secrets: bool) -> WorkspaceStatus {
+        let mut doc = self.workspace_status(snap);
+        if show_secrets {
+            return doc;
+        }
+        let mut memo = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut next = HashMap::with_capacity(doc.items.len());
+        for item in &mut doc.items {
+            let key = Key {
+                kind: item.kind(),
+                name: item.name().to_owned(),
+            };
+            let shown = match (item, memo.remove(&key)) {
+                (Item::McpServer(s), Some(Shown::Mcp(from, shown)))
+                    if Arc::ptr_eq(&from, &s.spec) =>
+                {
+                    s.spec = shown.clone();
+                    Shown::Mcp(from, shown)
+                }
+                (Item::McpServer(s), _) => {
+                    let shown = Arc::new(s.spec.redacted());
+                    Shown::Mcp(std::mem::replace(&mut s.spec, shown.clone()), shown)
+                }
+                (Item::LspServer(s), Some(Shown::Lsp(from, shown)))
+                    if Arc::ptr_eq(&from, &s.spec) =>
+                {
+                    s.spec = shown.clone();
+                    Shown::Lsp(from, shown)
+                }
+                (Item::LspServer(s), _) => {
+                    let shown = Arc::new(s.spec.redacted());
+                    Shown::Lsp(std::mem::replace(&mut s.spec, shown.clone()), shown)
+                }
+            };
+            next.insert(key, shown);
+        }
+        *memo = next;
+        doc
     }
 
     /// The whole document for `snap`, with the observed status of each

@@ -6,8 +6,6 @@
 
 use std::sync::Arc;
 
-use steward_schema::redact;
-use steward_schema::resource::WorkspaceStatus;
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::sync::watch;
@@ -48,19 +46,6 @@ pub async fn serve(
             .await;
         }
     }
-}
-
-/// The status document of `snap`, without secrets unless `show_secrets`.
-pub fn status_document(
-    status: &StatusStore,
-    snap: &Snapshot,
-    show_secrets: bool,
-) -> WorkspaceStatus {
-    let mut doc = status.workspace_status(snap);
-    if !show_secrets {
-        redact::redact_status(&mut doc);
-    }
-    doc
 }
 
 /// Send what `next` says after every change seen on `changes`, until the
@@ -114,7 +99,7 @@ async fn watch_status(
     let changes = status.subscribe();
     let mut last: Option<String> = None;
     push(stream, changes, move || {
-        let doc = status_document(&status, &store.snapshot(), show_secrets);
+        let doc = status.workspace_status_shown(&store.snapshot(), show_secrets);
         // Serialized once to compare with the last document sent.
         let Ok(text) = serde_json::to_string(&doc) else {
             return Step::End(None);

@@ -175,3 +175,45 @@ fn validate_shows_a_bad_url_as_written_not_expanded() {
     let status = sb.run(&["status", "--offline", "-o", "json"]);
     assert_no_secret("status sources", &status.stdout);
 }
+
+#[test]
+fn the_controller_redacts_each_spec_once_not_per_document() {
+    use std::sync::Arc;
+    use steward_schema::resource::Item;
+
+    let sb = sandbox();
+    let env: std::collections::BTreeMap<String, String> = [
+        ("QWEN_HOME", sb.home.to_str().unwrap()),
+        ("HOME", sb.root.join("user").to_str().unwrap()),
+        ("FIXTURE_TOKEN", "s3cr3t-from-env"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let paths = steward::paths::Paths::resolve(&sb.ws, &env).unwrap();
+    let store = steward::snapshot::DesiredStore::cold_start(
+        paths,
+        env,
+        steward_schema::desired::CliOptions {
+            lsp_enabled: true,
+            ..Default::default()
+        },
+        Vec::new(),
+    );
+    let status = steward::status::StatusStore::new(Default::default());
+    let snap = store.snapshot();
+    let first = status.workspace_status_shown(&snap, false);
+    let second = status.workspace_status_shown(&snap, false);
+    let text = serde_json::to_string(&first).unwrap();
+    assert_no_secret("the controller's document", &text);
+    for (a, b) in first.items.iter().zip(&second.items) {
+        let same = match (a, b) {
+            (Item::McpServer(a), Item::McpServer(b)) => Arc::ptr_eq(&a.spec, &b.spec),
+            (Item::LspServer(a), Item::LspServer(b)) => Arc::ptr_eq(&a.spec, &b.spec),
+            _ => false,
+        };
+        assert!(same, "{} was redacted again", a.name());
+    }
+    let full = serde_json::to_string(&status.workspace_status_shown(&snap, true)).unwrap();
+    assert!(full.contains("sk-env"), "{full}");
+}

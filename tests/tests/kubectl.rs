@@ -404,3 +404,44 @@ fn a_language_server_keeps_its_stderr_too() {
     let out = env.steward(&["logs", "py", "--kind", "mcp"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn approval_shows_up_as_events() {
+    let env = Env::new();
+    let proj = env.fake_mcp("proj", fake_tools(&["p1"]));
+    env.write(
+        ".mcp.json",
+        &steward_tests::harness::mcp_servers(&[("proj", proj)]),
+    );
+    let c = env.start(&[]);
+    c.wait_for("proj PendingApproval", |s| {
+        steward_tests::harness::mcp(s, "proj").is_some_and(|m| {
+            m.status.reason == Some(steward_schema::resource::Reason::PendingApproval)
+        })
+    });
+    stdout_of(&env, &["approve", "proj"]);
+    c.wait_for("proj Ready", |s| ready(s, "proj"));
+    let listed: serde_json::Value =
+        serde_json::from_str(&stdout_of(&env, &["events", "-o", "json"])).unwrap();
+    let of_proj: Vec<(String, String)> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == "proj")
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_owned(),
+                e["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("Warning", "PendingApproval"),
+        ("Normal", "Admitted"),
+        ("Normal", "Started"),
+    ]
+    .iter()
+    .map(|(t, r)| ((*t).to_owned(), (*r).to_owned()))
+    .collect();
+    assert_eq!(of_proj, expected, "{listed:#}");
+}
