@@ -121,7 +121,7 @@ impl Table {
     }
 
     /// The status table for `--watch`: the enum columns start at their
-    /// widest value (see [`WATCH_MIN_WIDTHS`]).
+    /// widest value (see `WATCH_MIN_WIDTHS`).
     pub fn for_watch(wide: bool) -> Self {
         let mut table = Table::new(header(wide));
         for (w, h) in table.widths.iter_mut().zip(&table.header) {

@@ -1,6 +1,6 @@
 //! Streaming answers on the control socket ([`crate::control::Request::is_stream`]):
 //! `status --watch`, `events -w` and `logs -f`. Each is one loop
-//! ([`push`]): compute what is new, send it, wait for the store it reads to
+//! (`push`): compute what is new, send it, wait for the store it reads to
 //! change (or the client to hang up), again. Nothing here goes through the
 //! controller's event loop: these only read the stores.
 
