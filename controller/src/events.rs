@@ -258,7 +258,7 @@ pub fn transition(before: Option<&ServerStatus>, after: &ServerStatus) -> Option
             },
         ),
         Phase::Failed => {
-            let reason = after.reason.unwrap_or(Reason::StartFailed);
+            let reason = after.reason.map_or("Failed", Reason::as_str);
             // The Ready condition says what happened without the retry
             // delay, so repeats of one failure count up as one event.
             let what = after
@@ -267,19 +267,21 @@ pub fn transition(before: Option<&ServerStatus>, after: &ServerStatus) -> Option
                 .find(|c| c.type_ == "Ready")
                 .and_then(|c| first_line(c.message.as_deref()))
                 .unwrap_or_else(message);
-            NewEvent::new(EventType::Warning, reason.as_str(), what)
+            NewEvent::new(EventType::Warning, reason, what)
         }
         Phase::Blocked => {
-            let reason = after.reason.unwrap_or(Reason::Disabled);
             // What the user chose is Normal; what waits on the user is a Warning.
-            let type_ = match reason {
-                Reason::Disabled
-                | Reason::NotAllowed
-                | Reason::Excluded
-                | Reason::StoppedByUser => EventType::Normal,
+            let type_ = match after.reason {
+                Some(
+                    Reason::Disabled
+                    | Reason::NotAllowed
+                    | Reason::Excluded
+                    | Reason::StoppedByUser,
+                ) => EventType::Normal,
                 _ => EventType::Warning,
             };
-            NewEvent::new(type_, reason.as_str(), message())
+            let reason = after.reason.map_or("Blocked", Reason::as_str);
+            NewEvent::new(type_, reason, message())
         }
     })
 }

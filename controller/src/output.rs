@@ -10,17 +10,17 @@ use steward_schema::resource::{Item, SourceState, WorkspaceStatus};
 use crate::events::Event;
 use crate::logs::LogChunk;
 
-/// `-o` of `steward status`.
+/// `-o` of `steward status` and `steward events`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
-    /// kubectl-style columns: KIND NAME SOURCE PHASE REASON PID RESTARTS AGE
+    /// kubectl-style columns
     #[default]
     Table,
-    /// The table with a MESSAGE column (the first line of status.message)
+    /// The table with more columns (status: MESSAGE; events: COUNT, FIRST SEEN)
     Wide,
-    /// One WorkspaceStatus object, pretty-printed
+    /// One document (WorkspaceStatus, EventList), pretty-printed
     Json,
-    /// The same object in YAML
+    /// The same document in YAML
     Yaml,
 }
 
@@ -65,7 +65,7 @@ pub fn render_table(status: &WorkspaceStatus, wide: bool, now: SystemTime) -> St
     }
     let mut table = Table::new(header(wide));
     table.fit(&rows);
-    let mut out = table.line(&table.header.clone());
+    let mut out = table.header_line();
     for r in &rows {
         out.push_str(&table.line(r));
     }
@@ -139,6 +139,11 @@ impl Table {
                 *w = (*w).max(cell.chars().count());
             }
         }
+    }
+
+    /// The header line.
+    pub fn header_line(&self) -> String {
+        self.line(&self.header)
     }
 
     /// One line: cells padded to their column, three spaces apart.
@@ -299,7 +304,7 @@ pub fn render_events(events: &[Event], wide: bool, now: SystemTime) -> String {
     let rows: Vec<Vec<String>> = events.iter().map(|e| event_row(e, wide, now)).collect();
     let mut table = Table::new(event_header(wide));
     table.fit(&rows);
-    let mut out = table.line(&table.header.clone());
+    let mut out = table.header_line();
     for r in &rows {
         out.push_str(&table.line(r));
     }
@@ -497,7 +502,7 @@ fn indented_table(out: &mut String, header: Vec<String>, rows: &[Vec<String>]) {
     let mut table = Table::new(header);
     table.fit(rows);
     out.push_str("  ");
-    out.push_str(&table.line(&table.header.clone()));
+    out.push_str(&table.header_line());
     for r in rows {
         out.push_str("  ");
         out.push_str(&table.line(r));

@@ -232,6 +232,15 @@ fn logs_follow_across_a_restart() {
         || follow.stderr_text(),
         "a new process started",
     );
+    // Removing the server ends the follow, saying why.
+    env.user_mcp_servers(&[]);
+    let mut follow = follow;
+    let pid = follow.child.id();
+    steward_tests::harness::wait_until("logs -f exits", || !steward_tests::harness::alive(pid));
+    assert!(follow.child.wait().unwrap().success());
+    let stderr = follow.stderr_text();
+    assert!(stderr.contains("left the configuration"), "{stderr}");
+    assert!(!stderr.contains("the controller stopped"), "{stderr}");
     drop(c);
 }
 

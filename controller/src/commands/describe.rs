@@ -5,10 +5,11 @@
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use steward_schema::resource::{Item, WorkspaceStatus};
 
+use super::live::{REQUEST_TIMEOUT, answer, runtime};
 use super::{CommandError, Io};
 use crate::cli::DescribeArgs;
 use crate::control::{self, LogsQuery, Request, Response};
@@ -19,8 +20,6 @@ use crate::paths::Paths;
 /// Stderr lines shown (the full log is `steward logs NAME`).
 pub const STDERR_LINES: usize = 10;
 
-const TIMEOUT: Duration = Duration::from_secs(30);
-
 pub fn run(
     paths: &Paths,
     args: &DescribeArgs,
@@ -28,19 +27,10 @@ pub fn run(
     now: SystemTime,
     io: &mut Io<'_>,
 ) -> Result<ExitCode, CommandError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let socket = paths.socket_path();
     let ask = |request: Request| -> Result<Response, CommandError> {
-        let response = rt.block_on(control::request(&socket, &request, TIMEOUT))?;
-        if response.ok {
-            Ok(response)
-        } else {
-            Err(CommandError::Controller(
-                response.error.unwrap_or_else(|| "unknown error".to_owned()),
-            ))
-        }
+        answer(rt.block_on(control::request(&socket, &request, REQUEST_TIMEOUT))?)
     };
     let status_request = if args.show_secrets {
         Request::StatusWithSecrets { watch: false }

@@ -3,16 +3,15 @@
 //! happens.
 
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
+use super::live::{REQUEST_TIMEOUT, answer, need_controller, runtime};
 use super::{CommandError, Io};
 use crate::cli::EventsArgs;
-use crate::control::{self, Request, Response};
+use crate::control::{self, Request};
 use crate::events::Event;
 use crate::output::{self, EventList, Format, Table};
 use crate::paths::Paths;
-
-const TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn run(
     paths: &Paths,
@@ -20,23 +19,15 @@ pub fn run(
     now: SystemTime,
     io: &mut Io<'_>,
 ) -> Result<ExitCode, CommandError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let socket = paths.socket_path();
     let request = Request::Events { watch: args.watch };
-    let no_controller = |e: control::ControlError| match e {
-        control::ControlError::Connect { .. } => CommandError::Controller(format!(
-            "list events: no controller is running for {} (events are kept by `steward run`)",
-            paths.workspace.display()
-        )),
-        other => other.into(),
-    };
+    let no_controller = |e| need_controller(paths, e);
     if !args.watch {
         let response = rt
-            .block_on(control::request(&socket, &request, TIMEOUT))
+            .block_on(control::request(&socket, &request, REQUEST_TIMEOUT))
             .map_err(no_controller)?;
-        let events = ok(response)?.events.unwrap_or_default();
+        let events = answer(response)?.events.unwrap_or_default();
         match args.output {
             Format::Json => {
                 let mut text = serde_json::to_string_pretty(&EventList::new(&events))
@@ -72,7 +63,7 @@ pub fn run(
                 return Ok(ExitCode::SUCCESS);
             }
             Some(Err(e)) => return Err(e.into()),
-            Some(Ok(response)) => ok(response)?.events.unwrap_or_default(),
+            Some(Ok(response)) => answer(response)?.events.unwrap_or_default(),
         };
         // A watch prints times relative to when each line is printed.
         let now = SystemTime::now();
@@ -90,7 +81,7 @@ pub fn run(
                     let row = output::event_row(event, wide, now);
                     table.fit(std::slice::from_ref(&row));
                     if !header_printed {
-                        write!(io.out, "{}", table.line(&table.header))?;
+                        write!(io.out, "{}", table.header_line())?;
                         header_printed = true;
                     }
                     write!(io.out, "{}", table.line(&row))?;
@@ -98,15 +89,5 @@ pub fn run(
             }
         }
         io.out.flush()?;
-    }
-}
-
-fn ok(response: Response) -> Result<Response, CommandError> {
-    if response.ok {
-        Ok(response)
-    } else {
-        Err(CommandError::Controller(
-            response.error.unwrap_or_else(|| "unknown error".to_owned()),
-        ))
     }
 }

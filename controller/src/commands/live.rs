@@ -22,15 +22,17 @@ use crate::runtime::mcp::McpTimeouts;
 
 /// How long a one-shot request may wait for the controller (a reload waits
 /// for its reconciles, which are bounded by the servers' own timeouts).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
+/// The runtime a one-shot command talks to the controller on.
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
 }
 
-fn answer(response: Response) -> Result<Response, CommandError> {
+/// The response, or the controller's error as a [`CommandError`].
+pub(super) fn answer(response: Response) -> Result<Response, CommandError> {
     if response.ok {
         Ok(response)
     } else {
@@ -142,7 +144,7 @@ pub fn status(
                 // The header once, before the first row (which may come
                 // later than the first document on an empty workspace).
                 if !header_printed && !changed_rows.is_empty() {
-                    write!(io.out, "{}", table.line(&table.header))?;
+                    write!(io.out, "{}", table.header_line())?;
                     header_printed = true;
                 }
                 for row in changed_rows {
@@ -209,7 +211,8 @@ pub fn print_status(
     Ok(ExitCode::SUCCESS)
 }
 
-fn need_controller(paths: &Paths, e: control::ControlError) -> CommandError {
+/// A failure to reach the controller, said as "none is running" when so.
+pub(super) fn need_controller(paths: &Paths, e: control::ControlError) -> CommandError {
     match e {
         control::ControlError::Connect { .. } => CommandError::Controller(format!(
             "reach a controller: none is running for {} (start one with `steward run`)",

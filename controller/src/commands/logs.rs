@@ -4,20 +4,16 @@
 //! stderr).
 
 use std::process::ExitCode;
-use std::time::Duration;
 
+use super::live::{REQUEST_TIMEOUT, answer, need_controller, runtime};
 use super::{CommandError, Io};
 use crate::cli::LogsArgs;
 use crate::control::{self, LogsQuery, Request, Response};
 use crate::logs::LogChunk;
 use crate::paths::Paths;
 
-const TIMEOUT: Duration = Duration::from_secs(30);
-
 pub fn run(paths: &Paths, args: &LogsArgs, io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let socket = paths.socket_path();
     let request = Request::Logs(LogsQuery {
         name: args.name.clone(),
@@ -26,19 +22,12 @@ pub fn run(paths: &Paths, args: &LogsArgs, io: &mut Io<'_>) -> Result<ExitCode, 
         follow: args.follow,
         tail: args.tail,
     });
-    let no_controller = |e: control::ControlError| match e {
-        control::ControlError::Connect { .. } => CommandError::Controller(format!(
-            "read the logs of {}: no controller is running for {} (logs are kept by `steward run`)",
-            args.name,
-            paths.workspace.display()
-        )),
-        other => other.into(),
-    };
+    let no_controller = |e| need_controller(paths, e);
     if !args.follow {
         let response = rt
-            .block_on(control::request(&socket, &request, TIMEOUT))
+            .block_on(control::request(&socket, &request, REQUEST_TIMEOUT))
             .map_err(no_controller)?;
-        let response = ok(response)?;
+        let response = answer(response)?;
         print(&response, &mut None, io)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -46,29 +35,24 @@ pub fn run(paths: &Paths, args: &LogsArgs, io: &mut Io<'_>) -> Result<ExitCode, 
         .block_on(control::stream(&socket, &request))
         .map_err(no_controller)?;
     let mut pid = None;
+    // The stream ends after a notice when the server leaves the configuration.
+    let mut last_was_notice = false;
     loop {
         match rt.block_on(stream.recv()) {
             None | Some(Err(control::ControlError::Closed)) => {
-                writeln!(io.err, "the controller stopped")?;
+                if !last_was_notice {
+                    writeln!(io.err, "the controller stopped")?;
+                }
                 return Ok(ExitCode::SUCCESS);
             }
             Some(Err(e)) => return Err(e.into()),
             Some(Ok(response)) => {
-                let response = ok(response)?;
+                let response = answer(response)?;
+                last_was_notice = response.logs.is_none() && response.message.is_some();
                 print(&response, &mut pid, io)?;
                 io.out.flush()?;
             }
         }
-    }
-}
-
-fn ok(response: Response) -> Result<Response, CommandError> {
-    if response.ok {
-        Ok(response)
-    } else {
-        Err(CommandError::Controller(
-            response.error.unwrap_or_else(|| "unknown error".to_owned()),
-        ))
     }
 }
 
