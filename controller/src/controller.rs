@@ -557,7 +557,27 @@ fn restartable(shared: &Shared, snap: &Snapshot, names: &[String]) -> Result<Vec
     if names.is_empty() {
         return Err("name at least one server".to_owned());
     }
+    let keys = keys_named(snap, names).map_err(|e| format!("restart: {e}"))?;
     let stopped = shared.reconciler.stopped();
+    for key in &keys {
+        let name = &key.name;
+        if stopped.contains(key) {
+            return Err(format!(
+                "restart {name}: it was stopped with `steward stop`; run `steward start {name}`"
+            ));
+        }
+        if let Some(b) = snap.blocked(key) {
+            return Err(format!(
+                "restart {name}: it is not running, it is blocked ({}): {}",
+                b.reason, b.message
+            ));
+        }
+    }
+    Ok(keys)
+}
+
+/// The keys of every server `names` name (of either kind), or why not.
+fn keys_named(snap: &Snapshot, names: &[String]) -> Result<Vec<Key>, String> {
     let mut keys = Vec::new();
     for name in names {
         let found: Vec<Key> = [Key::mcp(name), Key::lsp(name)]
@@ -567,45 +587,21 @@ fn restartable(shared: &Shared, snap: &Snapshot, names: &[String]) -> Result<Vec
         if found.is_empty() {
             let known: Vec<String> = snap.keys().into_iter().map(|k| k.name).collect();
             return Err(format!(
-                "restart {name}: no server of that name in this workspace (known: {})",
-                known.join(", ")
-            ));
-        }
-        for key in found {
-            if stopped.contains(&key) {
-                return Err(format!(
-                    "restart {name}: it was stopped with `steward stop`; run `steward start {name}`"
-                ));
-            }
-            if let Some(b) = snap.blocked(&key) {
-                return Err(format!(
-                    "restart {name}: it is not running, it is blocked ({}): {}",
-                    b.reason, b.message
-                ));
-            }
-            keys.push(key);
-        }
-    }
-    Ok(keys)
-}
-
-fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> Response {
-    let snap = shared.store.snapshot();
-    let mut keys = Vec::new();
-    for name in names {
-        let found: Vec<Key> = [Key::mcp(name), Key::lsp(name)]
-            .into_iter()
-            .filter(|k| snap.get(k).is_some())
-            .collect();
-        if found.is_empty() {
-            let known: Vec<String> = snap.keys().into_iter().map(|k| k.name).collect();
-            return Response::error(format!(
                 "no server named \"{name}\" in this workspace (known: {})",
                 known.join(", ")
             ));
         }
         keys.extend(found);
     }
+    Ok(keys)
+}
+
+fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> Response {
+    let snap = shared.store.snapshot();
+    let keys = match keys_named(&snap, names) {
+        Ok(keys) => keys,
+        Err(e) => return Response::error(e),
+    };
     for key in &keys {
         shared.reconciler.set_stopped(key, stop);
         shared.reconciler.retry_now(key);

@@ -92,11 +92,11 @@ pub fn rows(status: &WorkspaceStatus, wide: bool, now: SystemTime) -> Vec<Vec<St
         .collect()
 }
 
-/// Widths of the status table columns that can hold only a known set of
-/// values (the widest value each): a `--watch` table starts at these, so
-/// rows printed later (a `Starting` becoming `CrashLoopBackOff`) stay under
-/// the header printed first.
-const WATCH_MIN_WIDTHS: [(&str, usize); 6] = [
+/// Widths of the table columns that can hold only a known set of values
+/// (the widest value each): a table that is watched (`status --watch`,
+/// `events -w`) starts at these, so rows printed later (a `Starting`
+/// becoming `CrashLoopBackOff`) stay under the header printed first.
+const WATCH_MIN_WIDTHS: [(&str, usize); 9] = [
     ("KIND", "LspServer".len()),
     ("SOURCE", "WorkspaceSettings".len()),
     ("PHASE", "Starting".len()),
@@ -104,6 +104,9 @@ const WATCH_MIN_WIDTHS: [(&str, usize); 6] = [
     // pid_max on Linux is at most 4194304.
     ("PID", 7),
     ("AGE", "10h59m".len()),
+    ("LAST SEEN", "10m59s (x99 over 10h59m)".len()),
+    ("TYPE", "Warning".len()),
+    ("OBJECT", "mcpserver/".len() + 16),
 ];
 
 /// Column widths for aligned text; the last column is never padded.
@@ -120,10 +123,10 @@ impl Table {
         Table { header, widths }
     }
 
-    /// The status table for `--watch`: the enum columns start at their
-    /// widest value (see `WATCH_MIN_WIDTHS`).
-    pub fn for_watch(wide: bool) -> Self {
-        let mut table = Table::new(header(wide));
+    /// A table to watch: the columns of known values start at their widest
+    /// (see `WATCH_MIN_WIDTHS`).
+    pub fn for_watch(header: Vec<String>) -> Self {
+        let mut table = Table::new(header);
         for (w, h) in table.widths.iter_mut().zip(&table.header) {
             if let Some((_, min)) = WATCH_MIN_WIDTHS.iter().find(|(name, _)| name == h) {
                 *w = (*w).max(*min);

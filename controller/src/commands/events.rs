@@ -54,7 +54,7 @@ pub fn run(
         .block_on(control::stream(&socket, &request))
         .map_err(no_controller)?;
     let wide = args.output == Format::Wide;
-    let mut table = Table::new(output::event_header(wide));
+    let mut table = Table::for_watch(output::event_header(wide));
     let mut header_printed = false;
     loop {
         let events: Vec<Event> = match rt.block_on(stream.recv()) {

@@ -126,7 +126,7 @@ pub fn status(
                 let wide = format == Format::Wide;
                 // One layout for the whole watch: rows printed later line
                 // up under the header printed first.
-                let table = layout.get_or_insert_with(|| Table::for_watch(wide));
+                let table = layout.get_or_insert_with(|| Table::for_watch(output::header(wide)));
                 let rows = output::rows(&status, wide, now);
                 table.fit(&rows);
                 // The first document prints every row; later ones only the
