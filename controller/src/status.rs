@@ -82,11 +82,18 @@ struct Inner {
     removed: BTreeSet<RemovedRef>,
 }
 
-/// A spec as shown without secrets, and the spec it was made from.
+/// A spec as shown without secrets, and the spec it was made from (held so
+/// that its address, the memo key, stays its own).
 #[derive(Debug)]
 enum Shown {
-    Mcp(Arc<McpServerSpec>, Arc<McpServerSpec>),
-    Lsp(Arc<LspServerSpec>, Arc<LspServerSpec>),
+    Mcp {
+        _from: Arc<McpServerSpec>,
+        shown: Arc<McpServerSpec>,
+    },
+    Lsp {
+        _from: Arc<LspServerSpec>,
+        shown: Arc<LspServerSpec>,
+    },
 }
 
 /// Observed state, shared by the reconcilers and the readers.
@@ -97,9 +104,10 @@ pub struct StatusStore {
     facts: ControllerFacts,
     events: EventLog,
     logs: Arc<LogStore>,
-    /// Redacted specs of the last document shown, by key: a snapshot shares
-    /// unchanged specs, so an unchanged spec is redacted once, not per document.
-    shown: Mutex<HashMap<Key, Shown>>,
+    /// Redacted specs of the last document shown, by the address of the
+    /// spec they were made from: a snapshot shares unchanged specs, so an
+    /// unchanged spec is redacted once, not per document.
+    shown: Mutex<HashMap<usize, Shown>>,
 }
 
 impl StatusStore {
@@ -265,33 +273,29 @@ impl StatusStore {
         let mut memo = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
         let mut next = HashMap::with_capacity(doc.items.len());
         for item in &mut doc.items {
-            let key = Key {
-                kind: item.kind(),
-                name: item.name().to_owned(),
-            };
-            let shown = match (item, memo.remove(&key)) {
-                (Item::McpServer(s), Some(Shown::Mcp(from, shown)))
-                    if Arc::ptr_eq(&from, &s.spec) =>
-                {
-                    s.spec = shown.clone();
-                    Shown::Mcp(from, shown)
+            // Keyed by the spec's address: the memo holds the spec, so the
+            // address cannot be reused while the entry exists.
+            let (addr, shown) = match item {
+                Item::McpServer(s) => {
+                    let addr = Arc::as_ptr(&s.spec) as usize;
+                    let shown = match memo.remove(&addr) {
+                        Some(Shown::Mcp { shown, .. }) => shown,
+                        _ => Arc::new(s.spec.redacted()),
+                    };
+                    let from = std::mem::replace(&mut s.spec, shown.clone());
+                    (addr, Shown::Mcp { _from: from, shown })
                 }
-                (Item::McpServer(s), _) => {
-                    let shown = Arc::new(s.spec.redacted());
-                    Shown::Mcp(std::mem::replace(&mut s.spec, shown.clone()), shown)
-                }
-                (Item::LspServer(s), Some(Shown::Lsp(from, shown)))
-                    if Arc::ptr_eq(&from, &s.spec) =>
-                {
-                    s.spec = shown.clone();
-                    Shown::Lsp(from, shown)
-                }
-                (Item::LspServer(s), _) => {
-                    let shown = Arc::new(s.spec.redacted());
-                    Shown::Lsp(std::mem::replace(&mut s.spec, shown.clone()), shown)
+                Item::LspServer(s) => {
+                    let addr = Arc::as_ptr(&s.spec) as usize;
+                    let shown = match memo.remove(&addr) {
+                        Some(Shown::Lsp { shown, .. }) => shown,
+                        _ => Arc::new(s.spec.redacted()),
+                    };
+                    let from = std::mem::replace(&mut s.spec, shown.clone());
+                    (addr, Shown::Lsp { _from: from, shown })
                 }
             };
-            next.insert(key, shown);
+            next.insert(addr, shown);
         }
         *memo = next;
         doc
