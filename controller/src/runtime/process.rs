@@ -1040,6 +1040,7 @@ impl StderrTail {
         if line.ends_with('\r') {
             line.pop();
         }
+        // Called under the tail's lock, so lines reach the sink in order.
         if let Some((sink, pid)) = &self.sink {
             sink.line(*pid, &line);
         }
