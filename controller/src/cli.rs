@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 use steward_schema::desired::CliOptions;
+use steward_schema::resource::ResourceKind;
 
 use crate::offline::Inputs;
 use crate::output::Format;
@@ -38,7 +39,9 @@ Exit codes:
 Try:
   steward status --offline          what would run here, and why not
   steward validate                  check every configuration file
-  steward approve --all             approve this workspace's pending servers";
+  steward approve --all             approve this workspace's pending servers
+  steward describe NAME             one server: spec, status, stderr, events
+  steward events -w                 what the controller does, as it happens";
 
 /// Steward keeps an AI agent's MCP and LSP servers running exactly as the
 /// workspace's configuration files declare.
@@ -113,14 +116,20 @@ With a controller running (`steward run`), shows its live view through the contr
 phases, pids, tools, restarts, the last reload. --watch keeps printing changes (like `kubectl get \
 -w`; one JSON document per line with -o json). Without a running controller, or with --offline, \
 it computes the status from the files alone, as a cold start of `steward run` with the same flags \
-would, and says so on stderr. In the table view, invalid sources are reported as warnings on stderr.
+would, and says so on stderr. In the table view, invalid sources are reported as warnings on stderr; \
+`-o wide` adds a MESSAGE column (the first line of each server's status message).
 
 Examples:
   steward status
   steward status --watch
+  steward status -o wide
   steward status --offline
   steward status --offline -o yaml --allowed-mcp-server-names github,time
-  steward status --offline -o json | jq '.items[] | select(.status.phase == \"Blocked\")'")]
+  steward status --offline -o json | jq '.items[] | select(.status.phase == \"Blocked\")'
+
+Values of env, headers, URLs (user info and query) and args are shown as written in the files \
+(`${MY_TOKEN}` stays `${MY_TOKEN}`), with credentials written literally shown as <redacted>; \
+--show-secrets shows them expanded, as the servers get them.")]
     Status(StatusArgs),
 
     /// Approve gated MCP servers (from .mcp.json or workspace settings)
@@ -217,6 +226,56 @@ servers itself. Logs go to stderr.",
     )]
     Mcp(RunArgs),
 
+    /// Show one server in detail: spec, status, conditions, stderr, events
+    #[command(long_about = "\
+Show one server the way `kubectl describe` does: its metadata and spec (values as written in the \
+files, secrets redacted unless --show-secrets), its status and conditions, the last lines its \
+process wrote on stderr, and the recent events about it. Without a running controller, shows \
+what the files alone say (spec and admission), and says so on stderr.
+
+Examples:
+  steward describe github
+  steward describe clangd --kind lsp
+  steward describe github --show-secrets")]
+    Describe(DescribeArgs),
+
+    /// Print what a server's process wrote on stderr
+    #[command(long_about = "\
+Print the stderr lines the running controller kept for a server's process (the last 1000 lines \
+or 128 KiB per process). --previous prints the process before the current one (after a crash or \
+a restart); -f keeps printing new lines, across restarts, until interrupted.
+
+Examples:
+  steward logs github
+  steward logs github --previous
+  steward logs github -f --tail 20")]
+    Logs(LogsArgs),
+
+    /// List what happened: starts, crashes, back-offs, approvals, reloads
+    #[command(long_about = "\
+List the running controller's recent events, oldest first, like `kubectl get events`: \
+Normal or Warning, a reason (Started, Crashed, CrashLoopBackOff, PendingApproval, Reloaded…), \
+the object (mcpserver/NAME, lspserver/NAME or workspace/NAME), and a message. A repeated event \
+is listed once with a count. -w keeps printing new ones; -o json|yaml prints them as objects \
+(one JSON object per line with -w).
+
+Examples:
+  steward events
+  steward events -w
+  steward events -o json | jq '.items[] | select(.type == \"Warning\")'")]
+    Events(EventsArgs),
+
+    /// Stop and start servers once (they stay configured, unlike `stop`)
+    #[command(long_about = "\
+Restart servers: stop each one's process (or connection) and start it again once, keeping it \
+desired, and wait until it is Ready or failed. A failed server in back-off is retried at once. \
+Unlike `steward stop`, nothing is persisted. A blocked server (pending approval, stopped…) has \
+nothing to restart.
+
+Example:
+  steward restart github")]
+    Restart(NamesArgs),
+
     /// Use the running language servers: hover, definition, diagnostics...
     #[command(long_about = "\
 Ask the running controller's language servers. Positions are FILE:LINE:COL, 1-based like \
@@ -277,6 +336,79 @@ pub enum LspCommand {
         method: String,
         params: Option<String>,
     },
+}
+
+/// Which kind of server, when an MCP server and a language server share a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KindArg {
+    /// McpServer
+    Mcp,
+    /// LspServer
+    Lsp,
+}
+
+impl KindArg {
+    pub fn kind(self) -> ResourceKind {
+        match self {
+            KindArg::Mcp => ResourceKind::McpServer,
+            KindArg::Lsp => ResourceKind::LspServer,
+        }
+    }
+}
+
+/// `steward describe`.
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// Server name
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// Which kind, when an MCP and a language server share the name (default: both)
+    #[arg(long, value_enum)]
+    pub kind: Option<KindArg>,
+
+    /// Show env, headers, URLs and args as the server gets them, secrets included
+    #[arg(long)]
+    pub show_secrets: bool,
+
+    #[command(flatten)]
+    pub desired: DesiredArgs,
+}
+
+/// `steward logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Server name
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// Keep printing new lines (across restarts) until interrupted
+    #[arg(long, short = 'f', conflicts_with = "previous")]
+    pub follow: bool,
+
+    /// The process before the current one
+    #[arg(long, short = 'p')]
+    pub previous: bool,
+
+    /// Only the last N lines
+    #[arg(long, value_name = "N")]
+    pub tail: Option<usize>,
+
+    /// Which kind, when an MCP and a language server share the name
+    #[arg(long, value_enum)]
+    pub kind: Option<KindArg>,
+}
+
+/// `steward events`.
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Keep printing new and repeated events until interrupted
+    #[arg(long, short = 'w')]
+    pub watch: bool,
+
+    /// Output format (wide adds COUNT and FIRST SEEN)
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    pub output: Format,
 }
 
 /// `steward stop` / `steward start`.
@@ -439,6 +571,11 @@ pub struct StatusArgs {
     /// Keep printing changes (needs a running controller)
     #[arg(long, short = 'w')]
     pub watch: bool,
+
+    /// Show env, headers, URLs and args as the servers get them, secrets
+    /// included (default: as written in the files, credentials redacted)
+    #[arg(long)]
+    pub show_secrets: bool,
 
     #[command(flatten)]
     pub desired: DesiredArgs,

@@ -1,25 +1,48 @@
 //! The control socket: a unix socket under HOME_DIR through which `steward
-//! status|reload|stop|start` (and later `steward lsp`) talk to a running
-//! controller. Protocol: one JSON request per line; one JSON response per
-//! line (a stream of them for `watch`).
+//! status|reload|stop|start|restart|lsp|events|logs|describe` talk to a
+//! running controller. Protocol: one JSON request per line; one JSON
+//! response per line (a stream of them for the requests that
+//! [`Request::is_stream`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use steward_schema::resource::{ReloadSummary, WorkspaceStatus};
+use steward_schema::resource::{ReloadSummary, ResourceKind, WorkspaceStatus};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
+
+use crate::events::Event;
+use crate::logs::LogChunk;
 
 /// A request to the controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "request", rename_all = "camelCase")]
 pub enum Request {
-    /// The current `WorkspaceStatus`.
+    /// The current `WorkspaceStatus`, specs without secrets
+    /// ([`steward_schema::redact`]).
     Status,
-    /// `WorkspaceStatus` now and after every change, until the client hangs up.
+    /// `WorkspaceStatus` now and after every change, until the client hangs
+    /// up (specs without secrets).
     Watch,
+    /// `Status` (or `Watch`, with `watch`) with the specs as the servers get
+    /// them, secrets included (`--show-secrets`).
+    StatusWithSecrets {
+        #[serde(default)]
+        watch: bool,
+    },
+    /// The event log, oldest first; with `watch`, then every new or updated
+    /// event until the client hangs up (`steward events -w`).
+    Events {
+        #[serde(default)]
+        watch: bool,
+    },
+    /// A server's stderr (`steward logs`).
+    Logs(LogsQuery),
+    /// Stop and start servers once, keeping them desired; answers when their
+    /// reconciles have finished.
+    Restart { names: Vec<String> },
     /// Re-read every source (extensions included); answers when the reload's
     /// reconciles have finished.
     Reload,
@@ -29,6 +52,38 @@ pub enum Request {
     Start { names: Vec<String> },
     /// Use a language server (`steward lsp ...`).
     Lsp(LspQuery),
+}
+
+impl Request {
+    /// Whether the answer is a stream of responses (served outside the
+    /// controller's event loop) rather than one.
+    pub fn is_stream(&self) -> bool {
+        match self {
+            Request::Watch => true,
+            Request::StatusWithSecrets { watch } | Request::Events { watch } => *watch,
+            Request::Logs(q) => q.follow,
+            _ => false,
+        }
+    }
+}
+
+/// What `steward logs` asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsQuery {
+    pub name: String,
+    /// Which kind, when an MCP and a language server share the name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ResourceKind>,
+    /// The instance before the current one.
+    #[serde(default)]
+    pub previous: bool,
+    /// Then every new line until the client hangs up.
+    #[serde(default)]
+    pub follow: bool,
+    /// Only the last lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<usize>,
 }
 
 /// What `steward lsp` asks of a language server.
@@ -85,6 +140,12 @@ pub struct Response {
     pub server: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
+    /// `steward events`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<Event>>,
+    /// `steward logs`: lines of one process of the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs: Option<LogChunk>,
 }
 
 impl Response {
@@ -97,6 +158,8 @@ impl Response {
             message: None,
             server: None,
             result: None,
+            events: None,
+            logs: None,
         }
     }
 
@@ -146,10 +209,11 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
 }
 
 /// Serve connections: every request goes to `to_loop` (the controller's
-/// event loop answers); `Watch` is answered by `watch_stream`.
+/// event loop answers), but a stream ([`Request::is_stream`]) is answered
+/// by `watch_stream`.
 pub async fn serve<W, Fut>(listener: UnixListener, to_loop: mpsc::Sender<Incoming>, watch_stream: W)
 where
-    W: Fn(UnixStream) -> Fut + Send + Sync + Clone + 'static,
+    W: Fn(Request, UnixStream) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     loop {
@@ -165,12 +229,12 @@ where
                 return;
             };
             let response = match serde_json::from_str::<Request>(&line) {
-                Ok(Request::Watch) => {
+                Ok(request) if request.is_stream() => {
                     let stream = match lines.into_inner().into_inner().reunite(write) {
                         Ok(s) => s,
                         Err(_) => return,
                     };
-                    watch_stream(stream).await;
+                    watch_stream(request, stream).await;
                     return;
                 }
                 Ok(request) => {
@@ -236,9 +300,18 @@ pub async fn request(
 pub async fn watch(
     path: &Path,
 ) -> Result<mpsc::Receiver<Result<Response, ControlError>>, ControlError> {
+    stream(path, &Request::Watch).await
+}
+
+/// Send a streaming `request` ([`Request::is_stream`]): yields each
+/// response as it arrives.
+pub async fn stream(
+    path: &Path,
+    request: &Request,
+) -> Result<mpsc::Receiver<Result<Response, ControlError>>, ControlError> {
     let stream = connect(path).await?;
     let (read, mut write) = stream.into_split();
-    let mut line = serde_json::to_vec(&Request::Watch)?;
+    let mut line = serde_json::to_vec(request)?;
     line.push(b'\n');
     write.write_all(&line).await?;
     let (tx, rx) = mpsc::channel(16);

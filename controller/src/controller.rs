@@ -18,12 +18,11 @@ use steward_schema::load::ParsedSource;
 use steward_schema::resource::{
     ConditionStatus, Phase, ReloadSummary, ResourceKind, Skipped, SourceKind, SourceState,
 };
-use tokio::io::AsyncWriteExt;
-use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::control::{self, Incoming, Request, Response};
+use crate::events::{EventType, NewEvent, ObjectRef};
 use crate::gateway::registry::Registry;
 use crate::gateway::serve::{HttpEndpoint, ListenError};
 use crate::gateway::{Gateway, GatewayConfig, serve};
@@ -36,6 +35,7 @@ use crate::reconcile::{Outcome, ReconcileConfig, Reconciler, Settled};
 use crate::runtime::process::Spawner;
 use crate::snapshot::{Applied, DesiredStore, Key, Snapshot};
 use crate::status::{ControllerFacts, StatusStore, now_rfc3339, rfc3339};
+use crate::streams;
 use crate::watch::{FileChange, Judge, Verdict, WatchConfig, Watcher};
 
 /// Options of `steward run`.
@@ -248,13 +248,15 @@ struct Shared {
     gateway: Arc<Gateway>,
 }
 
-/// The status document: the store's view plus the agent endpoint's.
-fn status_document(
+/// The status document: the store's view (secrets hidden unless asked)
+/// plus the agent endpoint's.
+pub fn status_document(
     store: &DesiredStore,
     status: &StatusStore,
     gateway: &Gateway,
+    show_secrets: bool,
 ) -> steward_schema::resource::WorkspaceStatus {
-    let mut doc = status.workspace_status(&store.snapshot());
+    let mut doc = status.workspace_status_shown(&store.snapshot(), show_secrets);
     gateway.decorate(&mut doc);
     doc
 }
@@ -303,6 +305,15 @@ impl Shared {
         }
         for status in &applied.rejected {
             tracing::warn!(source = %status.path, error = status.error.as_deref().unwrap_or(""), "invalid source ignored; the previous content stays in force");
+            let error = status.error.as_deref().and_then(|e| e.lines().next());
+            self.status.workspace_event(NewEvent::new(
+                EventType::Warning,
+                "InvalidSource",
+                format!(
+                    "{}; the previous content stays in force",
+                    error.unwrap_or(&status.path)
+                ),
+            ));
         }
         self.conditions(&snap, applied);
         self.status.touch();
@@ -359,6 +370,11 @@ impl Shared {
             );
         }
         if applied.server_command_changed {
+            self.status.workspace_event(NewEvent::new(
+                EventType::Warning,
+                "RestartRequired",
+                "mcp.serverCommand changed; restart `steward run` to apply it",
+            ));
             self.status.set_controller_condition(
                 "RestartRequired",
                 ConditionStatus::True,
@@ -405,6 +421,10 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let status = Arc::new(StatusStore::new(ControllerFacts {
         pid: Some(std::process::id()),
         started_at: Some(rfc3339(SystemTime::now())),
+        workspace_name: paths
+            .workspace
+            .file_name()
+            .map_or_else(|| "/".to_owned(), |n| n.to_string_lossy().into_owned()),
     }));
     let (event_tx, mut event_rx) = mpsc::unbounded_channel::<RuntimeEvent>();
     let (outcome_tx, mut outcome_rx) = mpsc::unbounded_channel::<Settled>();
@@ -485,9 +505,19 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         let store = store.clone();
         let status = status.clone();
         let gateway = gateway.clone();
-        tokio::spawn(control::serve(listener, control_tx, move |stream| {
-            watch_stream(stream, store.clone(), status.clone(), gateway.clone())
-        }))
+        tokio::spawn(control::serve(
+            listener,
+            control_tx,
+            move |request, stream| {
+                streams::serve(
+                    request,
+                    stream,
+                    store.clone(),
+                    status.clone(),
+                    gateway.clone(),
+                )
+            },
+        ))
     };
 
     // The agent endpoint: a Unix socket beside the control socket (for
@@ -612,17 +642,65 @@ fn log_reload(s: &ReloadSummary) {
 fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTracker, paths: &Paths) {
     let Incoming { request, reply } = incoming;
     match request {
-        Request::Status => {
+        Request::Status | Request::StatusWithSecrets { .. } => {
+            let show_secrets = matches!(request, Request::StatusWithSecrets { .. });
             let mut r = Response::ok();
             r.status = Some(Box::new(status_document(
                 &shared.store,
                 &shared.status,
                 &shared.gateway,
+                show_secrets,
             )));
             let _ = reply.send(r);
         }
         Request::Watch => {
             let _ = reply.send(Response::error("watch is served on its own connection"));
+        }
+        Request::Events { .. } => {
+            let _ = reply.send(Response {
+                events: Some(shared.status.events().list()),
+                ..Response::ok()
+            });
+        }
+        Request::Logs(query) => {
+            let snap = shared.store.snapshot();
+            let _ = reply.send(streams::read_logs(&snap, &shared.status, &query));
+        }
+        Request::Restart { names } => {
+            let snap = shared.store.snapshot();
+            let keys = match restartable(shared, &snap, &names) {
+                Ok(keys) => keys,
+                Err(e) => {
+                    let _ = reply.send(Response::error(e));
+                    return;
+                }
+            };
+            let (tx, rx) = oneshot::channel();
+            tracker.waiters.push(tx);
+            tracker.begin("steward restart", &keys, snap.epoch, snap.key_iter());
+            for key in &keys {
+                shared.reconciler.request_restart(key);
+                shared.status.events().record(
+                    ObjectRef::server(key),
+                    NewEvent::new(
+                        EventType::Normal,
+                        "Restarting",
+                        "restart requested (steward restart)",
+                    ),
+                    &now_rfc3339(),
+                );
+                shared.queue.add(key.clone());
+            }
+            tokio::spawn(async move {
+                let response = match rx.await {
+                    Ok(summary) => Response {
+                        reload: Some(summary),
+                        ..Response::ok()
+                    },
+                    Err(_) => Response::error("the controller is shutting down"),
+                };
+                let _ = reply.send(response);
+            });
         }
         Request::Reload => {
             let before = shared.store.snapshot();
@@ -681,23 +759,57 @@ fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTrack
     }
 }
 
-fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> Response {
-    let snap = shared.store.snapshot();
+/// The keys `names` stand for, if every one of them may be restarted: it
+/// exists and is admitted (a blocked server has nothing to restart).
+fn restartable(shared: &Shared, snap: &Snapshot, names: &[String]) -> Result<Vec<Key>, String> {
+    if names.is_empty() {
+        return Err("name at least one server".to_owned());
+    }
+    let keys = keys_named(snap, names).map_err(|e| format!("restart: {e}"))?;
+    let stopped = shared.reconciler.stopped();
+    for key in &keys {
+        let name = &key.name;
+        if stopped.contains(key) {
+            return Err(format!(
+                "restart {name}: it was stopped with `steward stop`; run `steward start {name}`"
+            ));
+        }
+        if let Some(b) = snap.blocked(key) {
+            return Err(format!(
+                "restart {name}: it is not running, it is blocked ({}): {}",
+                b.reason, b.message
+            ));
+        }
+    }
+    Ok(keys)
+}
+
+/// The keys of every server `names` name (of either kind), or why not.
+fn keys_named(snap: &Snapshot, names: &[String]) -> Result<Vec<Key>, String> {
     let mut keys = Vec::new();
     for name in names {
         let found: Vec<Key> = [Key::mcp(name), Key::lsp(name)]
             .into_iter()
-            .filter(|k| snap.get(k).is_some())
+            .filter(|k| snap.contains(k))
             .collect();
         if found.is_empty() {
             let known: Vec<String> = snap.keys().into_iter().map(|k| k.name).collect();
-            return Response::error(format!(
+            return Err(format!(
                 "no server named \"{name}\" in this workspace (known: {})",
                 known.join(", ")
             ));
         }
         keys.extend(found);
     }
+    Ok(keys)
+}
+
+fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> Response {
+    let snap = shared.store.snapshot();
+    let keys = match keys_named(&snap, names) {
+        Ok(keys) => keys,
+        Err(e) => return Response::error(e),
+    };
     for key in &keys {
         shared.reconciler.set_stopped(key, stop);
         shared.reconciler.retry_now(key);
@@ -716,42 +828,4 @@ fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> 
             .join(", ")
     ));
     r
-}
-
-/// Stream the status document on every change until the client hangs up.
-async fn watch_stream(
-    mut stream: UnixStream,
-    store: Arc<DesiredStore>,
-    status: Arc<StatusStore>,
-    gateway: Arc<Gateway>,
-) {
-    let mut changes = status.subscribe();
-    let mut last: Option<Vec<u8>> = None;
-    loop {
-        let mut r = Response::ok();
-        r.status = Some(Box::new(status_document(&store, &status, &gateway)));
-        // Serialized once: compared with the last document sent, and sent
-        // only when it differs.
-        let Ok(mut line) = serde_json::to_vec(&r) else {
-            return;
-        };
-        line.push(b'\n');
-        if last.as_deref() != Some(&line[..]) {
-            if stream.write_all(&line).await.is_err() {
-                return;
-            }
-            last = Some(line);
-        }
-        tokio::select! {
-            changed = changes.changed() => if changed.is_err() { return },
-            // A hung-up client is noticed on the next write; also poll for EOF.
-            _ = stream.readable() => {
-                let mut buf = [0u8; 1];
-                if let Ok(0) = stream.try_read(&mut buf) {
-                    return;
-                }
-            }
-        }
-        let _ = stream.flush().await;
-    }
 }

@@ -37,6 +37,7 @@ use crate::runtime::lsp::{LspConnection, LspEvent};
 use crate::runtime::mcp::{Broadcast, McpConnection, McpEvent, McpHandle, McpLists, McpTimeouts};
 use crate::runtime::process::{SPAWNED, Spawner};
 use crate::snapshot::Key;
+use crate::status::StatusStore;
 
 /// Stderr lines kept with a crash.
 const CRASH_TAIL_LINES: usize = 10;
@@ -54,6 +55,8 @@ pub struct InstanceContext {
     pub broadcast: Option<Broadcast>,
     /// Where phase changes are announced (the controller enqueues the key).
     pub events: mpsc::UnboundedSender<RuntimeEvent>,
+    /// Keeps each server's stderr across its processes (`steward logs`).
+    pub status: Arc<StatusStore>,
 }
 
 /// "Look at this key again": an instance of it changed phase.
@@ -293,8 +296,8 @@ async fn run(
             offer: conn.offer(),
         }))
     };
+    tracing::info!(server = %key, pid = conn.pid(), "ready");
     set(ready(&conn));
-    tracing::info!(server = %key, pid = ?conn.pid(), "ready");
 
     // Ready: until asked to stop or the server dies.
     loop {
@@ -368,6 +371,10 @@ async fn connect(
     spec: &InstanceSpec,
     happened: mpsc::UnboundedSender<Happened>,
 ) -> Result<Conn, (Reason, String)> {
+    // The server's stderr also goes to its log, which outlives the process.
+    let spawner = context
+        .spawner
+        .with_stderr_sink(context.status.logs().sink(key));
     match spec {
         InstanceSpec::Mcp(spec) => {
             let on_event = Arc::new(move |e: McpEvent| {
@@ -383,7 +390,7 @@ async fn connect(
                 let _ = happened.send(what);
             });
             let conn = McpConnection::connect(
-                &context.spawner,
+                &spawner,
                 &key.name,
                 spec,
                 &context.workspace,
@@ -403,7 +410,7 @@ async fn connect(
                     let _ = happened.send(Happened::Died(format!("the server {how}")));
                 }
             });
-            let conn = LspConnection::connect(&context.spawner, &key.name, spec, on_event)
+            let conn = LspConnection::connect(&spawner, &key.name, spec, on_event)
                 .await
                 .map_err(|e| (e.reason, e.message))?;
             let conn = Arc::new(conn);

@@ -42,7 +42,15 @@
 //! - **How a reload becomes status.** Reconciles write [`status::StatusStore`];
 //!   the outcomes of the keys a reload enqueued are collected into
 //!   `status.controller.lastReload` once they have all finished. `steward
-//!   status` reads the store through the [`control`] socket under HOME_DIR.
+//!   status` reads the store through the [`control`] socket under HOME_DIR,
+//!   specs redacted of secrets unless asked (`steward_schema::redact`).
+//! - **Events and logs are observed state too.** Every change of a server's
+//!   phase or reason in the status store is an event ([`events`]; reloads
+//!   and rejected sources are the controller's own); every process a
+//!   reconcile spawns writes its stderr into the server's [`logs`] entry,
+//!   which keeps the current and the previous process. `steward events -w`,
+//!   `logs -f` and `status --watch` are served as [`streams`] that read those
+//!   stores and never go through the event loop.
 pub mod approvals;
 pub mod backoff;
 pub mod cli;
@@ -50,9 +58,11 @@ pub mod commands;
 pub mod control;
 pub mod controller;
 pub mod entry;
+pub mod events;
 pub mod gateway;
 pub mod instance;
 pub mod lock;
+pub mod logs;
 pub mod lsp_service;
 pub mod offline;
 pub mod output;
@@ -63,4 +73,5 @@ pub mod runtime;
 pub mod snapshot;
 pub mod sources;
 pub mod status;
+pub mod streams;
 pub mod watch;

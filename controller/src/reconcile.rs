@@ -101,11 +101,15 @@ struct Slot {
     /// The last instance failed or crashed: the next start is a retry
     /// (`status.restarts` counts it).
     retrying: bool,
+    /// `steward restart`: stop what runs and start it again once.
+    restart: bool,
+    /// The next instance replaces a stopped one (a restart, not an add).
+    replacing: bool,
 }
 
 impl Slot {
     fn is_empty(&self) -> bool {
-        self.current.is_none() && self.retiring.is_empty() && !self.retrying
+        self.current.is_none() && self.retiring.is_empty() && !self.retrying && !self.restart
     }
 }
 
@@ -181,6 +185,7 @@ impl Reconciler {
             lsp: lsp.clone(),
             broadcast,
             events,
+            status: status.clone(),
         });
         Reconciler {
             store,
@@ -198,6 +203,13 @@ impl Reconciler {
             outcomes,
             cancel,
         }
+    }
+
+    /// `steward restart`: the next reconcile of `key` stops what runs and
+    /// starts it again (a failed server is retried at once).
+    pub fn request_restart(&self, key: &Key) {
+        self.retry_now(key);
+        lock(&self.slots).entry(key.clone()).or_default().restart = true;
     }
 
     /// Forget any backoff of `key`: its spec changed, or its source was
@@ -309,6 +321,12 @@ impl Reconciler {
             slot.retrying = false;
             self.set_blocked(key, &b);
             return (Requeue::No, Some(Outcome::Skipped(b.reason)));
+        }
+
+        // `steward restart`: the running instance makes way for a new one.
+        if std::mem::take(&mut slot.restart) && slot.current.is_some() {
+            self.replace(key, slot, StopMode::Now);
+            return (Requeue::After(Duration::ZERO), None);
         }
 
         // An instance of another spec: stop it; the new one starts once it
@@ -429,6 +447,7 @@ impl Reconciler {
         slot.retiring.push(instance);
         slot.published = None;
         slot.retrying = false;
+        slot.replacing = true;
     }
 
     fn set_blocked(&self, key: &Key, b: &Blocked) {
@@ -500,11 +519,12 @@ impl Reconciler {
             Desired::Mcp(d) => InstanceSpec::Mcp(d.spec.clone()),
             Desired::Lsp(d) => InstanceSpec::Lsp(d.spec.clone()),
         };
-        let replaces = self
-            .status
-            .get(key)
-            .and_then(|s| s.observed_hash)
-            .is_some_and(|observed| observed != hash);
+        let replaces = std::mem::take(&mut slot.replacing)
+            || self
+                .status
+                .get(key)
+                .and_then(|s| s.observed_hash)
+                .is_some_and(|observed| observed != hash);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let retry = slot.retrying;
         let now_s = now_rfc3339();

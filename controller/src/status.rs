@@ -5,18 +5,25 @@
 //! control socket, `status --watch`) take a consistent document and wait for
 //! the next change on a version counter. Conditions follow the Kubernetes
 //! convention: `lastTransitionTime` moves only when `status` changes.
+//!
+//! Beside the statuses it holds the rest of what is observed: the event log
+//! ([`crate::events`]), fed here from every change of a server's phase or
+//! reason, and the servers' stderr logs ([`crate::logs`]).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use steward_schema::admission;
 use steward_schema::resource::{
-    API_VERSION, Condition, ConditionStatus, ControllerStatus, Item, LspServer, McpServer,
-    Metadata, Phase, ReloadSummary, RemovedRef, ResourceKind, ServerStatus, WorkspaceStatus,
+    API_VERSION, Condition, ConditionStatus, ControllerStatus, Item, LspServer, LspServerSpec,
+    McpServer, McpServerSpec, Metadata, Phase, ReloadSummary, RemovedRef, ResourceKind,
+    ServerStatus, WorkspaceStatus,
 };
 use tokio::sync::watch;
 
+use crate::events::{self, EventLog, ObjectRef};
+use crate::logs::LogStore;
 use crate::snapshot::{Key, Snapshot};
 
 pub use crate::offline::rfc3339;
@@ -63,6 +70,8 @@ pub fn set_condition(
 pub struct ControllerFacts {
     pub pid: Option<u32>,
     pub started_at: Option<String>,
+    /// The name the workspace's own events are recorded under (its directory name).
+    pub workspace_name: String,
 }
 
 #[derive(Debug, Default)]
@@ -73,12 +82,32 @@ struct Inner {
     removed: BTreeSet<RemovedRef>,
 }
 
+/// A spec as shown without secrets, and the spec it was made from (held so
+/// that its address, the memo key, stays its own).
+#[derive(Debug)]
+enum Shown {
+    Mcp {
+        _from: Arc<McpServerSpec>,
+        shown: Arc<McpServerSpec>,
+    },
+    Lsp {
+        _from: Arc<LspServerSpec>,
+        shown: Arc<LspServerSpec>,
+    },
+}
+
 /// Observed state, shared by the reconcilers and the readers.
 #[derive(Debug)]
 pub struct StatusStore {
     inner: Mutex<Inner>,
     version: watch::Sender<u64>,
     facts: ControllerFacts,
+    events: EventLog,
+    logs: Arc<LogStore>,
+    /// Redacted specs of the last document shown, by the address of the
+    /// spec they were made from: a snapshot shares unchanged specs, so an
+    /// unchanged spec is redacted once, not per document.
+    shown: Mutex<HashMap<usize, Shown>>,
 }
 
 impl StatusStore {
@@ -87,7 +116,20 @@ impl StatusStore {
             inner: Mutex::new(Inner::default()),
             version: watch::Sender::new(0),
             facts,
+            events: EventLog::default(),
+            logs: Arc::default(),
+            shown: Mutex::default(),
         }
+    }
+
+    /// The event log (server events are recorded by [`Self::update`]).
+    pub fn events(&self) -> &EventLog {
+        &self.events
+    }
+
+    /// The servers' stderr logs.
+    pub fn logs(&self) -> &Arc<LogStore> {
+        &self.logs
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -125,17 +167,26 @@ impl StatusStore {
         initial: impl FnOnce() -> ServerStatus,
         f: impl FnOnce(&mut ServerStatus),
     ) {
-        let changed = {
+        let (changed, event) = {
             let mut inner = self.lock();
             let removed = inner.removed.remove(&RemovedRef {
                 kind: key.kind,
                 name: key.name.clone(),
             });
+            let existed = inner.servers.contains_key(key);
             let entry = inner.servers.entry(key.clone()).or_insert_with(initial);
             let before = entry.clone();
             f(entry);
-            removed || *entry != before
+            let changed = removed || *entry != before;
+            let event = changed
+                .then(|| events::transition(existed.then_some(&before), entry))
+                .flatten();
+            (changed, event)
         };
+        if let Some(event) = event {
+            self.events
+                .record(ObjectRef::server(key), event, &now_rfc3339());
+        }
         // Readers (watch streams) only wake for real changes: a resync that
         // confirms a Ready server writes the same status and costs nothing.
         if changed {
@@ -145,14 +196,20 @@ impl StatusStore {
 
     /// Forget `key` (it left the configuration); remember it as removed.
     pub fn remove(&self, key: &Key) {
-        {
+        let known = {
             let mut inner = self.lock();
-            inner.servers.remove(key);
+            let known = inner.servers.remove(key).is_some();
             inner.removed.insert(RemovedRef {
                 kind: key.kind,
                 name: key.name.clone(),
             });
+            known
+        };
+        if known {
+            self.events
+                .record(ObjectRef::server(key), events::removed(), &now_rfc3339());
         }
+        self.logs.forget(key);
         self.bump();
     }
 
@@ -167,8 +224,18 @@ impl StatusStore {
     }
 
     pub fn set_last_reload(&self, summary: ReloadSummary) {
+        self.workspace_event(events::reloaded(&summary));
         self.lock().last_reload = Some(summary);
         self.bump();
+    }
+
+    /// Record an event about the workspace's controller itself.
+    pub fn workspace_event(&self, event: events::NewEvent) {
+        self.events.record(
+            ObjectRef::workspace(&self.facts.workspace_name),
+            event,
+            &now_rfc3339(),
+        );
     }
 
     /// Set a controller-level condition.
@@ -203,6 +270,44 @@ impl StatusStore {
     /// Notify readers that something outside the store changed (a snapshot).
     pub fn touch(&self) {
         self.bump();
+    }
+
+    /// [`Self::workspace_status`] as shown to a client: specs without
+    /// secrets ([`steward_schema::redact`]) unless `show_secrets`.
+    pub fn workspace_status_shown(&self, snap: &Snapshot, show_secrets: bool) -> WorkspaceStatus {
+        let mut doc = self.workspace_status(snap);
+        if show_secrets {
+            return doc;
+        }
+        let mut memo = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut next = HashMap::with_capacity(doc.items.len());
+        for item in &mut doc.items {
+            // Keyed by the spec's address: the memo holds the spec, so the
+            // address cannot be reused while the entry exists.
+            let (addr, shown) = match item {
+                Item::McpServer(s) => {
+                    let addr = Arc::as_ptr(&s.spec) as usize;
+                    let shown = match memo.remove(&addr) {
+                        Some(Shown::Mcp { shown, .. }) => shown,
+                        _ => Arc::new(s.spec.redacted()),
+                    };
+                    let from = std::mem::replace(&mut s.spec, shown.clone());
+                    (addr, Shown::Mcp { _from: from, shown })
+                }
+                Item::LspServer(s) => {
+                    let addr = Arc::as_ptr(&s.spec) as usize;
+                    let shown = match memo.remove(&addr) {
+                        Some(Shown::Lsp { shown, .. }) => shown,
+                        _ => Arc::new(s.spec.redacted()),
+                    };
+                    let from = std::mem::replace(&mut s.spec, shown.clone());
+                    (addr, Shown::Lsp { _from: from, shown })
+                }
+            };
+            next.insert(addr, shown);
+        }
+        *memo = next;
+        doc
     }
 
     /// The whole document for `snap`, with the observed status of each

@@ -362,3 +362,19 @@ fn tree(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out.sort();
     out
 }
+
+#[test]
+fn describe_offline_snapshot() {
+    let sb = rich(true);
+    let mut args = vec!["describe", "user-notes"];
+    args.extend_from_slice(RICH_ARGS);
+    let run = sb.run(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stdout.contains("s3cr3t"), "{}", run.stdout);
+    snapshot_settings(&sb).bind(|| {
+        insta::assert_snapshot!(
+            "describe_offline",
+            format!("--- stdout\n{}--- stderr\n{}", run.stdout, run.stderr)
+        );
+    });
+}

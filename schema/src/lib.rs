@@ -14,7 +14,8 @@
 //! 4. [`desired`] merges every source into a [`desired::DesiredState`]
 //!    (precedence, policy, [`trust`]);
 //! 5. [`admission`] decides, per server, whether it may run and why not;
-//! 6. [`resource`] is the contract those results are published in.
+//! 6. [`resource`] is the contract those results are published in;
+//!    [`redact`] is how a published spec is shown without its secrets.
 pub mod admission;
 pub mod canonical;
 pub mod desired;
@@ -25,6 +26,7 @@ pub mod glob;
 pub mod jsonc;
 pub mod load;
 pub mod memo;
+pub mod redact;
 pub mod resource;
 pub mod schemas;
 pub mod trust;

@@ -29,6 +29,7 @@ use crate::formats::{
 };
 use crate::jsonc::{self, Document};
 use crate::memo::{self, Coverage, EntryMemo, FieldErrors, Place};
+use crate::redact;
 use crate::resource::{
     LspServerSpec, LspSocket, McpServerSpec, McpTransport, Scope, SourceKind, SourceState,
 };
@@ -1148,9 +1149,16 @@ pub fn build_mcp(
             } else {
                 field
             };
+            // As written, never the expanded value (it may hold a secret).
+            let written = if field == "/url" {
+                &entry.url
+            } else {
+                &entry.http_url
+            };
+            let shown = redact::redact_url(written.as_deref().unwrap_or(u));
             errors.push((
                 field.to_owned(),
-                format!("expected an http:// or https:// URL, found \"{u}\""),
+                format!("expected an http:// or https:// URL, found \"{shown}\""),
             ));
         }
     }
@@ -1203,6 +1211,7 @@ pub fn build_mcp(
         extension_name: extension_name.map(str::to_owned),
         config_hash,
         approval_hash: approval_hash(literal),
+        as_written: redact::mcp_as_written(entry, transport),
     })
 }
 
@@ -1433,6 +1442,7 @@ fn build_lsp(
         trust_required,
         extension_name,
         config_hash: String::new(),
+        as_written: redact::lsp_as_written(entry),
     };
     spec.config_hash = lsp_config_hash(name, &spec);
     Ok(spec)

@@ -167,6 +167,26 @@ pub struct McpServerSpec {
     pub config_hash: String,
     /// Hash of the literal (pre-expansion) entry an approval binds to.
     pub approval_hash: String,
+    /// The expanded fields as written in the source, for display without
+    /// secrets ([`crate::redact`]). Not hashed, never serialized.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub as_written: AsWritten,
+}
+
+/// The fields of a spec that expand `$VAR`, as written in the source (the
+/// spec holds them expanded). `status` shows these instead of the expanded
+/// values, which may hold secrets ([`crate::redact`]); `None` where the
+/// source did not set the field (or the spec was not built from a source).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AsWritten {
+    pub args: Option<Vec<String>>,
+    pub env: Option<BTreeMap<String, String>>,
+    /// The `url` of an SSE server.
+    pub url: Option<String>,
+    /// The URL a streamable HTTP server was given (`httpUrl`, or `url` with `type: "http"`).
+    pub http_url: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
 }
 
 /// Where a tcp/socket language server listens (normalized).
@@ -217,6 +237,11 @@ pub struct LspServerSpec {
     pub extension_name: Option<String>,
     /// Hash of every field above except scope/extensionName (and the name).
     pub config_hash: String,
+    /// `args` and `env` as written in the source, for display without
+    /// secrets ([`crate::redact`]). Not hashed, never serialized.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub as_written: AsWritten,
 }
 
 /// Lifecycle phase.

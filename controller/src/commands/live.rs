@@ -1,6 +1,6 @@
 //! The commands that talk to a running controller through its control
-//! socket: `status` (live, `--watch`), `reload`, `stop`, `start`, and `run`
-//! itself.
+//! socket: `status` (live, `--watch`), `reload`, `stop`, `start`,
+//! `restart`, and `run` itself.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -15,23 +15,25 @@ use crate::cli::{LogFormat, RunArgs};
 use crate::control::{self, Request, Response};
 use crate::controller::{self, GatewayOptions, RunOptions};
 use crate::gateway::GatewayConfig;
-use crate::offline::{Inputs, offline_status};
-use crate::output::{self, Format};
+use crate::offline::Inputs;
+use crate::output::{self, Format, Table};
 use crate::paths::Paths;
 use crate::reconcile::ReconcileConfig;
 use crate::runtime::mcp::McpTimeouts;
 
 /// How long a one-shot request may wait for the controller (a reload waits
 /// for its reconciles, which are bounded by the servers' own timeouts).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
+/// The runtime a one-shot command talks to the controller on.
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
 }
 
-fn answer(response: Response) -> Result<Response, CommandError> {
+/// The response, or the controller's error as a [`CommandError`].
+pub(super) fn answer(response: Response) -> Result<Response, CommandError> {
     if response.ok {
         Ok(response)
     } else {
@@ -48,35 +50,46 @@ pub fn status(
     inputs: &Inputs,
     format: Format,
     watch: bool,
+    show_secrets: bool,
     env: &BTreeMap<String, String>,
     now: SystemTime,
     io: &mut Io<'_>,
 ) -> Result<ExitCode, CommandError> {
     let rt = runtime()?;
     let socket = paths.socket_path();
+    let offline = |io: &mut Io<'_>| offline(paths, inputs, format, show_secrets, env, now, io);
     if !watch {
-        return match rt.block_on(control::request(&socket, &Request::Status, REQUEST_TIMEOUT)) {
+        let request = if show_secrets {
+            Request::StatusWithSecrets { watch: false }
+        } else {
+            Request::Status
+        };
+        return match rt.block_on(control::request(&socket, &request, REQUEST_TIMEOUT)) {
             Ok(response) => {
                 let status = answer(response)?.status.ok_or_else(|| {
                     CommandError::Controller("the controller sent no status".to_owned())
                 })?;
                 print_status(&status, format, now, io)
             }
-            Err(control::ControlError::Connect { .. }) => {
-                offline(paths, inputs, format, env, now, io)
-            }
+            Err(control::ControlError::Connect { .. }) => offline(io),
             Err(e) => Err(e.into()),
         };
     }
-    let mut stream = match rt.block_on(control::watch(&socket)) {
+    let request = if show_secrets {
+        Request::StatusWithSecrets { watch: true }
+    } else {
+        Request::Watch
+    };
+    let mut stream = match rt.block_on(control::stream(&socket, &request)) {
         Ok(s) => s,
         Err(control::ControlError::Connect { .. }) => {
-            return offline(paths, inputs, format, env, now, io);
+            return offline(io);
         }
         Err(e) => return Err(e.into()),
     };
     let mut previous: Option<WorkspaceStatus> = None;
     let mut header_printed = false;
+    let mut layout: Option<Table> = None;
     loop {
         let Some(item) = rt.block_on(stream.recv()) else {
             return Ok(ExitCode::SUCCESS);
@@ -110,35 +123,33 @@ pub fn status(
                     output::render(&status, Format::Yaml, now)?
                 )?;
             }
-            Format::Table => {
-                let table = output::render_table(&status, now);
-                let mut lines = table.lines();
-                // An empty document renders no header at all.
-                let header = lines.next();
-                let rows: Vec<&str> = lines.collect();
+            Format::Table | Format::Wide => {
+                let wide = format == Format::Wide;
+                // One layout for the whole watch: rows printed later line
+                // up under the header printed first.
+                let table = layout.get_or_insert_with(|| Table::for_watch(output::header(wide)));
+                let rows = output::rows(&status, wide, now);
+                table.fit(&rows);
                 // The first document prints every row; later ones only the
                 // rows whose item changed (kubectl get -w).
-                let changed_rows: Vec<&str> = status
+                let changed_rows: Vec<&Vec<String>> = status
                     .items
                     .iter()
                     .zip(&rows)
                     .filter(|(item, _)| previous.as_ref().is_none_or(|p| changed(p, item)))
-                    .map(|(_, row)| *row)
+                    .map(|(_, row)| row)
                     .collect();
                 if previous.is_none() && status.items.is_empty() {
                     writeln!(io.err, "no servers are configured for {}", status.workspace)?;
                 }
                 // The header once, before the first row (which may come
                 // later than the first document on an empty workspace).
-                if !header_printed
-                    && !changed_rows.is_empty()
-                    && let Some(header) = header
-                {
-                    writeln!(io.out, "{header}")?;
+                if !header_printed && !changed_rows.is_empty() {
+                    write!(io.out, "{}", table.header_line())?;
                     header_printed = true;
                 }
                 for row in changed_rows {
-                    writeln!(io.out, "{row}")?;
+                    write!(io.out, "{}", table.line(row))?;
                 }
             }
         }
@@ -167,6 +178,7 @@ fn offline(
     paths: &Paths,
     inputs: &Inputs,
     format: Format,
+    show_secrets: bool,
     env: &BTreeMap<String, String>,
     now: SystemTime,
     io: &mut Io<'_>,
@@ -176,7 +188,7 @@ fn offline(
         "no controller is running for {}; showing the offline view",
         paths.workspace.display()
     )?;
-    let status = offline_status(paths, inputs, env, now);
+    let status = super::status::document(paths, inputs, show_secrets, env, now);
     print_status(&status, format, now, io)
 }
 
@@ -189,7 +201,7 @@ pub fn print_status(
 ) -> Result<ExitCode, CommandError> {
     let text = output::render(status, format, now)?;
     io.out.write_all(text.as_bytes())?;
-    if format == Format::Table {
+    if format.is_table() {
         if status.items.is_empty() {
             writeln!(io.err, "no servers are configured for {}", status.workspace)?;
         }
@@ -200,7 +212,8 @@ pub fn print_status(
     Ok(ExitCode::SUCCESS)
 }
 
-fn need_controller(paths: &Paths, e: control::ControlError) -> CommandError {
+/// A failure to reach the controller, said as "none is running" when so.
+pub(super) fn need_controller(paths: &Paths, e: control::ControlError) -> CommandError {
     match e {
         control::ControlError::Connect { .. } => CommandError::Controller(format!(
             "reach a controller: none is running for {} (start one with `steward run`)",
@@ -286,11 +299,105 @@ pub fn stop_start(
     Ok(ExitCode::SUCCESS)
 }
 
+/// rmcp logs every notification and every transport retry, some at WARN;
+/// Steward reports what matters about a server itself, with its name.
+const RMCP_DIRECTIVE: &str = "rmcp=error";
+
+/// The log filter: `RUST_LOG` (default `info`), with rmcp held to errors
+/// unless `RUST_LOG` names rmcp itself.
+fn log_filter(rust_log: Option<&str>) -> String {
+    let base = rust_log.map(str::trim).filter(|s| !s.is_empty());
+    match base {
+        Some(s) if s.contains("rmcp") => s.to_owned(),
+        Some(s) => format!("{s},{RMCP_DIRECTIVE}"),
+        None => format!("info,{RMCP_DIRECTIVE}"),
+    }
+}
+
+/// Colour only for a person at a terminal (and never with `NO_COLOR` set).
+fn use_ansi(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+/// `steward restart`: restart each server once and say how it came back.
+pub fn restart(paths: &Paths, names: &[String], io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
+    let rt = runtime()?;
+    let socket = paths.socket_path();
+    let ask = |request: &Request| {
+        rt.block_on(control::request(&socket, request, REQUEST_TIMEOUT))
+            .map_err(|e| need_controller(paths, e))
+            .and_then(answer)
+    };
+    let pids = |status: Option<Box<WorkspaceStatus>>| -> BTreeMap<(String, String), Option<u32>> {
+        status
+            .map(|s| {
+                s.items
+                    .iter()
+                    .map(|i| ((i.kind().to_string(), i.name().to_owned()), i.status().pid))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let before = pids(ask(&Request::Status)?.status);
+    ask(&Request::Restart {
+        names: names.to_vec(),
+    })?;
+    let after = ask(&Request::Status)?.status;
+    let mut failed = false;
+    for item in after.iter().flat_map(|s| s.items.iter()) {
+        if !names.iter().any(|n| n == item.name()) {
+            continue;
+        }
+        let key = (item.kind().to_string(), item.name().to_owned());
+        let status = item.status();
+        let was = before.get(&key).copied().flatten();
+        let pid = |p: Option<u32>| p.map_or_else(|| "-".to_owned(), |p| p.to_string());
+        match status.phase {
+            steward_schema::resource::Phase::Ready => writeln!(
+                io.out,
+                "restarted {} {} (pid {} -> {})",
+                item.kind(),
+                item.name(),
+                pid(was),
+                pid(status.pid)
+            )?,
+            phase => {
+                failed = true;
+                let reason = status
+                    .reason
+                    .map_or_else(String::new, |r| format!(" ({r})"));
+                let message = status
+                    .message
+                    .as_deref()
+                    .and_then(|m| m.lines().next())
+                    .map_or_else(String::new, |m| format!(": {m}"));
+                writeln!(
+                    io.err,
+                    "restart {} {}: it is {phase:?}{reason}{message}",
+                    item.kind(),
+                    item.name()
+                )?;
+            }
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    use std::io::IsTerminal;
+    let directives = log_filter(std::env::var("RUST_LOG").ok().as_deref());
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(None)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(use_ansi(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
@@ -436,5 +543,31 @@ async fn bridge(stream: tokio::net::UnixStream) -> Result<ExitCode, CommandError
             Ok(ExitCode::SUCCESS)
         }
         () = &mut upstream => Ok(ExitCode::SUCCESS),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rmcp_is_held_to_errors_unless_rust_log_names_it() {
+        assert_eq!(log_filter(None), "info,rmcp=error");
+        assert_eq!(log_filter(Some("  ")), "info,rmcp=error");
+        assert_eq!(log_filter(Some("debug")), "debug,rmcp=error");
+        assert_eq!(
+            log_filter(Some("steward=debug,info")),
+            "steward=debug,info,rmcp=error"
+        );
+        assert_eq!(log_filter(Some("rmcp=debug")), "rmcp=debug");
+    }
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        assert!(use_ansi(true, None));
+        assert!(use_ansi(true, Some(OsStr::new(""))));
+        assert!(!use_ansi(true, Some(OsStr::new("1"))));
+        assert!(!use_ansi(false, None));
     }
 }

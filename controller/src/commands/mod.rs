@@ -14,7 +14,10 @@ use crate::cli::{Cli, Command};
 use crate::paths::{Paths, PathsError};
 
 pub mod approve;
+pub mod describe;
+pub mod events;
 pub mod live;
+pub mod logs;
 pub mod lsp;
 pub mod schema;
 pub mod status;
@@ -110,13 +113,22 @@ pub fn run(
             let paths = resolve_paths(&workspace, env)?;
             let now = now(env)?;
             if args.offline {
-                status::run(&paths, &args.desired.inputs(), args.output, env, now, io)
+                status::run(
+                    &paths,
+                    &args.desired.inputs(),
+                    args.output,
+                    args.show_secrets,
+                    env,
+                    now,
+                    io,
+                )
             } else {
                 live::status(
                     &paths,
                     &args.desired.inputs(),
                     args.output,
                     args.watch,
+                    args.show_secrets,
                     env,
                     now,
                     io,
@@ -152,6 +164,15 @@ pub fn run(
             live::stop_start(&resolve_paths(&workspace, env)?, &args.names, true, io)
         }
         Command::Lsp(args) => lsp::run(&resolve_paths(&workspace, env)?, args, io),
+        Command::Describe(args) => {
+            let paths = resolve_paths(&workspace, env)?;
+            describe::run(&paths, &args, env, now(env)?, io)
+        }
+        Command::Logs(args) => logs::run(&resolve_paths(&workspace, env)?, &args, io),
+        Command::Events(args) => {
+            events::run(&resolve_paths(&workspace, env)?, &args, now(env)?, io)
+        }
+        Command::Restart(args) => live::restart(&resolve_paths(&workspace, env)?, &args.names, io),
         Command::Start(args) => {
             live::stop_start(&resolve_paths(&workspace, env)?, &args.names, false, io)
         }

@@ -171,7 +171,7 @@ impl LspConnection {
         match &result {
             Ok(connection) => tracing::info!(
                 server = %name,
-                pid = ?connection.pid(),
+                pid = connection.pid(),
                 transport = ?spec.transport,
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "language server connected"
@@ -1463,6 +1463,7 @@ mod tests {
             trust_required: true,
             extension_name: None,
             config_hash: String::new(),
+            as_written: Default::default(),
         }
     }
 

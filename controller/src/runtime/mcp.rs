@@ -281,7 +281,7 @@ impl McpConnection {
                 let lists = lock(&connection.lists).clone();
                 tracing::info!(
                     server = %name,
-                    pid = ?connection.pid(),
+                    pid = connection.pid(),
                     tools = lists.tools.len(),
                     prompts = lists.prompts.len(),
                     elapsed_ms = started.elapsed().as_millis() as u64,
@@ -664,7 +664,7 @@ fn log_peer(name: &str, info: Option<&ServerPeerInfo>) {
         Some(info) => tracing::debug!(
             server = %name,
             protocol = %info.protocol_version,
-            peer = ?info.server_info.as_ref().map(|i| (&i.name, &i.version)),
+            peer = info.server_info.as_ref().map(|i| format!("{} {}", i.name, i.version)),
             "mcp handshake done"
         ),
         None => tracing::debug!(server = %name, "mcp handshake done (no server info)"),
@@ -1562,6 +1562,7 @@ mod tests {
             extension_name: None,
             config_hash: String::new(),
             approval_hash: String::new(),
+            as_written: Default::default(),
         }
     }
 

@@ -357,12 +357,23 @@ tokio::task_local! {
     pub static SPAWNED: watch::Sender<Option<u32>>;
 }
 
+/// Receives the stderr of every process a [`Spawner`] starts, besides the
+/// process's own tail ([`Spawner::with_stderr_sink`]); a per-server log
+/// that outlives one process implements it.
+pub trait StderrSink: Send + Sync {
+    /// Process `pid` started: the lines that follow with this pid are its own.
+    fn started(&self, pid: u32);
+    /// One complete stderr line of process `pid`.
+    fn line(&self, pid: u32, line: &str);
+}
+
 /// Starts processes from one dedicated thread (see the module docs for why).
 /// Create one per controller and clone it; each [`ManagedProcess`] keeps the
 /// thread alive while it lives.
 #[derive(Clone)]
 pub struct Spawner {
     inner: Arc<SpawnerInner>,
+    sink: Option<Arc<dyn StderrSink>>,
 }
 
 impl fmt::Debug for Spawner {
@@ -408,7 +419,17 @@ impl Spawner {
                 thread: thread.thread().id(),
                 exec_shim: exec_shim.into(),
             }),
+            sink: None,
         })
+    }
+
+    /// This spawner (same thread), also sending the stderr lines of every
+    /// process it starts to `sink`.
+    pub fn with_stderr_sink(&self, sink: Arc<dyn StderrSink>) -> Spawner {
+        Spawner {
+            inner: Arc::clone(&self.inner),
+            sink: Some(sink),
+        }
     }
 
     /// The executable every child starts as (see the module docs).
@@ -515,10 +536,12 @@ impl Spawner {
         // caller takes the stdout handle itself.
         let stdout_probe = stdout.as_fd().try_clone_to_owned().ok();
 
-        let tail = Arc::new(Mutex::new(StderrTail::new(
-            STDERR_TAIL_LINES,
-            STDERR_TAIL_BYTES,
-        )));
+        let mut stderr_tail = StderrTail::new(STDERR_TAIL_LINES, STDERR_TAIL_BYTES);
+        if let Some(sink) = &self.sink {
+            sink.started(pid as u32);
+            stderr_tail.sink = Some((Arc::clone(sink), pid as u32));
+        }
+        let tail = Arc::new(Mutex::new(stderr_tail));
         let (stderr_eof_tx, stderr_eof) = watch::channel(false);
         let stderr_task = tokio::spawn(read_stderr(stderr, Arc::clone(&tail), stderr_eof_tx));
 
@@ -960,14 +983,24 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The last lines of a stream, bounded by line count and bytes.
-#[derive(Debug)]
+/// The last lines of a stream, bounded by line count and bytes; each line
+/// also goes to the spawner's sink, if any.
 struct StderrTail {
     lines: VecDeque<String>,
     bytes: usize,
     partial: Vec<u8>,
     max_lines: usize,
     max_bytes: usize,
+    sink: Option<(Arc<dyn StderrSink>, u32)>,
+}
+
+impl fmt::Debug for StderrTail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StderrTail")
+            .field("lines", &self.lines.len())
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StderrTail {
@@ -978,6 +1011,7 @@ impl StderrTail {
             partial: Vec::new(),
             max_lines: max_lines.max(1),
             max_bytes: max_bytes.max(1),
+            sink: None,
         }
     }
 
@@ -1014,6 +1048,10 @@ impl StderrTail {
         let mut line = String::from_utf8_lossy(&raw).into_owned();
         if line.ends_with('\r') {
             line.pop();
+        }
+        // Called under the tail's lock, so lines reach the sink in order.
+        if let Some((sink, pid)) = &self.sink {
+            sink.line(*pid, &line);
         }
         self.bytes += line.len();
         self.lines.push_back(line);

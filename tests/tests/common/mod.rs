@@ -202,3 +202,18 @@ pub fn peer(package: &str, rel: &str) -> PathBuf {
     );
     path
 }
+
+/// Wait until `text()` contains `needle` (deadline [`DEADLINE`]).
+pub fn wait_until_text(what: &str, text: impl Fn() -> String, needle: &str) {
+    let start = Instant::now();
+    while start.elapsed() < DEADLINE {
+        if text().contains(needle) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    panic!(
+        "timed out after {DEADLINE:?} waiting for: {what}; text:\n{}",
+        text()
+    );
+}
