@@ -51,6 +51,7 @@ pub mod control;
 pub mod controller;
 pub mod entry;
 pub mod lock;
+pub mod logging;
 pub mod lsp_service;
 pub mod offline;
 pub mod output;

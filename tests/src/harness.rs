@@ -177,6 +177,19 @@ impl Env {
     pub fn start(&self, args: &[&str]) -> Controller {
         let log = self.root.path().join(format!("controller-{}.log", nanos()));
         let log_file = std::fs::File::create(&log).unwrap();
+        self.start_logging_to(args, log_file.into(), &[], log)
+    }
+
+    /// Start `steward run` with `args`, its stderr going to `stderr` and
+    /// `vars` added to its environment; returns once its socket answers.
+    /// `log` is what [`Controller::log_text`] reads (it need not exist).
+    pub fn start_logging_to(
+        &self,
+        args: &[&str],
+        stderr: Stdio,
+        vars: &[(&str, &str)],
+        log: PathBuf,
+    ) -> Controller {
         let child = Command::new(bin("steward"))
             .arg("--workspace")
             .arg(&self.ws)
@@ -186,9 +199,10 @@ impl Env {
             .env_clear()
             .envs(base_env())
             .envs(self.vars())
+            .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log_file)
+            .stderr(stderr)
             .spawn()
             .expect("spawn steward run");
         let mut controller = Controller {
@@ -242,6 +256,11 @@ pub const DEADLINE: Duration = Duration::from_secs(20);
 impl Controller {
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    /// The controller's stderr, when it was started with a piped one.
+    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child.as_mut()?.stderr.take()
     }
 
     fn rt() -> tokio::runtime::Runtime {

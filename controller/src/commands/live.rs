@@ -14,6 +14,7 @@ use crate::backoff::{BackoffConfig, CrashLoopConfig};
 use crate::cli::{LogFormat, RunArgs};
 use crate::control::{self, Request, Response};
 use crate::controller::{self, RunOptions};
+use crate::logging::{self, PanicFlag};
 use crate::offline::{Inputs, offline_status};
 use crate::output::{self, Format};
 use crate::paths::Paths;
@@ -285,21 +286,9 @@ pub fn stop_start(
     Ok(ExitCode::SUCCESS)
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
-}
-
 /// `steward run`: until SIGINT/SIGTERM; a second signal exits at once.
 pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, CommandError> {
-    init_logging(args.log_format);
+    logging::install(args.log_format == LogFormat::Json);
     let inputs = args.desired.inputs();
     let ms = Duration::from_millis;
     let opts = RunOptions {
@@ -331,7 +320,17 @@ pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, Comma
         .enable_all()
         .build()?;
     let shutdown = CancellationToken::new();
-    rt.block_on(async {
+    // A panic anywhere (a worker, a reaper, the signal handler) must not
+    // leave the controller half-alive: stop every server and exit 1.
+    let panicked = PanicFlag::default();
+    {
+        let (shutdown, panicked) = (shutdown.clone(), panicked.clone());
+        logging::report_panics(move || {
+            panicked.raise();
+            shutdown.cancel();
+        });
+    }
+    let result = rt.block_on(async {
         let signals = shutdown.clone();
         tokio::spawn(async move {
             use tokio::signal::unix::{SignalKind, signal};
@@ -348,9 +347,19 @@ pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, Comma
             signals.cancel();
             tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
             tracing::warn!("second signal: exiting at once");
+            logging::flush(Duration::from_millis(200));
             std::process::exit(130);
         });
         controller::run(opts, shutdown).await
-    })?;
+    });
+    drop(rt);
+    logging::flush(Duration::from_secs(1));
+    result?;
+    if panicked.raised() {
+        return Err(CommandError::Controller(
+            "run the controller: a thread panicked (see the log); every server was stopped"
+                .to_owned(),
+        ));
+    }
     Ok(ExitCode::SUCCESS)
 }

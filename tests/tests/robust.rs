@@ -1,0 +1,113 @@
+//! Envtest: dependable under faults — a lost or stalled log sink, changes
+//! made while the controller starts, editor save styles, special files,
+//! symlinked sources, escaped processes, the control socket's permissions
+//! and input checks. Each test is named after what it guards; every wait is
+//! a condition with a deadline.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use steward_tests::harness::{
+    Controller, DEADLINE, Env, alive, fake_tools as tools, pid_of, ready, recorded_pids, signal,
+};
+
+/// Wait for the controller to exit and collect its exit status.
+fn exit_status(c: &mut Controller, within: Duration) -> std::process::ExitStatus {
+    let pid = c.pid();
+    let start = Instant::now();
+    while alive(pid) {
+        assert!(
+            start.elapsed() < within,
+            "the controller did not exit within {within:?}\n{}",
+            c.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    c.terminate().expect("exit status")
+}
+
+/// SIGTERM: exit 0 within the deadline, and no server it ran survives.
+fn terminate_cleanly(env: &Env, c: &mut Controller) {
+    let pids = recorded_pids(&env.records());
+    assert!(signal(c.pid() as i32, libc::SIGTERM));
+    let status = exit_status(c, DEADLINE);
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    for pid in pids {
+        assert!(!alive(pid), "server {pid} outlived the controller");
+    }
+}
+
+// ---- logging ------------------------------------------------------------------
+
+#[test]
+fn a_closed_log_pipe_neither_freezes_the_controller_nor_deafens_it_to_signals() {
+    let env = Env::new();
+    let a = env.fake_mcp("a", tools(&["t"]));
+    env.user_mcp_servers(&[("a", a.clone())]);
+    // `steward run 2>&1 | head -2`.
+    let mut c = env.start_logging_to(&[], Stdio::piped(), &[], env.root.path().join("no-log"));
+    let mut lines = BufReader::new(c.take_stderr().unwrap()).lines();
+    for _ in 0..2 {
+        lines.next().expect("a log line").expect("read the log");
+    }
+    drop(lines);
+
+    // Every later log line now fails with EPIPE.
+    let b = env.fake_mcp("b", tools(&["t"]));
+    env.user_mcp_servers(&[("a", a), ("b", b)]);
+    c.wait_for("a and b Ready", |s| ready(s, "a") && ready(s, "b"));
+    terminate_cleanly(&env, &mut c);
+}
+
+#[test]
+fn a_stalled_log_reader_never_blocks_the_controller() {
+    let env = Env::new();
+    let servers: Vec<(String, serde_json::Value)> = (0..4)
+        .map(|i| {
+            (
+                format!("s{i}"),
+                env.fake_mcp(&format!("s{i}"), tools(&["t"])),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, serde_json::Value)> = servers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.clone()))
+        .collect();
+    env.user_mcp_servers(&refs);
+    // A pager that stopped reading: the pipe fills up and stays full.
+    let mut c = env.start_logging_to(
+        &[],
+        Stdio::piped(),
+        &[("RUST_LOG", "trace")],
+        env.root.path().join("no-log"),
+    );
+    let _stalled = c.take_stderr().unwrap();
+    c.wait_for("all Ready", |s| (0..4).all(|i| ready(s, &format!("s{i}"))));
+    // Far more than a pipe's 64 KiB of trace lines.
+    for round in 0..10 {
+        let edited: Vec<(&str, serde_json::Value)> = refs
+            .iter()
+            .map(|(n, v)| {
+                let mut v = v.clone();
+                v["env"]["ROUND"] = serde_json::json!(round.to_string());
+                (*n, v)
+            })
+            .collect();
+        let before: Vec<Option<u32>> = {
+            let s = c.status();
+            (0..4).map(|i| pid_of(&s, &format!("s{i}"))).collect()
+        };
+        env.user_mcp_servers(&edited);
+        c.wait_for("every server restarted for the edit", |s| {
+            (0..4).all(|i| {
+                let name = format!("s{i}");
+                ready(s, &name) && pid_of(s, &name) != before[i]
+            })
+        });
+    }
+    terminate_cleanly(&env, &mut c);
+}
