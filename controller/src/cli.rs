@@ -300,6 +300,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "MS", default_value_t = 500, hide = true)]
     pub start_backoff_ms: u64,
 
+    /// After the first read of the sources, create FILE and wait until it
+    /// is removed (for tests of changes made while the controller starts)
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub hold_after_read: Option<PathBuf>,
+
     /// Time between MCP pings, in milliseconds (0 disables them)
     #[arg(long, value_name = "MS", default_value_t = 15_000, hide = true)]
     pub ping_interval_ms: u64,

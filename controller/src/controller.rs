@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -49,6 +49,9 @@ pub struct RunOptions {
     /// Period of the full resync (every key enqueued).
     pub resync: Duration,
     pub reconcile: ReconcileConfig,
+    /// Test hook: after the sources were first read, create this file and
+    /// wait until it is removed (a test edits a source meanwhile).
+    pub hold_after_read: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -253,6 +256,40 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let lock = ControllerLock::acquire(&paths.lock_file(), &paths.workspace)?;
     tracing::info!(workspace = %paths.workspace.display(), lock = %lock.path().display(), "controller starting");
 
+    // Watch first, then read: a write after the watches are in place is
+    // either seen by the cold start's read or reported afterwards (both,
+    // at worst, and the second apply changes nothing). Until the store
+    // exists the judge says "look again once quiet", and nothing is
+    // applied before the event loop runs anyway.
+    let judged_store: Arc<OnceLock<Arc<DesiredStore>>> = Arc::default();
+    let judge: Judge = {
+        let store = judged_store.clone();
+        Arc::new(move |path: &Path| {
+            let Some(store) = store.get() else {
+                return Verdict::Invalid;
+            };
+            match store.source_of(path) {
+                None => Verdict::Invalid,
+                Some(which) => {
+                    let loaded: ParsedSource = store.load_strict(&which);
+                    match loaded.state {
+                        SourceState::Absent => Verdict::Absent,
+                        SourceState::Valid => Verdict::Valid,
+                        SourceState::Invalid => Verdict::Invalid,
+                    }
+                }
+            }
+        })
+    };
+    let (_watcher, mut changes) = Watcher::start(
+        paths.watched_files(),
+        WatchConfig {
+            window: opts.debounce,
+        },
+        judge,
+    )
+    .map_err(|e| RunError::Watch(e.to_string()))?;
+
     let cli = CliOptions {
         allowed_mcp: opts.allowed_mcp.clone(),
         allowed_lsp: opts.allowed_lsp.clone(),
@@ -264,6 +301,10 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         cli,
         opts.mcp_config.clone(),
     ));
+    let _ = judged_store.set(store.clone());
+    if let Some(hold) = &opts.hold_after_read {
+        hold_until_removed(hold).await;
+    }
     let status = Arc::new(StatusStore::new(ControllerFacts {
         pid: Some(std::process::id()),
         started_at: Some(rfc3339(SystemTime::now())),
@@ -300,30 +341,6 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             reconciler.clone().reconcile(key)
         }))
     };
-
-    // Watcher: judged with the same strict loader a hot reload uses.
-    let judge: Judge = {
-        let store = store.clone();
-        Arc::new(move |path: &Path| match store.source_of(path) {
-            None => Verdict::Invalid,
-            Some(which) => {
-                let loaded: ParsedSource = store.load_strict(&which);
-                match loaded.state {
-                    SourceState::Absent => Verdict::Absent,
-                    SourceState::Valid => Verdict::Valid,
-                    SourceState::Invalid => Verdict::Invalid,
-                }
-            }
-        })
-    };
-    let (_watcher, mut changes) = Watcher::start(
-        store.watched_files(),
-        WatchConfig {
-            window: opts.debounce,
-        },
-        judge,
-    )
-    .map_err(|e| RunError::Watch(e.to_string()))?;
 
     // Control socket.
     let socket_path = paths.socket_path();
@@ -384,7 +401,17 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             Some(incoming) = control_rx.recv() => {
                 handle_request(incoming, &shared, &mut tracker, &paths);
             }
-            _ = resync.tick() => shared.enqueue_all(),
+            _ = resync.tick() => {
+                // Level-triggered: compare the files with the snapshot too,
+                // in case the watcher missed a change.
+                for path in store.watched_files() {
+                    if let Some(applied) = store.resync_file(&path) {
+                        tracing::info!(source = %path.display(), changed = applied.changed.len(), "source changed unseen; applied by the resync");
+                        shared.apply(&applied, &mut tracker, "resync");
+                    }
+                }
+                shared.enqueue_all();
+            }
         }
     }
 
@@ -399,6 +426,19 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     drop(lock);
     tracing::info!("controller stopped");
     Ok(())
+}
+
+/// Creates `marker` and waits until somebody removes it (see
+/// [`RunOptions::hold_after_read`]).
+async fn hold_until_removed(marker: &Path) {
+    if let Err(error) = std::fs::write(marker, std::process::id().to_string()) {
+        tracing::warn!(marker = %marker.display(), %error, "could not create the hold marker; not holding");
+        return;
+    }
+    tracing::info!(marker = %marker.display(), "holding until the marker is removed");
+    while marker.exists() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 fn log_reload(s: &ReloadSummary) {

@@ -81,6 +81,21 @@ impl Paths {
         })
     }
 
+    /// The source files whose changes are applied live (extensions are read
+    /// at start and on `steward reload` only).
+    pub fn watched_files(&self) -> Vec<PathBuf> {
+        vec![
+            self.system_defaults.clone(),
+            self.user_settings.clone(),
+            self.workspace_settings.clone(),
+            self.system_settings.clone(),
+            self.mcp_json.clone(),
+            self.lsp_json.clone(),
+            self.trusted_folders.clone(),
+            self.approvals.clone(),
+        ]
+    }
+
     /// Per-workspace controller state directory under HOME_DIR (never in the
     /// workspace): lock, control socket, stopped-servers list.
     pub fn state_dir(&self) -> PathBuf {

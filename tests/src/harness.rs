@@ -190,6 +190,19 @@ impl Env {
         vars: &[(&str, &str)],
         log: PathBuf,
     ) -> Controller {
+        let mut controller = self.spawn_controller(args, stderr, vars, log);
+        controller.wait_ready();
+        controller
+    }
+
+    /// [`Env::start_logging_to`] without waiting for the socket.
+    pub fn spawn_controller(
+        &self,
+        args: &[&str],
+        stderr: Stdio,
+        vars: &[(&str, &str)],
+        log: PathBuf,
+    ) -> Controller {
         let child = Command::new(bin("steward"))
             .arg("--workspace")
             .arg(&self.ws)
@@ -205,13 +218,11 @@ impl Env {
             .stderr(stderr)
             .spawn()
             .expect("spawn steward run");
-        let mut controller = Controller {
+        Controller {
             child: Some(child),
             socket: self.paths().socket_path(),
             log,
-        };
-        controller.wait_ready();
-        controller
+        }
     }
 }
 
@@ -270,7 +281,8 @@ impl Controller {
             .unwrap()
     }
 
-    fn wait_ready(&mut self) {
+    /// Wait until the control socket answers (deadline [`DEADLINE`]).
+    pub fn wait_ready(&mut self) {
         let start = Instant::now();
         while start.elapsed() < DEADLINE {
             if self.try_status().is_some() {

@@ -11,7 +11,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use steward_tests::harness::{
-    Controller, DEADLINE, Env, alive, fake_tools as tools, pid_of, ready, recorded_pids, signal,
+    Controller, DEADLINE, Env, alive, fake_tools as tools, mcp_servers, pid_of, ready,
+    recorded_pids, signal, wait_until, write_atomic,
 };
 
 /// Wait for the controller to exit and collect its exit status.
@@ -109,5 +110,64 @@ fn a_stalled_log_reader_never_blocks_the_controller() {
             })
         });
     }
+    terminate_cleanly(&env, &mut c);
+}
+
+// ---- start-up and resync ---------------------------------------------------------
+
+/// A controller whose stderr goes to a log file under the test's root.
+fn spawn_logged(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Controller {
+    let log = env
+        .root
+        .path()
+        .join(format!("controller-{}.log", args.len()));
+    let file = std::fs::File::create(&log).unwrap();
+    env.spawn_controller(args, file.into(), vars, log)
+}
+
+#[test]
+fn a_change_made_while_the_controller_reads_its_sources_is_applied() {
+    let env = Env::new();
+    let a = env.fake_mcp("a", tools(&["t"]));
+    env.user_mcp_servers(&[("a", a.clone())]);
+    let hold = env.root.path().join("hold");
+    let mut c = spawn_logged(&env, &["--hold-after-read", hold.to_str().unwrap()], &[]);
+    // The controller has read its sources and waits: edit one now.
+    wait_until("the controller read its sources", || hold.exists());
+    let b = env.fake_mcp("b", tools(&["t"]));
+    env.user_mcp_servers(&[("a", a), ("b", b)]);
+    std::fs::remove_file(&hold).unwrap();
+    c.wait_ready();
+    c.wait_for("a and b Ready", |s| ready(s, "a") && ready(s, "b"));
+    terminate_cleanly(&env, &mut c);
+}
+
+#[test]
+fn the_periodic_resync_applies_a_change_the_watcher_missed() {
+    let env = Env::new();
+    // Only the settings file's own directory is watched, not the one above.
+    std::fs::create_dir_all(env.root.path().join("etc")).unwrap();
+    let sys = env.root.path().join("sys");
+    let settings = sys.join("x/settings.json");
+    let a = env.fake_mcp("a", tools(&["t"]));
+    let b = env.fake_mcp("b", tools(&["t"]));
+    write_atomic(&settings, &mcp_servers(&[("a", a.clone())]));
+    let settings_var = settings.to_str().unwrap().to_owned();
+    let mut c = spawn_logged(
+        &env,
+        &["--resync-secs", "1"],
+        &[("QWEN_CODE_SYSTEM_SETTINGS_PATH", &settings_var)],
+    );
+    c.wait_ready();
+    c.wait_for("a Ready", |s| ready(s, "a"));
+    // A rename above the watched directory goes unseen (watch.rs, Limits).
+    std::fs::rename(&sys, env.root.path().join("sys.old")).unwrap();
+    write_atomic(&settings, &mcp_servers(&[("a", a), ("b", b)]));
+    c.wait_for("b Ready", |s| ready(s, "b"));
+    assert!(
+        c.log_text().contains("applied by the resync"),
+        "{}",
+        c.log_text()
+    );
     terminate_cleanly(&env, &mut c);
 }

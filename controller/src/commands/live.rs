@@ -315,6 +315,7 @@ pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, Comma
             },
             ..ReconcileConfig::default()
         },
+        hold_after_read: args.hold_after_read,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
