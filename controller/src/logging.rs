@@ -16,7 +16,7 @@
 //! direct write to stderr) and handed to a callback, which `steward run`
 //! uses to stop every server and exit.
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, OnceLock};
@@ -209,6 +209,7 @@ pub fn install(json: bool) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(sink.clone())
+        .with_ansi(io::stderr().is_terminal())
         .log_internal_errors(false);
     let installed = if json {
         builder.json().try_init()

@@ -11,14 +11,16 @@
 //! Debounce policy, per file, with a quiet window `W` (300 ms by default):
 //!
 //! - **Leading edge.** The first event after the file has been quiet for `W`
-//!   is judged at once; `Valid` or `Absent` content is emitted immediately.
+//!   is judged at once; `Valid` content is emitted immediately.
 //! - **Trailing edge.** Events while the file settles push its deadline to
 //!   `W` after the latest one; then the file is judged again and emitted once.
 //!   No event after the leading emission, no trailing emission.
-//! - **Half-written files.** If the leading judge says `Invalid`, nothing is
-//!   emitted: the file is judged again once quiet for `W`, and that verdict is
-//!   emitted whatever it is. A truly broken file is reported; a file caught
-//!   mid-write never is.
+//! - **Half-written or briefly missing files.** If the leading judge says
+//!   `Invalid` or `Absent`, nothing is emitted: the file is judged again once
+//!   quiet for `W`, and that verdict is emitted whatever it is. A truly
+//!   broken or deleted file is reported; a file caught mid-write, or in the
+//!   middle of a save that removes it for a moment (JetBrains safe-write,
+//!   Emacs backup-by-rename, `rm` then write), never is.
 //! - **Absent is news once.** `Absent` is not emitted while the consumer's
 //!   last view of the file is already "absent" (a parent directory appearing
 //!   empty, a file created and deleted within one window).
@@ -473,16 +475,18 @@ impl Core {
             return Flow::Continue;
         }
         match (self.judge)(file) {
-            // Perhaps half-written: look again once it has been quiet.
-            Verdict::Invalid => {
+            // Nothing the consumer does not know: stay idle.
+            Verdict::Absent if state.absent => Flow::Continue,
+            // Perhaps half-written, or gone only for a moment (a save that
+            // renames the file away or deletes it before writing the new
+            // one): look again once it has been quiet.
+            Verdict::Invalid | Verdict::Absent => {
                 state.settle = Some(Settle {
                     quiet_at,
                     dirty: true,
                 });
                 Flow::Continue
             }
-            // Nothing the consumer does not know: stay idle.
-            Verdict::Absent if state.absent => Flow::Continue,
             verdict => {
                 state.settle = Some(Settle {
                     quiet_at,
@@ -829,6 +833,79 @@ mod tests {
         assert_eq!(rig.quiet().await, []);
         fs::rename(&aside, &file).unwrap();
         assert_eq!(rig.next().await, change(&file, Verdict::Valid));
+    }
+
+    /// Writes `content` to `path` in some editor's way.
+    type Save = fn(&Path, &str);
+
+    /// Saves that remove the file for a moment, as editors do them, with
+    /// the editor's own work between the steps (long enough for the events
+    /// of the removal to be handled on their own).
+    fn momentary_removal_saves() -> [(&'static str, Save); 3] {
+        fn editor_pause() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        fn beside(path: &Path, suffix: &str) -> PathBuf {
+            let mut name = path.file_name().unwrap().to_os_string();
+            name.push(suffix);
+            path.with_file_name(name)
+        }
+        fn jetbrains_safe_write(path: &Path, content: &str) {
+            let (tmp, old) = (beside(path, "___jb_tmp___"), beside(path, "___jb_old___"));
+            fs::write(&tmp, content).unwrap();
+            fs::rename(path, &old).unwrap();
+            editor_pause();
+            fs::rename(&tmp, path).unwrap();
+            fs::remove_file(&old).unwrap();
+        }
+        fn emacs_backup_by_rename(path: &Path, content: &str) {
+            fs::rename(path, beside(path, "~")).unwrap();
+            editor_pause();
+            fs::write(path, content).unwrap();
+        }
+        fn remove_then_write(path: &Path, content: &str) {
+            fs::remove_file(path).unwrap();
+            editor_pause();
+            fs::write(path, content).unwrap();
+        }
+        [
+            ("JetBrains safe-write", jetbrains_safe_write),
+            ("Emacs backup-by-rename", emacs_backup_by_rename),
+            ("rm + write", remove_then_write),
+        ]
+    }
+
+    #[tokio::test]
+    async fn saves_that_remove_the_file_for_a_moment_never_report_it_absent() {
+        for (style, save) in momentary_removal_saves() {
+            let (_dir, root) = workspace();
+            let file = root.join(".mcp.json");
+            fs::write(&file, r#"{"a": 1}"#).unwrap();
+            let mut rig = Rig::start(std::slice::from_ref(&file), WINDOW);
+
+            save(&file, r#"{"a": 2}"#);
+            let mut got = vec![rig.next().await];
+            got.extend(rig.quiet().await);
+            assert!(
+                got.iter().all(|c| *c == change(&file, Verdict::Valid)),
+                "{style}: {got:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_deleted_file_is_reported_absent_only_after_the_quiet_window() {
+        let (_dir, root) = workspace();
+        let file = root.join(".mcp.json");
+        fs::write(&file, "{}").unwrap();
+        let window = Duration::from_millis(500);
+        let mut rig = Rig::start(std::slice::from_ref(&file), window);
+
+        let removed = Instant::now();
+        fs::remove_file(&file).unwrap();
+        assert_eq!(rig.next().await, change(&file, Verdict::Absent));
+        assert!(removed.elapsed() >= window, "{:?}", removed.elapsed());
+        assert_eq!(rig.quiet().await, []);
     }
 
     #[tokio::test]

@@ -7,9 +7,11 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use steward_tests::fake_mcp::read_record;
 use steward_tests::harness::{
     Controller, DEADLINE, Env, alive, fake_tools as tools, mcp_servers, pid_of, ready,
     recorded_pids, signal, wait_until, write_atomic,
@@ -169,5 +171,94 @@ fn the_periodic_resync_applies_a_change_the_watcher_missed() {
         "{}",
         c.log_text()
     );
+    terminate_cleanly(&env, &mut c);
+}
+
+// ---- editor save styles ------------------------------------------------------------
+
+fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// The editor's own work between the steps of a save (long enough for the
+/// events of the removal to be handled on their own).
+fn editor_pause() {
+    std::thread::sleep(Duration::from_millis(50));
+}
+
+/// Writes `content` to `path` in some editor's way.
+type Save = fn(&Path, &str);
+
+/// Saves that remove the file for a moment, as editors do them.
+fn momentary_removal_saves() -> [(&'static str, Save); 3] {
+    fn jetbrains_safe_write(path: &Path, content: &str) {
+        let (tmp, old) = (beside(path, "___jb_tmp___"), beside(path, "___jb_old___"));
+        std::fs::write(&tmp, content).unwrap();
+        std::fs::rename(path, &old).unwrap();
+        editor_pause();
+        std::fs::rename(&tmp, path).unwrap();
+        std::fs::remove_file(&old).unwrap();
+    }
+    fn emacs_backup_by_rename(path: &Path, content: &str) {
+        std::fs::rename(path, beside(path, "~")).unwrap();
+        editor_pause();
+        std::fs::write(path, content).unwrap();
+    }
+    fn remove_then_write(path: &Path, content: &str) {
+        std::fs::remove_file(path).unwrap();
+        editor_pause();
+        std::fs::write(path, content).unwrap();
+    }
+    [
+        ("JetBrains safe-write", jetbrains_safe_write),
+        ("Emacs backup-by-rename", emacs_backup_by_rename),
+        ("rm + write", remove_then_write),
+    ]
+}
+
+/// The `changed=` count of every "source changed" line logged for `path`.
+fn applied_changes(c: &Controller, path: &Path) -> Vec<String> {
+    let needle = format!("source changed source={} ", path.display());
+    c.log_text()
+        .lines()
+        .filter(|l| l.contains(&needle))
+        .filter_map(|l| l.rsplit_once("changed=").map(|(_, n)| n.trim().to_owned()))
+        .collect()
+}
+
+fn starts(record: &Path) -> usize {
+    read_record(record)
+        .unwrap()
+        .iter()
+        .filter(|e| e.event == "start")
+        .count()
+}
+
+#[test]
+fn editor_saves_that_remove_the_file_for_a_moment_restart_nothing() {
+    let env = Env::new();
+    let settings = env.home.join("settings.json");
+    let text = mcp_servers(&[("a", env.fake_mcp("a", tools(&["t"])))]);
+    write_atomic(&settings, &text);
+    let mut c = spawn_logged(&env, &["--debounce-ms", "100"], &[]);
+    c.wait_ready();
+    let pid = pid_of(&c.wait_for("a Ready", |s| ready(s, "a")), "a");
+    for (style, save) in momentary_removal_saves() {
+        let before = applied_changes(&c, &settings).len();
+        save(&settings, &text);
+        wait_until(&format!("{style}: the save is applied"), || {
+            applied_changes(&c, &settings).len() > before
+        });
+        let applied = applied_changes(&c, &settings);
+        assert!(
+            applied[before..].iter().all(|n| n == "0"),
+            "{style} changed servers: {applied:?}\n{}",
+            c.log_text()
+        );
+        assert_eq!(pid_of(&c.status(), "a"), pid, "{style} restarted a");
+    }
+    assert_eq!(starts(&env.record("a")), 1);
     terminate_cleanly(&env, &mut c);
 }
