@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use steward_schema::resource::SourceState;
 use steward_tests::fake_mcp::read_record;
 use steward_tests::harness::{
     Controller, DEADLINE, Env, alive, fake_tools as tools, mcp_servers, pid_of, ready,
@@ -260,5 +261,81 @@ fn editor_saves_that_remove_the_file_for_a_moment_restart_nothing() {
         assert_eq!(pid_of(&c.status(), "a"), pid, "{style} restarted a");
     }
     assert_eq!(starts(&env.record("a")), 1);
+    terminate_cleanly(&env, &mut c);
+}
+
+// ---- special and huge files ------------------------------------------------------
+
+/// Run the steward CLI with `args`; fails the test if it does not exit
+/// within the deadline (it is killed then).
+fn steward_bounded(env: &Env, args: &[&str]) -> std::process::Output {
+    let mut child = std::process::Command::new(steward_tests::harness::bin("steward"))
+        .arg("--workspace")
+        .arg(&env.ws)
+        .args(args)
+        .env_clear()
+        .envs(common::steward_env(env))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("steward {args:?} did not exit within {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+}
+
+#[test]
+fn a_config_replaced_by_a_fifo_blocks_neither_the_watcher_nor_the_cli() {
+    let env = Env::new();
+    let settings = env.home.join("settings.json");
+    let a = env.fake_mcp("a", tools(&["t"]));
+    write_atomic(&settings, &mcp_servers(&[("a", a)]));
+    let mut c = env.start(&["--debounce-ms", "100"]);
+    let pid = pid_of(&c.wait_for("a Ready", |s| ready(s, "a")), "a");
+
+    std::fs::remove_file(&settings).unwrap();
+    mkfifo(&settings);
+    let s = c.wait_for("the settings reported Invalid", |s| {
+        s.sources.iter().any(|src| {
+            Path::new(&src.path) == settings
+                && src.state == SourceState::Invalid
+                && src.error.as_deref().is_some_and(|e| e.contains("FIFO"))
+        })
+    });
+    // The previous content stays in force.
+    assert_eq!(pid_of(&s, "a"), pid);
+
+    // Every later edit is still seen.
+    let b = env.fake_mcp("b", tools(&["t"]));
+    write_atomic(
+        &env.root.path().join("etc/settings.json"),
+        &mcp_servers(&[("b", b)]),
+    );
+    c.wait_for("b Ready", |s| ready(s, "b"));
+
+    let validate = steward_bounded(&env, &["validate"]);
+    assert_eq!(validate.status.code(), Some(1), "{validate:?}");
+    assert!(
+        String::from_utf8_lossy(&validate.stdout).contains("a FIFO, not a regular file"),
+        "{validate:?}"
+    );
+    let offline = steward_bounded(&env, &["status", "--offline"]);
+    assert_eq!(offline.status.code(), Some(0), "{offline:?}");
     terminate_cleanly(&env, &mut c);
 }
