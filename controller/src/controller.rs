@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::control::{self, Incoming, Request, Response};
 use crate::lock::{ControllerLock, LockError};
 use crate::lsp_service::LspService;
-use crate::paths::{Paths, PathsError, process_env};
+use crate::paths::{Paths, PathsError, PrivateDirError, create_private_dir, process_env};
 use crate::queue::{WorkQueue, run_workers};
 use crate::reconcile::{Outcome, ReconcileConfig, Reconciler, RuntimeEvent};
 use crate::runtime::process::Spawner;
@@ -60,6 +60,8 @@ pub enum RunError {
     Paths(#[from] PathsError),
     #[error(transparent)]
     Lock(#[from] LockError),
+    #[error(transparent)]
+    PrivateDir(#[from] PrivateDirError),
     #[error("start the process spawner: {0}")]
     Spawner(std::io::Error),
     #[error("listen on the control socket {path}: {source}")]
@@ -253,6 +255,13 @@ impl Shared {
 pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), RunError> {
     let env = process_env();
     let paths = Paths::resolve(&opts.workspace, &env)?;
+    // Private (0700) whatever the umask: the lock, the control socket and
+    // the stopped-servers list live there.
+    create_private_dir(&paths.state_dir())?;
+    create_private_dir(&paths.runtime_dir)?;
+    // One controller per canonical workspace, whatever its HOME_DIR; the
+    // HOME_DIR lock guards the state directory the socket lives in.
+    let _workspace_lock = ControllerLock::acquire(&paths.workspace_lock_file(), &paths.workspace)?;
     let lock = ControllerLock::acquire(&paths.lock_file(), &paths.workspace)?;
     tracing::info!(workspace = %paths.workspace.display(), lock = %lock.path().display(), "controller starting");
 

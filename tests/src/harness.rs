@@ -87,6 +87,12 @@ impl Env {
             "QWEN_CODE_SYSTEM_SETTINGS_PATH".into(),
             etc.join("settings.json").to_string_lossy().into_owned(),
         );
+        // The per-workspace lock goes to the user's runtime directory: keep
+        // it inside the test's own directory.
+        vars.insert(
+            "XDG_RUNTIME_DIR".into(),
+            self.root.path().join("run").to_string_lossy().into_owned(),
+        );
         vars.insert("RUST_LOG".into(), "steward=debug,info".into());
         vars
     }
@@ -218,6 +224,11 @@ impl Env {
             .stderr(stderr)
             .spawn()
             .expect("spawn steward run");
+        self.adopt(child, log)
+    }
+
+    /// A `steward run` the test started itself (say, under a wrapper).
+    pub fn adopt(&self, child: Child, log: PathBuf) -> Controller {
         Controller {
             child: Some(child),
             socket: self.paths().socket_path(),
@@ -226,7 +237,8 @@ impl Env {
     }
 }
 
-fn base_env() -> Vec<(String, String)> {
+/// PATH, LANG and TMPDIR from the test's environment.
+pub fn base_env() -> Vec<(String, String)> {
     ["PATH", "LANG", "TMPDIR"]
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))

@@ -269,12 +269,18 @@ fn editor_saves_that_remove_the_file_for_a_moment_restart_nothing() {
 /// Run the steward CLI with `args`; fails the test if it does not exit
 /// within the deadline (it is killed then).
 fn steward_bounded(env: &Env, args: &[&str]) -> std::process::Output {
+    steward_bounded_with(env, args, &[])
+}
+
+/// [`steward_bounded`] with `vars` added to the environment.
+fn steward_bounded_with(env: &Env, args: &[&str], vars: &[(&str, &Path)]) -> std::process::Output {
     let mut child = std::process::Command::new(steward_tests::harness::bin("steward"))
         .arg("--workspace")
         .arg(&env.ws)
         .args(args)
         .env_clear()
         .envs(common::steward_env(env))
+        .envs(vars.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -337,5 +343,161 @@ fn a_config_replaced_by_a_fifo_blocks_neither_the_watcher_nor_the_cli() {
     );
     let offline = steward_bounded(&env, &["status", "--offline"]);
     assert_eq!(offline.status.code(), Some(0), "{offline:?}");
+    terminate_cleanly(&env, &mut c);
+}
+
+// ---- the control socket and the locks ------------------------------------------------
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+#[test]
+fn the_state_dir_socket_and_locks_are_private_even_under_umask_000() {
+    let env = Env::new();
+    let a = env.fake_mcp("a", tools(&["t"]));
+    env.user_mcp_servers(&[("a", a)]);
+    let log = env.root.path().join("controller.log");
+    let child = std::process::Command::new("/bin/sh")
+        .args(["-c", r#"umask 000; exec "$0" "$@""#])
+        .arg(steward_tests::harness::bin("steward"))
+        .arg("--workspace")
+        .arg(&env.ws)
+        .arg("run")
+        .env_clear()
+        .envs(common::steward_env(&env))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut c = env.adopt(child, log);
+    c.wait_ready();
+    c.wait_for("a Ready", |s| ready(s, "a"));
+
+    let paths = env.paths();
+    let state = paths.state_dir();
+    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(state.parent().unwrap()), 0o700);
+    assert_eq!(mode(&paths.socket_path()), 0o600);
+    assert_eq!(mode(&paths.lock_file()), 0o600);
+    assert_eq!(mode(&paths.runtime_dir), 0o700);
+    assert_eq!(mode(&paths.workspace_lock_file()), 0o600);
+
+    // Another user cannot use the socket even if the directory is opened
+    // up: the controller checks the peer's uid.
+    if steward::paths::effective_uid() == 0 {
+        for dir in [env.root.path(), &env.home, state.parent().unwrap(), &state] {
+            std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+        }
+        std::fs::set_permissions(
+            paths.socket_path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(steward_tests::harness::bin("steward"))
+            .arg("--workspace")
+            .arg(&env.ws)
+            .args(["stop", "a"])
+            .env_clear()
+            .envs(common::steward_env(&env))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("it serves only its own user (uid 0)"),
+            "{out:?}"
+        );
+        assert!(ready(&c.status(), "a"), "another user stopped a");
+        assert!(
+            c.log_text()
+                .contains("refused a connection from another user")
+        );
+    } else {
+        eprintln!("not root: the peer uid check needs a second user and was not exercised");
+    }
+    terminate_cleanly(&env, &mut c);
+}
+
+#[test]
+fn a_second_controller_for_the_workspace_is_refused_whatever_its_qwen_home() {
+    let env = Env::new();
+    let mut c = env.start(&[]);
+    let other_home = env.root.path().join("other-home");
+    std::fs::create_dir_all(&other_home).unwrap();
+    let out = steward_bounded_with(&env, &["run"], &[("QWEN_HOME", &other_home)]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "another controller (pid {}) is already running",
+            c.pid()
+        )),
+        "{stderr}"
+    );
+    terminate_cleanly(&env, &mut c);
+}
+
+/// CPU time (user + system) of `pid` so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+    // utime and stime: fields 14 and 15 of stat, 12 and 13 after the comm.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+#[test]
+fn the_control_socket_does_not_spin_when_the_controller_is_out_of_descriptors() {
+    let env = Env::new();
+    let log = env.root.path().join("controller.log");
+    // A hard limit the controller cannot raise.
+    let child = std::process::Command::new("prlimit")
+        .args(["--nofile=64:64", "--"])
+        .arg(steward_tests::harness::bin("steward"))
+        .arg("--workspace")
+        .arg(&env.ws)
+        .arg("run")
+        .env_clear()
+        .envs(common::steward_env(&env))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut c = env.adopt(child, log);
+    c.wait_ready();
+    // Idle connections until accept fails with EMFILE (the rest queue up).
+    let socket = env.paths().socket_path();
+    let held: Vec<std::os::unix::net::UnixStream> = (0..80)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap())
+        .collect();
+    wait_until("the controller runs out of descriptors", || {
+        open_fds(c.pid()) >= 64
+    });
+    let before = cpu_ticks(c.pid());
+    std::thread::sleep(Duration::from_secs(1));
+    let spent = cpu_ticks(c.pid()) - before;
+    // Spinning on accept burns a whole core: 100 ticks a second.
+    assert!(
+        spent < 20,
+        "{spent} ticks of CPU in 1 s while out of descriptors"
+    );
+    drop(held);
+    c.wait_for("the controller answers again", |_| true);
+    assert!(c.log_text().contains("accept failed"), "{}", c.log_text());
     terminate_cleanly(&env, &mut c);
 }
