@@ -414,12 +414,9 @@ pub struct StatusArgs {
 /// `steward approve` / `steward reject`.
 #[derive(Debug, Args)]
 pub struct DecisionArgs {
-    /// Server names
-    #[arg(
-        value_name = "NAME",
-        required_unless_present = "all",
-        conflicts_with = "all"
-    )]
+    /// Server names (required unless --all; checked by the command, whose
+    /// message names --all)
+    #[arg(value_name = "NAME", conflicts_with = "all")]
     pub names: Vec<String>,
 
     /// Every gated server that needs this decision
@@ -473,8 +470,9 @@ mod tests {
     }
 
     #[test]
-    fn approve_needs_names_or_all_but_not_both() {
-        assert!(Cli::try_parse_from(["steward", "approve"]).is_err());
+    fn approve_takes_names_or_all_but_not_both() {
+        // Neither: refused by the command itself, with a message naming --all.
+        assert!(Cli::try_parse_from(["steward", "approve"]).is_ok());
         assert!(Cli::try_parse_from(["steward", "approve", "a", "--all"]).is_err());
         assert!(Cli::try_parse_from(["steward", "approve", "--all"]).is_ok());
         assert!(Cli::try_parse_from(["steward", "reject", "a", "b"]).is_ok());

@@ -520,7 +520,7 @@ fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTrack
             });
         }
         Request::Stop { names } | Request::Start { names } if names.is_empty() => {
-            let _ = reply.send(Response::error("name at least one server"));
+            let _ = reply.send(Response::error("change a server: name at least one"));
         }
         Request::Stop { names } => {
             let _ = reply.send(set_stopped(shared, paths, &names, true));
@@ -541,9 +541,16 @@ fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> 
             .collect();
         if found.is_empty() {
             let known: Vec<String> = snap.keys().into_iter().map(|k| k.name).collect();
+            // Read after "failed to".
             return Response::error(format!(
-                "no server named \"{name}\" in this workspace (known: {})",
-                known.join(", ")
+                "{} {name}: no server of that name is configured for {} (known: {})",
+                if stop { "stop" } else { "start" },
+                shared.store.paths().workspace.display(),
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
             ));
         }
         keys.extend(found);

@@ -36,6 +36,8 @@ pub enum PathsError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("use the workspace {path}: it is not a directory")]
+    NotADirectory { path: PathBuf },
     #[error("find HOME_DIR: neither QWEN_HOME nor HOME is set")]
     NoHome,
 }
@@ -48,6 +50,9 @@ impl Paths {
                 path: workspace.to_path_buf(),
                 source,
             })?;
+        if !workspace.is_dir() {
+            return Err(PathsError::NotADirectory { path: workspace });
+        }
         let home_dir = match env.get("QWEN_HOME").filter(|v| !v.is_empty()) {
             Some(h) => PathBuf::from(h),
             None => PathBuf::from(env.get("HOME").ok_or(PathsError::NoHome)?).join(".qwen"),

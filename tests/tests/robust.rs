@@ -501,3 +501,67 @@ fn the_control_socket_does_not_spin_when_the_controller_is_out_of_descriptors() 
     assert!(c.log_text().contains("accept failed"), "{}", c.log_text());
     terminate_cleanly(&env, &mut c);
 }
+
+// ---- input checks -----------------------------------------------------------------
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_workspace_that_is_not_a_directory_is_an_error_at_start() {
+    let env = Env::new();
+    let file = env.root.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    for args in [&["run"][..], &["status", "--offline"]] {
+        let mut full = vec!["--workspace", file.to_str().unwrap()];
+        full.extend_from_slice(args);
+        // The harness's own --workspace comes first; the later one wins.
+        let out = steward_bounded(&env, &full);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        assert_eq!(
+            stderr_of(&out),
+            format!(
+                "steward: failed to use the workspace {}: it is not a directory\n",
+                file.display()
+            ),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn approve_of_an_unknown_name_is_a_usage_error_with_a_did_you_mean() {
+    let env = Env::new();
+    env.write(
+        ".mcp.json",
+        &mcp_servers(&[("time", serde_json::json!({"command": "x"}))]),
+    );
+    let out = steward_bounded(&env, &["approve", "tiem"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = stderr_of(&out);
+    assert!(stderr.contains("did you mean \"time\"?"), "{stderr}");
+    assert!(stderr.contains("Usage: steward approve"), "{stderr}");
+    assert!(!env.home.join("mcpApprovals.json").exists());
+
+    let out = steward_bounded(&env, &["approve"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr_of(&out).contains("or pass --all"), "{out:?}");
+}
+
+#[test]
+fn stop_of_an_unknown_name_reads_after_failed_to() {
+    let env = Env::new();
+    env.user_mcp_servers(&[("a", env.fake_mcp("a", tools(&["t"])))]);
+    let mut c = env.start(&[]);
+    let out = steward_bounded(&env, &["stop", "nosuch"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        stderr_of(&out),
+        format!(
+            "steward: failed to stop nosuch: no server of that name is configured for {} (known: a)\n",
+            env.ws.display()
+        )
+    );
+    terminate_cleanly(&env, &mut c);
+}
