@@ -48,7 +48,8 @@
 //!   must still match, so a reused pid is never hit. The group id is not
 //!   signalled again once the group was seen empty.
 //!
-//! Config env may not set [`ENV_DENYLIST`] keys (compared case-insensitively);
+//! Config env may not set [`ENV_DENYLIST`] keys (compared case-insensitively),
+//! nor smuggle one in through a key holding `=` or NUL ([`sanitize_env`]);
 //! a bare command name is resolved with the *controller's* `PATH`, never the
 //! config's (see [`resolve_command`]). The shim gets the resolved absolute
 //! path, so no `PATH` search happens after the spawn. A program that cannot be
@@ -263,18 +264,25 @@ pub struct StopReport {
     pub elapsed: Duration,
 }
 
-/// Child env: config env without [`ENV_DENYLIST`] keys (any case). Returns the
-/// env to overlay and the keys dropped, in config order, for the caller to
-/// report.
+/// Child env: config env without [`ENV_DENYLIST`] keys (any case), and
+/// without entries that are not one `KEY=value` pair: an empty key, or a key
+/// holding `=` or NUL (`"LD_PRELOAD=/x/evil.so:"` would reach the child as
+/// `LD_PRELOAD=/x/evil.so:=<value>`, and a NUL cuts the key short), or a
+/// value holding NUL. The denylist is checked on the key the child would
+/// see, the part before any `=` or NUL. Returns the env to overlay and the
+/// keys dropped, in config order, for the caller to report.
 pub fn sanitize_env(
     config_env: &BTreeMap<String, String>,
 ) -> (BTreeMap<String, String>, Vec<String>) {
     let mut kept = BTreeMap::new();
     let mut dropped = Vec::new();
     for (key, value) in config_env {
-        if ENV_DENYLIST
-            .iter()
-            .any(|denied| key.eq_ignore_ascii_case(denied))
+        let real_key = key.split(['=', '\0']).next().unwrap_or_default();
+        let malformed = real_key.is_empty() || real_key.len() != key.len() || value.contains('\0');
+        if malformed
+            || ENV_DENYLIST
+                .iter()
+                .any(|denied| real_key.eq_ignore_ascii_case(denied))
         {
             dropped.push(key.clone());
         } else {
@@ -1322,6 +1330,42 @@ mod tests {
     }
 
     // ---- pure: env, command resolution, stat parsing, stderr tail ----
+
+    #[test]
+    fn sanitize_env_drops_keys_with_an_equals_sign_or_nul_and_values_with_nul() {
+        let env = BTreeMap::from([
+            ("LD_PRELOAD=/x/evil.so:".to_owned(), "x".to_owned()),
+            ("ld_preload\0tail".to_owned(), "/x/evil.so".to_owned()),
+            ("GOOD=x".to_owned(), "y".to_owned()),
+            ("=".to_owned(), "x".to_owned()),
+            (String::new(), "x".to_owned()),
+            ("NUL_VALUE".to_owned(), "a\0b".to_owned()),
+            ("OK".to_owned(), "a=b".to_owned()),
+        ]);
+        let (kept, dropped) = sanitize_env(&env);
+        assert_eq!(kept, BTreeMap::from([("OK".to_owned(), "a=b".to_owned())]));
+        assert_eq!(dropped.len(), 6, "{dropped:?}");
+    }
+
+    #[tokio::test]
+    async fn an_env_key_with_an_equals_sign_never_reaches_the_child() {
+        let spec = ProcessSpec {
+            env: BTreeMap::from([
+                (
+                    "LD_PRELOAD=/nonexistent/evil.so:".to_owned(),
+                    "x".to_owned(),
+                ),
+                ("STEWARD_GOOD".to_owned(), "1".to_owned()),
+            ]),
+            ..sh("env")
+        };
+        let mut process = spawner().spawn(&spec).await.unwrap();
+        let out = read_all(&mut process).await;
+        assert!(out.lines().any(|l| l == "STEWARD_GOOD=1"), "{out}");
+        assert!(!out.contains("LD_PRELOAD"), "{out}");
+        assert_eq!(process.dropped_env(), ["LD_PRELOAD=/nonexistent/evil.so:"]);
+        process.stop(Duration::from_secs(1)).await;
+    }
 
     #[test]
     fn sanitize_env_drops_denylisted_keys_in_any_case() {
