@@ -255,6 +255,13 @@ impl Shared {
 pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), RunError> {
     let env = process_env();
     let paths = Paths::resolve(&opts.workspace, &env)?;
+    match crate::runtime::process::raise_fd_limit() {
+        Ok((before, after)) if before != after => {
+            tracing::info!(before, after, "raised the open-file limit");
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "could not raise the open-file limit"),
+    }
     // Private (0700) whatever the umask: the lock, the control socket and
     // the stopped-servers list live there.
     create_private_dir(&paths.state_dir())?;

@@ -565,3 +565,88 @@ fn stop_of_an_unknown_name_reads_after_failed_to() {
     );
     terminate_cleanly(&env, &mut c);
 }
+
+// ---- the open-file limit -----------------------------------------------------------
+
+/// `steward run` under `prlimit --nofile=SOFT:HARD`.
+fn start_with_fd_limit(env: &Env, limit: &str) -> Controller {
+    let log = env.root.path().join("controller.log");
+    let child = std::process::Command::new("prlimit")
+        .arg(format!("--nofile={limit}"))
+        .arg("--")
+        .arg(steward_tests::harness::bin("steward"))
+        .arg("--workspace")
+        .arg(&env.ws)
+        .args(["run", "--start-backoff-ms", "100"])
+        .env_clear()
+        .envs(common::steward_env(env))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut c = env.adopt(child, log);
+    c.wait_ready();
+    c
+}
+
+/// Soft and hard "Max open files" of `pid`.
+fn nofile(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let mut fields = line["Max open files".len()..].split_whitespace();
+    (
+        fields.next().unwrap().to_owned(),
+        fields.next().unwrap().to_owned(),
+    )
+}
+
+fn many_servers(env: &Env, n: usize) -> Vec<String> {
+    let names: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+    let entries: Vec<(&str, serde_json::Value)> = names
+        .iter()
+        .map(|n| (n.as_str(), env.fake_mcp(n, tools(&["t"]))))
+        .collect();
+    env.user_mcp_servers(&entries);
+    names
+}
+
+#[test]
+fn the_soft_fd_limit_is_raised_to_the_hard_one_and_servers_get_the_original() {
+    let env = Env::new();
+    let names = many_servers(&env, 24);
+    let mut c = start_with_fd_limit(&env, "64:4096");
+    let s = c.wait_for("every server Ready", |s| names.iter().all(|n| ready(s, n)));
+    assert_eq!(nofile(c.pid()), ("4096".to_owned(), "4096".to_owned()));
+    assert!(
+        open_fds(c.pid()) > 64,
+        "the test needs more than 64 descriptors"
+    );
+    let server = pid_of(&s, "s0").unwrap();
+    assert_eq!(nofile(server), ("64".to_owned(), "4096".to_owned()));
+    terminate_cleanly(&env, &mut c);
+}
+
+#[test]
+fn running_out_of_descriptors_fails_with_a_clear_message() {
+    let env = Env::new();
+    let names = many_servers(&env, 24);
+    let mut c = start_with_fd_limit(&env, "64:64");
+    let s = c.wait_for("some server failed for want of descriptors", |s| {
+        names.iter().any(|n| {
+            steward_tests::harness::mcp(s, n).is_some_and(|m| {
+                m.status.message.as_deref().is_some_and(|msg| {
+                    msg.contains("the controller has too many open files (limit 64)")
+                })
+            })
+        })
+    });
+    assert!(
+        names.iter().any(|n| ready(&s, n)),
+        "no server started at all"
+    );
+    terminate_cleanly(&env, &mut c);
+}

@@ -166,6 +166,17 @@ pub enum SpawnError {
         /// The OS error.
         error: io::Error,
     },
+    /// The controller is out of file descriptors (EMFILE/ENFILE): every
+    /// server holds a few, so the limit bounds how many can run.
+    #[error(
+        "spawn {command}: the controller has too many open files (limit {limit}); raise the limit (`ulimit -n`) or run fewer servers"
+    )]
+    OutOfDescriptors {
+        /// The configured command.
+        command: String,
+        /// The soft `RLIMIT_NOFILE` at the time.
+        limit: u64,
+    },
     /// The spawner thread is gone (it only stops when every handle is dropped).
     #[error("spawn {command}: the spawner thread has stopped")]
     SpawnerGone {
@@ -468,6 +479,11 @@ impl Spawner {
             .arg(&program)
             .args(&spec.args)
             .envs(&env)
+            .envs(
+                ORIGINAL_FD_LIMIT
+                    .get()
+                    .map(|soft| (SHIM_FD_LIMIT_VAR, soft.to_string())),
+            )
             .current_dir(&cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -491,9 +507,15 @@ impl Spawner {
             replied
                 .await
                 .map_err(|_| gone())?
-                .map_err(|error| SpawnError::Io {
-                    command: command_name.clone(),
-                    error,
+                .map_err(|error| match error.raw_os_error() {
+                    Some(libc::EMFILE | libc::ENFILE) => SpawnError::OutOfDescriptors {
+                        command: command_name.clone(),
+                        limit: fd_limit().map_or(0, |(soft, _)| soft),
+                    },
+                    _ => SpawnError::Io {
+                        command: command_name.clone(),
+                        error,
+                    },
                 })?;
 
         let (Some(pid), Some(stdin), Some(stdout), Some(stderr)) = (
@@ -633,11 +655,73 @@ fn exec_shim(mut args: impl Iterator<Item = OsString>) -> ! {
     if std::os::unix::process::parent_id() != parent {
         std::process::exit(1);
     }
+    // The server gets the open-file limit the controller was started with
+    // (programs using select() break above 1024), not the raised one.
+    if let Some(soft) = std::env::var(SHIM_FD_LIMIT_VAR)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        let _ = set_fd_limit_soft(soft);
+    }
     // `exec` restores SIGPIPE (which the Rust runtime ignores) to its default;
     // the signal mask is the spawner thread's, as with a plain fork + exec.
-    let error = std::process::Command::new(&program).args(args).exec();
+    let error = std::process::Command::new(&program)
+        .args(args)
+        .env_remove(SHIM_FD_LIMIT_VAR)
+        .exec();
     eprintln!("cannot execute {}: {error}", Path::new(&program).display());
     std::process::exit(SHIM_CANNOT_EXECUTE)
+}
+
+/// The env var through which the shim learns the open-file limit to give
+/// the server (removed before the exec).
+const SHIM_FD_LIMIT_VAR: &str = "STEWARD_EXEC_NOFILE";
+
+/// The soft open-file limit before [`raise_fd_limit`] raised it.
+static ORIGINAL_FD_LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// `(soft, hard)` `RLIMIT_NOFILE` of this process.
+#[allow(unsafe_code)]
+pub fn fd_limit() -> io::Result<(u64, u64)> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the valid, exclusive `limit`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((limit.rlim_cur, limit.rlim_max))
+}
+
+/// Sets the soft `RLIMIT_NOFILE` to `soft` (at most the hard limit).
+#[allow(unsafe_code)]
+fn set_fd_limit_soft(soft: u64) -> io::Result<()> {
+    let (_, hard) = fd_limit()?;
+    let limit = libc::rlimit {
+        rlim_cur: soft.min(hard),
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit reads one valid rlimit; it changes only a limit of
+    // the calling process.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Raises the soft open-file limit to the hard one: every server costs the
+/// controller a few descriptors (its pipes), so the usual soft limit of 1024
+/// caps a workspace at a few hundred servers for no reason. Children get
+/// the original limit back (the exec shim restores it). Returns the limit
+/// before and after.
+pub fn raise_fd_limit() -> io::Result<(u64, u64)> {
+    let (soft, hard) = fd_limit()?;
+    let _ = ORIGINAL_FD_LIMIT.set(soft);
+    if soft < hard {
+        set_fd_limit_soft(hard)?;
+    }
+    Ok((soft, fd_limit()?.0))
 }
 
 /// `PR_SET_PDEATHSIG(SIGKILL)` for the calling process. It survives `execve`
