@@ -63,13 +63,21 @@ impl Paths {
                 .map(PathBuf::from)
                 .unwrap_or(default)
         };
+        let user_settings = home_dir.join("settings.json");
+        let mut workspace_settings = workspace.join(".qwen").join("settings.json");
+        // Workspace = home: one file, which is the user layer (the merge
+        // then drops the workspace layer, and a live edit must land in the
+        // user slot). Spelled one way, so both see it.
+        if same_file(&workspace_settings, &user_settings) {
+            workspace_settings = user_settings.clone();
+        }
         Ok(Paths {
             system_defaults: var(
                 "QWEN_CODE_SYSTEM_DEFAULTS_PATH",
                 PathBuf::from("/etc/qwen-code/system-defaults.json"),
             ),
-            user_settings: home_dir.join("settings.json"),
-            workspace_settings: workspace.join(".qwen").join("settings.json"),
+            user_settings,
+            workspace_settings,
             system_settings: var(
                 "QWEN_CODE_SYSTEM_SETTINGS_PATH",
                 PathBuf::from("/etc/qwen-code/settings.json"),
@@ -131,6 +139,16 @@ impl Paths {
     pub fn stopped_file(&self) -> PathBuf {
         self.state_dir().join("stopped.json")
     }
+}
+
+/// Whether two paths name the same file, existing or not: the same name in
+/// the same directory (symlinks in the directories resolved).
+fn same_file(a: &Path, b: &Path) -> bool {
+    if a == b {
+        return true;
+    }
+    let dir = |p: &Path| p.parent().and_then(|d| std::fs::canonicalize(d).ok());
+    a.file_name() == b.file_name() && dir(a).is_some() && dir(a) == dir(b)
 }
 
 fn runtime_dir(env: &BTreeMap<String, String>) -> PathBuf {
@@ -209,6 +227,28 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn workspace_settings_that_are_the_user_settings_are_spelled_as_them() {
+        let root = tempfile::tempdir().unwrap();
+        let home = root.path().join("home");
+        std::fs::create_dir_all(home.join(".qwen")).unwrap();
+        let link = root.path().join("link-to-home");
+        std::os::unix::fs::symlink(&home, &link).unwrap();
+        // HOME_DIR spelled through a symlink, the workspace canonical.
+        let env = BTreeMap::from([(
+            "QWEN_HOME".to_owned(),
+            link.join(".qwen").to_string_lossy().into_owned(),
+        )]);
+        let paths = Paths::resolve(&home, &env).unwrap();
+        assert_eq!(paths.workspace_settings, paths.user_settings);
+        assert_eq!(paths.user_settings, link.join(".qwen/settings.json"));
+
+        let other = root.path().join("ws");
+        std::fs::create_dir_all(&other).unwrap();
+        let paths = Paths::resolve(&other, &env).unwrap();
+        assert_ne!(paths.workspace_settings, paths.user_settings);
     }
 
     #[test]

@@ -367,8 +367,13 @@ impl DesiredStore {
             (&p.workspace_settings, SourceKind::WorkspaceSettings),
             (&p.system_settings, SourceKind::SystemSettings),
         ];
-        // The system layer wins if two settings paths coincide.
-        if let Some((_, kind)) = settings.iter().rev().find(|(sp, _)| sp.as_path() == path) {
+        // The system layer wins if two settings paths coincide, but the
+        // workspace layer never takes the user file (workspace = home: the
+        // merge drops that layer).
+        let same_as_user = p.workspace_settings == p.user_settings;
+        if let Some((_, kind)) = settings.iter().rev().find(|(sp, kind)| {
+            sp.as_path() == path && !(same_as_user && *kind == SourceKind::WorkspaceSettings)
+        }) {
             return Some(SourceRef::Settings(*kind));
         }
         if path == p.mcp_json {

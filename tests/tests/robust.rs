@@ -650,3 +650,21 @@ fn running_out_of_descriptors_fails_with_a_clear_message() {
     );
     terminate_cleanly(&env, &mut c);
 }
+
+// ---- which file is which ---------------------------------------------------------------
+
+#[test]
+fn with_the_workspace_at_home_a_live_edit_of_the_user_settings_is_applied() {
+    let mut env = Env::new();
+    // HOME_DIR = WS/.qwen: WS/.qwen/settings.json is the user settings.
+    env.home = env.ws.join(".qwen");
+    std::fs::create_dir_all(&env.home).unwrap();
+    let a = env.fake_mcp("a", tools(&["t"]));
+    env.user_mcp_servers(&[("a", a.clone())]);
+    let mut c = env.start(&[]);
+    c.wait_for("a Ready", |s| ready(s, "a"));
+    let b = env.fake_mcp("b", tools(&["t"]));
+    env.user_mcp_servers(&[("a", a), ("b", b)]);
+    c.wait_for("b Ready", |s| ready(s, "b"));
+    terminate_cleanly(&env, &mut c);
+}
