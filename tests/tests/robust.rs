@@ -668,3 +668,32 @@ fn with_the_workspace_at_home_a_live_edit_of_the_user_settings_is_applied() {
     c.wait_for("b Ready", |s| ready(s, "b"));
     terminate_cleanly(&env, &mut c);
 }
+
+#[test]
+fn a_symlinked_settings_file_hot_reloads_when_its_target_is_edited_or_retargeted() {
+    let env = Env::new();
+    let dotfiles = env.root.path().join("dotfiles");
+    let (one, two) = (dotfiles.join("one.json"), dotfiles.join("two.json"));
+    let a = env.fake_mcp("a", tools(&["t"]));
+    let b = env.fake_mcp("b", tools(&["t"]));
+    let c_entry = env.fake_mcp("c", tools(&["t"]));
+    write_atomic(&one, &mcp_servers(&[("a", a.clone())]));
+    write_atomic(&two, &mcp_servers(&[("c", c_entry)]));
+    let settings = env.home.join("settings.json");
+    std::os::unix::fs::symlink(&one, &settings).unwrap();
+    let mut c = env.start(&[]);
+    c.wait_for("a Ready", |s| ready(s, "a"));
+
+    // The dotfile repository's copy is edited (atomically, as editors do).
+    write_atomic(&one, &mcp_servers(&[("a", a), ("b", b)]));
+    c.wait_for("b Ready", |s| ready(s, "b"));
+
+    // `ln -sfn two.json settings.json`.
+    let tmp = env.home.join(".settings.json.new");
+    std::os::unix::fs::symlink(&two, &tmp).unwrap();
+    std::fs::rename(&tmp, &settings).unwrap();
+    c.wait_for("only c runs", |s| {
+        ready(s, "c") && steward_tests::harness::mcp(s, "a").is_none()
+    });
+    terminate_cleanly(&env, &mut c);
+}
