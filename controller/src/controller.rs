@@ -30,6 +30,7 @@ use crate::paths::{Paths, PathsError, PrivateDirError, create_private_dir, proce
 use crate::queue::{WorkQueue, run_workers};
 use crate::reconcile::{Outcome, ReconcileConfig, Reconciler, RuntimeEvent};
 use crate::runtime::process::Spawner;
+use crate::runtime::reaper;
 use crate::snapshot::{Applied, DesiredStore, Key};
 use crate::status::{ControllerFacts, StatusStore, now_rfc3339, rfc3339};
 use crate::watch::{FileChange, Judge, Verdict, WatchConfig, Watcher};
@@ -270,6 +271,24 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     // HOME_DIR lock guards the state directory the socket lives in.
     let _workspace_lock = ControllerLock::acquire(&paths.workspace_lock_file(), &paths.workspace)?;
     let lock = ControllerLock::acquire(&paths.lock_file(), &paths.workspace)?;
+    // Orphaned descendants of servers come to us, not init (see
+    // runtime::reaper); and a killed predecessor's leftovers go first.
+    if let Err(error) = reaper::become_subreaper() {
+        tracing::warn!(%error, "could not become a child subreaper; escaped descendants of servers go to init");
+    }
+    let instance_file = paths.workspace_instance_file();
+    match reaper::clean_up_predecessor(&instance_file) {
+        Ok(killed) if !killed.is_empty() => {
+            tracing::warn!(
+                ?killed,
+                "killed what a previous controller of this workspace left running"
+            );
+        }
+        Ok(_) => {}
+        Err(error) => {
+            tracing::warn!(%error, file = %instance_file.display(), "could not record this controller's instance");
+        }
+    }
     tracing::info!(workspace = %paths.workspace.display(), lock = %lock.path().display(), "controller starting");
 
     // Watch first, then read: a write after the watches are in place is
@@ -329,11 +348,12 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let (outcome_tx, mut outcome_rx) = mpsc::unbounded_channel::<(Key, Outcome)>();
     let cancel = CancellationToken::new();
     let spawner = Spawner::new().map_err(RunError::Spawner)?;
+    let reaping = tokio::spawn(reap_orphans(spawner.clone()));
     let lsp = Arc::new(LspService::default());
     let reconciler = Arc::new(Reconciler::new(
         store.clone(),
         status.clone(),
-        spawner,
+        spawner.clone(),
         opts.reconcile.clone(),
         read_stopped(&paths.stopped_file()),
         lsp.clone(),
@@ -437,11 +457,32 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     queue.shutdown();
     let _ = workers.await;
     reconciler.stop_all().await;
+    let orphans = spawner.kill_orphans().await;
+    if !orphans.is_empty() {
+        tracing::warn!(?orphans, "killed descendants of servers that outlived them");
+    }
+    reaping.abort();
+    reaper::forget_instance(&instance_file);
     server.abort();
     let _ = std::fs::remove_file(&socket_path);
     drop(lock);
     tracing::info!("controller stopped");
     Ok(())
+}
+
+/// Reaps the orphans handed to this subreaper, on every SIGCHLD.
+async fn reap_orphans(spawner: Spawner) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut children) = signal(SignalKind::child()) else {
+        tracing::warn!("cannot listen for SIGCHLD; orphans are reaped only when a server stops");
+        return;
+    };
+    while children.recv().await.is_some() {
+        let reaped = spawner.reap_orphans();
+        if !reaped.is_empty() {
+            tracing::debug!(?reaped, "reaped orphaned descendants of servers");
+        }
+    }
 }
 
 /// Creates `marker` and waits until somebody removes it (see

@@ -128,8 +128,19 @@ impl Paths {
     /// The lock keyed by the canonical workspace alone (whatever HOME_DIR
     /// is), under [`Paths::runtime_dir`].
     pub fn workspace_lock_file(&self) -> PathBuf {
+        self.runtime_file("lock")
+    }
+
+    /// Beside [`Paths::workspace_lock_file`]: the running controller's
+    /// instance, whose leftovers the next one cleans up if it was killed.
+    pub fn workspace_instance_file(&self) -> PathBuf {
+        self.runtime_file("instance")
+    }
+
+    fn runtime_file(&self, extension: &str) -> PathBuf {
         let digest = sha256_hex(self.workspace.to_string_lossy().as_bytes());
-        self.runtime_dir.join(format!("{}.lock", &digest[..16]))
+        self.runtime_dir
+            .join(format!("{}.{extension}", &digest[..16]))
     }
 
     pub fn socket_path(&self) -> PathBuf {

@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use steward_schema::resource::SourceState;
-use steward_tests::fake_mcp::read_record;
+use steward_tests::fake_mcp::{FakeMcpConfig, GrandchildMode, read_record};
 use steward_tests::harness::{
     Controller, DEADLINE, Env, alive, fake_tools as tools, mcp_servers, pid_of, ready,
     recorded_pids, signal, wait_until, write_atomic,
@@ -696,4 +696,116 @@ fn a_symlinked_settings_file_hot_reloads_when_its_target_is_edited_or_retargeted
         ready(s, "c") && steward_tests::harness::mcp(s, "a").is_none()
     });
     terminate_cleanly(&env, &mut c);
+}
+
+// ---- escaped processes ----------------------------------------------------------------
+
+/// The pids of the grandchildren `name`'s servers recorded, by server pid.
+fn grandchildren(env: &Env, name: &str) -> Vec<(u32, u32)> {
+    read_record(&env.record(name))
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e.event == "grandchild")
+        .filter_map(|e| Some((e.pid, e.message.get("pid")?.as_u64()? as u32)))
+        .collect()
+}
+
+fn daemon_server(env: &Env, name: &str, version: &str) -> serde_json::Value {
+    let entry = env.fake_mcp(
+        name,
+        FakeMcpConfig {
+            spawn_grandchild: Some(GrandchildMode::Daemon),
+            ..tools(&["t"])
+        },
+    );
+    steward_tests::harness::with_version(&entry, version)
+}
+
+#[test]
+fn a_daemonized_grandchild_dies_with_its_server_on_edit_removal_and_shutdown() {
+    let env = Env::new();
+    env.user_mcp_servers(&[
+        ("d", daemon_server(&env, "d", "1")),
+        ("e", daemon_server(&env, "e", "1")),
+    ]);
+    let mut c = env.start(&[]);
+    let daemon_of = |name: &str, server: u32| {
+        wait_until(&format!("{name} spawned its daemon"), || {
+            grandchildren(&env, name).iter().any(|(s, _)| *s == server)
+        });
+        grandchildren(&env, name)
+            .into_iter()
+            .find(|(s, _)| *s == server)
+            .unwrap()
+            .1
+    };
+    let s = c.wait_for("d and e Ready", |s| ready(s, "d") && ready(s, "e"));
+    let (d1, e1) = (pid_of(&s, "d").unwrap(), pid_of(&s, "e").unwrap());
+    let (d1_daemon, e_daemon) = (daemon_of("d", d1), daemon_of("e", e1));
+
+    // An edit restarts d: its first daemon goes with it.
+    env.user_mcp_servers(&[
+        ("d", daemon_server(&env, "d", "2")),
+        ("e", daemon_server(&env, "e", "1")),
+    ]);
+    let s = c.wait_for("d restarted", |s| {
+        ready(s, "d") && pid_of(s, "d").is_some_and(|p| p != d1)
+    });
+    let d2_daemon = daemon_of("d", pid_of(&s, "d").unwrap());
+    wait_until("the edited server's daemon is gone", || !alive(d1_daemon));
+    assert!(
+        alive(e_daemon),
+        "the daemon of an untouched server was killed"
+    );
+
+    // Removal.
+    env.user_mcp_servers(&[("e", daemon_server(&env, "e", "1"))]);
+    c.wait_for("d removed", |s| {
+        steward_tests::harness::mcp(s, "d").is_none()
+    });
+    wait_until("the removed server's daemon is gone", || !alive(d2_daemon));
+
+    // Shutdown.
+    terminate_cleanly(&env, &mut c);
+    wait_until("the daemon is gone after shutdown", || !alive(e_daemon));
+}
+
+#[test]
+fn what_a_sigkilled_controller_left_behind_is_cleaned_up_by_the_next_one() {
+    let env = Env::new();
+    let grouped = env.fake_mcp(
+        "g",
+        FakeMcpConfig {
+            spawn_grandchild: Some(GrandchildMode::Group),
+            ..tools(&["t"])
+        },
+    );
+    env.user_mcp_servers(&[("g", grouped), ("d", daemon_server(&env, "d", "1"))]);
+    let mut c = env.start(&[]);
+    c.wait_for("g and d Ready", |s| ready(s, "g") && ready(s, "d"));
+    wait_until("both grandchildren started", || {
+        !grandchildren(&env, "g").is_empty() && !grandchildren(&env, "d").is_empty()
+    });
+    let left: Vec<u32> = ["g", "d"]
+        .iter()
+        .map(|n| grandchildren(&env, n)[0].1)
+        .collect();
+    let servers: Vec<u32> = ["g", "d"]
+        .iter()
+        .map(|n| grandchildren(&env, n)[0].0)
+        .collect();
+
+    c.kill();
+    wait_until("the servers die with the controller", || {
+        servers.iter().all(|p| !alive(*p))
+    });
+    // Nothing signals them: they are left behind.
+    assert!(left.iter().all(|p| alive(*p)), "nothing was left behind");
+
+    let mut next = env.start(&[]);
+    wait_until("the next controller cleans up what was left", || {
+        left.iter().all(|p| !alive(*p))
+    });
+    next.wait_for("g and d Ready again", |s| ready(s, "g") && ready(s, "d"));
+    terminate_cleanly(&env, &mut next);
 }

@@ -41,9 +41,12 @@
 //!   it. Afterwards, a process still holding one of the child's stdio pipes is
 //!   a leak too (cargo-nextest's "exited but pipes still open"); the stop
 //!   finds it by pipe inode in `/proc/*/fd` and kills it.
-//! - **Only our own children are reaped** (tokio reaps the leader; orphans go
-//!   to init). Zombies still count for `kill(-pgid, 0)` and some container
-//!   inits reap late, so "group empty" means "no member that is not a zombie".
+//! - **Tokio reaps each leader; nothing else takes its status.** Orphans
+//!   handed to `steward run` (a child subreaper) are reaped and, when their
+//!   server stops, killed by [`super::reaper`], which knows them by the mark
+//!   every server's env carries. Zombies still count for `kill(-pgid, 0)`
+//!   and some container inits reap late, so "group empty" means "no member
+//!   that is not a zombie".
 //! - **A remembered pid is checked before it is signalled**: its start time
 //!   must still match, so a reused pid is never hit. The group id is not
 //!   signalled again once the group was seen empty.
@@ -77,6 +80,8 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+use super::reaper;
 
 /// Env keys a config may not set (compared case-insensitively): they inject
 /// code into the server or redirect its libraries.
@@ -393,6 +398,14 @@ struct SpawnerInner {
     exec_shim: PathBuf,
 }
 
+/// Pids of the leaders not yet reaped by tokio, whatever [`Spawner`]
+/// started them: every other child of this process is an orphan to reap
+/// (see [`super::reaper`]).
+static OWNED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Spawns so far in this process: numbers each server's mark.
+static SPAWNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 struct SpawnRequest {
     command: Command,
     runtime: tokio::runtime::Handle,
@@ -434,6 +447,24 @@ impl Spawner {
         self.inner.thread
     }
 
+    /// Reaps the zombie children this process did not spawn (orphans handed
+    /// to a subreaper); never one whose status tokio waits for. Call it on
+    /// SIGCHLD. Returns their pids.
+    pub fn reap_orphans(&self) -> Vec<i32> {
+        reaper::reap_unowned(&OWNED)
+    }
+
+    /// Kills every orphan handed to this process and what it started, and
+    /// reaps them (at shutdown, after every server was stopped). Returns
+    /// the pids killed.
+    pub async fn kill_orphans(&self) -> Vec<u32> {
+        let orphans = reaper::orphans(&OWNED, None);
+        if !orphans.is_empty() && !reaper::kill(&orphans, &OWNED).await {
+            tracing::error!(orphans = ?orphans.iter().map(|p| p.pid).collect::<Vec<_>>(), "orphaned descendants survived SIGKILL");
+        }
+        orphans.iter().map(|p| p.pid as u32).collect()
+    }
+
     /// Resolves, sanitizes and starts `spec`: own process group, parent-death
     /// signal, stdin/stdout piped for the caller, stderr kept in a bounded
     /// tail. Must be called within a tokio runtime, which then reaps the child.
@@ -470,6 +501,8 @@ impl Spawner {
         let search_path = std::env::var_os("PATH").unwrap_or_default();
         let program = resolve_command(&spec.program, &cwd, &search_path)?;
 
+        let serial = SPAWNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mark = reaper::mark(serial);
         // No `pre_exec` and an absolute shim path: std uses posix_spawn (the
         // shim arms PDEATHSIG instead; see the module docs).
         let mut command = Command::new(&self.inner.exec_shim);
@@ -479,6 +512,8 @@ impl Spawner {
             .arg(&program)
             .args(&spec.args)
             .envs(&env)
+            // After the config's env: a config cannot forge or drop it.
+            .env(reaper::SERVER_MARK_VAR, &mark)
             .envs(
                 ORIGINAL_FD_LIMIT
                     .get()
@@ -549,7 +584,10 @@ impl Spawner {
         let (exit_tx, exit) = watch::channel(None);
         let waited_command = command_name.clone();
         tokio::spawn(async move {
-            let info = match child.wait().await {
+            let waited = child.wait().await;
+            // Reaped (or given up on): no longer ours to protect.
+            lock(&OWNED).retain(|p| *p != pid);
+            let info = match waited {
                 Ok(status) => ExitInfo::from(status),
                 Err(error) => {
                     tracing::warn!(command = %waited_command, pid, %error, "could not collect the exit status");
@@ -577,6 +615,7 @@ impl Spawner {
             pipe_inodes,
             group_gone: false,
             report: None,
+            mark,
             _spawner: Arc::clone(&self.inner),
         })
     }
@@ -592,14 +631,25 @@ fn spawner_loop(inbox: &mpsc::Receiver<SpawnRequest>) {
     {
         // The child's pipes and reaper register with the caller's runtime.
         let _runtime = runtime.enter();
-        // A panic must not end this thread: PDEATHSIG would kill every child.
-        let spawned = std::panic::catch_unwind(AssertUnwindSafe(|| command.spawn()))
-            .unwrap_or_else(|_| Err(io::Error::other("process spawn panicked")))
-            .map(|child| (child, std::thread::current().id()));
+        let spawned = {
+            // Held until the pid is recorded: the orphan reaper, which holds
+            // it too, never sees the new child as someone else's.
+            let mut owned = lock(&OWNED);
+            // A panic must not end this thread: PDEATHSIG would kill every child.
+            let spawned = std::panic::catch_unwind(AssertUnwindSafe(|| command.spawn()))
+                .unwrap_or_else(|_| Err(io::Error::other("process spawn panicked")));
+            if let Some(pid) = spawned.as_ref().ok().and_then(Child::id) {
+                owned.push(pid as i32);
+            }
+            spawned.map(|child| (child, std::thread::current().id()))
+        };
         if let Err(Ok((child, _))) = reply.send(spawned) {
-            // The caller gave up waiting: nobody owns this child, so end it.
+            // The caller gave up waiting: nobody owns this child, so end it
+            // (tokio reaps it; should the orphan reaper get there first,
+            // nobody waits for that status anyway).
             if let Some(pid) = child.id() {
                 let _ = send_signal(-(pid as i32), libc::SIGKILL);
+                lock(&OWNED).retain(|p| *p != pid as i32);
             }
         }
     }
@@ -757,6 +807,9 @@ pub struct ManagedProcess {
     /// Seen empty: the group id may be reused from now on, never signal it.
     group_gone: bool,
     report: Option<StopReport>,
+    /// This server's mark ([`reaper::SERVER_MARK_VAR`]), which its
+    /// descendants inherit.
+    mark: String,
     /// Keeps the thread that spawned this child (its PDEATHSIG parent) alive.
     _spawner: Arc<SpawnerInner>,
 }
@@ -906,10 +959,22 @@ impl ManagedProcess {
             }
             signal_tracked(process, libc::SIGKILL);
         }
-        let escapees_gone = poll_until(Instant::now() + KILL_WAIT, || {
+        let mut escapees_gone = poll_until(Instant::now() + KILL_WAIT, || {
             tracked.iter().all(|p| !is_alive(p))
         })
         .await;
+        // Descendants that escaped before the snapshot (or after the leader
+        // died on its own) were handed to this process, a subreaper, when
+        // their parents died: found by the server's mark.
+        let orphans = reaper::orphans(&OWNED, Some(&self.mark));
+        if !orphans.is_empty() {
+            escapees_gone &= reaper::kill(&orphans, &OWNED).await;
+            for orphan in &orphans {
+                if !escaped.contains(&(orphan.pid as u32)) {
+                    escaped.push(orphan.pid as u32);
+                }
+            }
+        }
         if !escaped.is_empty() {
             tracing::warn!(command = %self.command, pid = self.pid, escaped = ?escaped, "descendants had left the process group (setsid/setpgid); terminated them with it");
         }
@@ -1143,7 +1208,7 @@ async fn poll_until(deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
 /// `kill(2)` for one pid (`target > 0`) or a group (`target < 0`). Refuses
 /// targets that mean "every process", init, or this process and its group.
 #[allow(unsafe_code)]
-fn send_signal(target: i32, signal: i32) -> io::Result<()> {
+pub(super) fn send_signal(target: i32, signal: i32) -> io::Result<()> {
     // SAFETY: getpgrp cannot fail and has no preconditions.
     let own_group = unsafe { libc::getpgrp() };
     if target.unsigned_abs() <= 1 || target == std::process::id() as i32 || target == -own_group {
@@ -1183,17 +1248,17 @@ fn pipe_inode(fd: BorrowedFd<'_>) -> Option<u64> {
 
 /// The fields of `/proc/<pid>/stat` this module needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ProcStat {
-    pid: i32,
+pub(super) struct ProcStat {
+    pub(super) pid: i32,
     state: char,
     ppid: i32,
     pgid: i32,
     /// Start time in clock ticks since boot: with `pid`, the process identity.
-    start: u64,
+    pub(super) start: u64,
 }
 
 impl ProcStat {
-    fn is_live(&self) -> bool {
+    pub(super) fn is_live(&self) -> bool {
         !matches!(self.state, 'Z' | 'X' | 'x')
     }
 }
@@ -1212,7 +1277,7 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
     })
 }
 
-fn read_stat(pid: i32) -> Option<ProcStat> {
+pub(super) fn read_stat(pid: i32) -> Option<ProcStat> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
@@ -1239,7 +1304,7 @@ fn signal_tracked(process: &ProcStat, signal: i32) -> bool {
     true
 }
 
-fn proc_pids() -> impl Iterator<Item = i32> {
+pub(super) fn proc_pids() -> impl Iterator<Item = i32> {
     fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -1260,7 +1325,7 @@ fn group_is_empty(pgid: i32) -> bool {
 
 /// Children of `pid` per `/proc/<pid>/task/*/children`; `None` if the kernel
 /// has no such file (or the process is gone).
-fn children_of(pid: i32) -> Option<Vec<i32>> {
+pub(super) fn children_of(pid: i32) -> Option<Vec<i32>> {
     let mut found = false;
     let mut children = Vec::new();
     for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
@@ -1276,7 +1341,7 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
 }
 
 /// Every live descendant of `root` (not `root` itself).
-fn descendants(root: i32) -> Vec<ProcStat> {
+pub(super) fn descendants(root: i32) -> Vec<ProcStat> {
     let mut found = Vec::new();
     let mut seen = HashSet::from([root]);
     let mut queue = vec![root];
