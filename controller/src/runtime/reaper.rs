@@ -13,7 +13,7 @@
 //!   children of the controller it does not own, carrying the server's mark —
 //!   are killed with it; at shutdown, every such orphan is.
 //! - **Reap everything handed over, steal nothing.** Tokio reaps each server
-//!   leader it spawned (by pid). [`reap_unowned`] reaps the other zombie
+//!   leader it spawned (by pid). [`Spawner::reap_orphans`](super::process::Spawner::reap_orphans) reaps the other zombie
 //!   children only, holding the set of owned pids, which the spawner thread
 //!   also holds from `posix_spawn` until the new pid is in it: a leader's
 //!   exit status is never taken from tokio.
@@ -59,7 +59,7 @@ pub fn mark(serial: u64) -> String {
 
 /// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphaned
 /// descendants are re-parented to it, and it must reap them
-/// ([`reap_unowned`]).
+/// ([`Spawner::reap_orphans`](super::process::Spawner::reap_orphans)).
 #[allow(unsafe_code)]
 pub fn become_subreaper() -> io::Result<()> {
     // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag by value and
