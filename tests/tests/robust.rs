@@ -809,3 +809,52 @@ fn what_a_sigkilled_controller_left_behind_is_cleaned_up_by_the_next_one() {
     next.wait_for("g and d Ready again", |s| ready(s, "g") && ready(s, "d"));
     terminate_cleanly(&env, &mut next);
 }
+
+// ---- resource leaks ---------------------------------------------------------------------
+
+/// Restart server `a` by an edit `rounds` times, each time waiting for the
+/// new process to be Ready.
+fn restart_by_edits(
+    env: &Env,
+    c: &Controller,
+    entry: &serde_json::Value,
+    rounds: std::ops::Range<usize>,
+) {
+    for round in rounds {
+        let before = pid_of(&c.status(), "a");
+        let edited = steward_tests::harness::with_version(entry, &round.to_string());
+        env.user_mcp_servers(&[("a", edited)]);
+        c.wait_for(&format!("restart {round}"), |s| {
+            ready(s, "a") && pid_of(s, "a") != before
+        });
+    }
+}
+
+#[test]
+fn descriptor_count_stays_flat_over_many_restarts() {
+    // STEWARD_FD_RESTARTS=1000 for the long run; the suite runs 200.
+    let rounds: usize = std::env::var("STEWARD_FD_RESTARTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let env = Env::new();
+    let entry = env.fake_mcp("a", tools(&["t"]));
+    env.user_mcp_servers(&[("a", entry.clone())]);
+    let mut c = env.start(&["--debounce-ms", "20"]);
+    c.wait_for("a Ready", |s| ready(s, "a"));
+    // Warm up: lazily created runtime resources are there afterwards.
+    restart_by_edits(&env, &c, &entry, 0..20);
+    let baseline = open_fds(c.pid());
+    let started = Instant::now();
+    restart_by_edits(&env, &c, &entry, 20..20 + rounds);
+    let after = open_fds(c.pid());
+    eprintln!(
+        "{rounds} restarts in {:?}: {baseline} descriptors before, {after} after",
+        started.elapsed()
+    );
+    assert!(
+        after <= baseline + 2,
+        "descriptors grew from {baseline} to {after} over {rounds} restarts"
+    );
+    terminate_cleanly(&env, &mut c);
+}
