@@ -262,6 +262,41 @@ mod tests {
         w.write_all(line.as_bytes()).unwrap();
     }
 
+    const PANIC_HELPER_ENV: &str = "STEWARD_TEST_PANIC_MARKER";
+
+    /// Not a test on its own: re-executed by
+    /// `a_panic_in_any_thread_reaches_the_callback`, it installs the hook
+    /// and panics in a worker thread. Without the env var it returns.
+    #[test]
+    fn panic_helper() {
+        let Some(marker) = std::env::var_os(PANIC_HELPER_ENV) else {
+            return;
+        };
+        report_panics(move || {
+            let _ = std::fs::write(&marker, "on_panic called");
+        });
+        let worker = std::thread::spawn(|| panic!("a worker blew up (expected by this test)"));
+        assert!(worker.join().is_err());
+    }
+
+    #[test]
+    fn a_panic_in_any_thread_reaches_the_callback() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("marker");
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "logging::tests::panic_helper",
+                "--test-threads",
+                "1",
+            ])
+            .env(PANIC_HELPER_ENV, &marker)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(std::fs::read_to_string(&marker).unwrap(), "on_panic called");
+    }
+
     #[test]
     fn lines_arrive_whole_and_in_order() {
         let out = Out::default();
