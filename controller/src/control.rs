@@ -158,6 +158,9 @@ fn same_user(stream: &UnixStream) -> bool {
         .is_ok_and(|cred| cred.uid() == crate::paths::effective_uid())
 }
 
+/// How long a connection may take to send its request line.
+const REQUEST_LINE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// After a failed accept (EMFILE, ENFILE, ENOBUFS, ENOMEM...), wait this
 /// long before accepting again instead of spinning: the pending connection
 /// stays queued until then.
@@ -197,7 +200,11 @@ where
         tokio::spawn(async move {
             let (read, mut write) = stream.into_split();
             let mut lines = BufReader::new(read).lines();
-            let Ok(Some(line)) = lines.next_line().await else {
+            // A client that never says anything does not hold a descriptor
+            // for ever.
+            let Ok(Ok(Some(line))) =
+                tokio::time::timeout(REQUEST_LINE_TIMEOUT, lines.next_line()).await
+            else {
                 return;
             };
             let response = match serde_json::from_str::<Request>(&line) {
