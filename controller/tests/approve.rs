@@ -167,7 +167,11 @@ fn unknown_name_is_a_usage_error_listing_the_gated_names() {
         "{}",
         run.stderr
     );
-    assert!(run.stderr.contains("Usage: steward approve"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("Usage: steward approve"),
+        "{}",
+        run.stderr
+    );
     // Nothing was written, not even the valid name's decision.
     assert!(!sb.approvals_path().exists());
 }
