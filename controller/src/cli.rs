@@ -27,8 +27,9 @@ Files read (HOME_DIR is $QWEN_HOME if set, else ~/.qwen; WS is --workspace):
 Steward never creates or writes a file inside the workspace.
 
 Environment:
-  QWEN_HOME      HOME_DIR (default ~/.qwen)
-  STEWARD_NOW    pin \"now\" to an RFC 3339 time (for tests and reproducible output)
+  QWEN_HOME        HOME_DIR (default ~/.qwen)
+  XDG_RUNTIME_DIR  where the one-controller-per-workspace lock lives (default $TMPDIR/steward-<uid>)
+  STEWARD_NOW      pin \"now\" to an RFC 3339 time (for tests and reproducible output)
 
 Exit codes:
   0  ok
