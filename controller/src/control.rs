@@ -151,8 +151,9 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Whether the peer of `stream` runs as this process's user (`SO_PEERCRED`).
-fn same_user(stream: &UnixStream) -> bool {
+/// Whether the peer of `stream` runs as this process's user (`SO_PEERCRED`):
+/// every unix socket Steward serves checks it.
+pub fn peer_is_same_user(stream: &UnixStream) -> bool {
     stream
         .peer_cred()
         .is_ok_and(|cred| cred.uid() == crate::paths::effective_uid())
@@ -190,7 +191,7 @@ where
         if std::mem::take(&mut failing) {
             tracing::info!("control socket: accepting connections again");
         }
-        if !same_user(&stream) {
+        if !peer_is_same_user(&stream) {
             tracing::warn!(peer = ?stream.peer_cred().ok(), "control socket: refused a connection from another user");
             tokio::spawn(refuse(stream));
             continue;
