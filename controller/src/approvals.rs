@@ -112,16 +112,14 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 /// The current file as a JSON object (empty when absent). Validated with the
 /// same loader admission uses, so a file admission would reject is refused.
 fn read_current(path: &Path, workspace: &Path) -> Result<Map<String, Value>, ApprovalsError> {
-    let text = match fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes).map_err(|_| ApprovalsError::Invalid {
-            path: path.to_path_buf(),
-            error: format!("{}: the file is not valid UTF-8", path.display()),
-        })?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Map::new()),
-        Err(source) => {
+    // Regular files only, size-capped: never blocks on a FIFO.
+    let text = match crate::sources::read_file(path) {
+        FileText::Text(text) => text,
+        FileText::Absent => return Ok(Map::new()),
+        FileText::Unreadable(why) => {
             return Err(ApprovalsError::Read {
                 path: path.to_path_buf(),
-                source,
+                source: io::Error::other(why),
             });
         }
     };

@@ -28,8 +28,9 @@ Files read (HOME_DIR is $QWEN_HOME if set, else ~/.qwen; WS is --workspace):
 Steward never creates or writes a file inside the workspace.
 
 Environment:
-  QWEN_HOME      HOME_DIR (default ~/.qwen)
-  STEWARD_NOW    pin \"now\" to an RFC 3339 time (for tests and reproducible output)
+  QWEN_HOME        HOME_DIR (default ~/.qwen)
+  XDG_RUNTIME_DIR  where the one-controller-per-workspace lock lives (default $TMPDIR/steward-<uid>)
+  STEWARD_NOW      pin \"now\" to an RFC 3339 time (for tests and reproducible output)
 
 Exit codes:
   0  ok
@@ -456,6 +457,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "MS", default_value_t = 500, hide = true)]
     pub start_backoff_ms: u64,
 
+    /// After the first read of the sources, create FILE and wait until it
+    /// is removed (for tests of changes made while the controller starts)
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub hold_after_read: Option<PathBuf>,
+
     /// Time between MCP pings, in milliseconds (0 disables them)
     #[arg(long, value_name = "MS", default_value_t = 15_000, hide = true)]
     pub ping_interval_ms: u64,
@@ -584,12 +590,9 @@ pub struct StatusArgs {
 /// `steward approve` / `steward reject`.
 #[derive(Debug, Args)]
 pub struct DecisionArgs {
-    /// Server names
-    #[arg(
-        value_name = "NAME",
-        required_unless_present = "all",
-        conflicts_with = "all"
-    )]
+    /// Server names (required unless --all; checked by the command, whose
+    /// message names --all)
+    #[arg(value_name = "NAME", conflicts_with = "all")]
     pub names: Vec<String>,
 
     /// Every gated server that needs this decision
@@ -643,8 +646,9 @@ mod tests {
     }
 
     #[test]
-    fn approve_needs_names_or_all_but_not_both() {
-        assert!(Cli::try_parse_from(["steward", "approve"]).is_err());
+    fn approve_takes_names_or_all_but_not_both() {
+        // Neither: refused by the command itself, with a message naming --all.
+        assert!(Cli::try_parse_from(["steward", "approve"]).is_ok());
         assert!(Cli::try_parse_from(["steward", "approve", "a", "--all"]).is_err());
         assert!(Cli::try_parse_from(["steward", "approve", "--all"]).is_ok());
         assert!(Cli::try_parse_from(["steward", "reject", "a", "b"]).is_ok());

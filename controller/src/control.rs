@@ -196,7 +196,11 @@ pub enum ControlError {
 
 /// Bind the socket at `path` (a stale socket from a dead controller is
 /// replaced; the caller holds the controller lock, so it cannot be live).
+/// The socket is 0600 whatever the umask; its directory should be private
+/// too ([`crate::paths::create_private_dir`]), and [`serve`] also checks
+/// each peer's uid.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt as _;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -205,8 +209,26 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    UnixListener::bind(path)
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
 }
+
+/// Whether the peer of `stream` runs as this process's user (`SO_PEERCRED`):
+/// every unix socket Steward serves checks it.
+pub fn peer_is_same_user(stream: &UnixStream) -> bool {
+    stream
+        .peer_cred()
+        .is_ok_and(|cred| cred.uid() == crate::paths::effective_uid())
+}
+
+/// How long a connection may take to send its request line.
+const REQUEST_LINE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// After a failed accept (EMFILE, ENFILE, ENOBUFS, ENOMEM...), wait this
+/// long before accepting again instead of spinning: the pending connection
+/// stays queued until then.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Serve connections: every request goes to `to_loop` (the controller's
 /// event loop answers), but a stream ([`Request::is_stream`]) is answered
@@ -216,16 +238,38 @@ where
     W: Fn(Request, UnixStream) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
+    let mut failing = false;
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                // Out of descriptors or memory: the connection stays queued
+                // and `accept` would fail again at once. Said once per streak.
+                if !std::mem::replace(&mut failing, true) {
+                    tracing::warn!(%error, "control socket: accept failed; retrying every {ACCEPT_BACKOFF:?}");
+                }
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
         };
+        if std::mem::take(&mut failing) {
+            tracing::info!("control socket: accepting connections again");
+        }
+        if !peer_is_same_user(&stream) {
+            tracing::warn!(peer = ?stream.peer_cred().ok(), "control socket: refused a connection from another user");
+            tokio::spawn(refuse(stream));
+            continue;
+        }
         let to_loop = to_loop.clone();
         let watch_stream = watch_stream.clone();
         tokio::spawn(async move {
             let (read, mut write) = stream.into_split();
             let mut lines = BufReader::new(read).lines();
-            let Ok(Some(line)) = lines.next_line().await else {
+            // A client that never says anything does not hold a descriptor
+            // for ever.
+            let Ok(Ok(Some(line))) =
+                tokio::time::timeout(REQUEST_LINE_TIMEOUT, lines.next_line()).await
+            else {
                 return;
             };
             let response = match serde_json::from_str::<Request>(&line) {
@@ -252,6 +296,19 @@ where
             let _ = write_line(&mut write, &response).await;
         });
     }
+}
+
+/// Answer a peer of another user with an error (after its request line, so
+/// that it reads the answer rather than a broken pipe), and hang up.
+async fn refuse(stream: UnixStream) {
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    let _ = tokio::time::timeout(Duration::from_secs(5), lines.next_line()).await;
+    let uid = crate::paths::effective_uid();
+    let refusal = Response::error(format!(
+        "use the controller: it serves only its own user (uid {uid})"
+    ));
+    let _ = write_line(&mut write, &refusal).await;
 }
 
 /// Write one response line.

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -29,10 +29,11 @@ use crate::gateway::{Gateway, GatewayConfig, serve};
 use crate::instance::RuntimeEvent;
 use crate::lock::{ControllerLock, LockError};
 use crate::lsp_service::LspService;
-use crate::paths::{Paths, PathsError, process_env};
+use crate::paths::{Paths, PathsError, PrivateDirError, create_private_dir, process_env};
 use crate::queue::{WorkQueue, run_workers};
 use crate::reconcile::{Outcome, ReconcileConfig, Reconciler, Settled};
 use crate::runtime::process::Spawner;
+use crate::runtime::reaper;
 use crate::snapshot::{Applied, DesiredStore, Key, Snapshot};
 use crate::status::{ControllerFacts, StatusStore, now_rfc3339, rfc3339};
 use crate::streams;
@@ -53,6 +54,9 @@ pub struct RunOptions {
     /// Period of the full resync (every key enqueued).
     pub resync: Duration,
     pub reconcile: ReconcileConfig,
+    /// Test hook: after the sources were first read, create this file and
+    /// wait until it is removed (a test edits a source meanwhile).
+    pub hold_after_read: Option<PathBuf>,
     /// The agent endpoint.
     pub gateway: GatewayOptions,
 }
@@ -76,6 +80,8 @@ pub enum RunError {
     Paths(#[from] PathsError),
     #[error(transparent)]
     Lock(#[from] LockError),
+    #[error(transparent)]
+    PrivateDir(#[from] PrivateDirError),
     #[error("start the process spawner: {0}")]
     Spawner(std::io::Error),
     #[error("listen on the control socket {path}: {source}")]
@@ -397,7 +403,39 @@ impl Shared {
 pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), RunError> {
     let env = process_env();
     let paths = Paths::resolve(&opts.workspace, &env)?;
+    match crate::runtime::process::raise_fd_limit() {
+        Ok((before, after)) if before != after => {
+            tracing::info!(before, after, "raised the open-file limit");
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "could not raise the open-file limit"),
+    }
+    // Private (0700) whatever the umask: the lock, the control socket and
+    // the stopped-servers list live there.
+    create_private_dir(&paths.state_dir())?;
+    create_private_dir(&paths.runtime_dir)?;
+    // One controller per canonical workspace, whatever its HOME_DIR; the
+    // HOME_DIR lock guards the state directory the socket lives in.
+    let _workspace_lock = ControllerLock::acquire(&paths.workspace_lock_file(), &paths.workspace)?;
     let lock = ControllerLock::acquire(&paths.lock_file(), &paths.workspace)?;
+    // Orphaned descendants of servers come to us, not init (see
+    // runtime::reaper); and a killed predecessor's leftovers go first.
+    if let Err(error) = reaper::become_subreaper() {
+        tracing::warn!(%error, "could not become a child subreaper; escaped descendants of servers go to init");
+    }
+    let instance_file = paths.workspace_instance_file();
+    match reaper::clean_up_predecessor(&instance_file) {
+        Ok(killed) if !killed.is_empty() => {
+            tracing::warn!(
+                ?killed,
+                "killed what a previous controller of this workspace left running"
+            );
+        }
+        Ok(_) => {}
+        Err(error) => {
+            tracing::warn!(%error, file = %instance_file.display(), "could not record this controller's instance");
+        }
+    }
     tracing::info!(workspace = %paths.workspace.display(), lock = %lock.path().display(), "controller starting");
     // Bound before anything starts, so a bad address fails the start.
     let http = match &opts.gateway.listen {
@@ -406,6 +444,40 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         }
         None => None,
     };
+
+    // Watch first, then read: a write after the watches are in place is
+    // either seen by the cold start's read or reported afterwards (both,
+    // at worst, and the second apply changes nothing). Until the store
+    // exists the judge says "look again once quiet", and nothing is
+    // applied before the event loop runs anyway.
+    let judged_store: Arc<OnceLock<Arc<DesiredStore>>> = Arc::default();
+    let judge: Judge = {
+        let store = judged_store.clone();
+        Arc::new(move |path: &Path| {
+            let Some(store) = store.get() else {
+                return Verdict::Invalid;
+            };
+            match store.source_of(path) {
+                None => Verdict::Invalid,
+                Some(which) => {
+                    let loaded: ParsedSource = store.load_strict(&which);
+                    match loaded.state {
+                        SourceState::Absent => Verdict::Absent,
+                        SourceState::Valid => Verdict::Valid,
+                        SourceState::Invalid => Verdict::Invalid,
+                    }
+                }
+            }
+        })
+    };
+    let (_watcher, mut changes) = Watcher::start(
+        paths.watched_files(),
+        WatchConfig {
+            window: opts.debounce,
+        },
+        judge,
+    )
+    .map_err(|e| RunError::Watch(e.to_string()))?;
 
     let cli = CliOptions {
         allowed_mcp: opts.allowed_mcp.clone(),
@@ -418,6 +490,10 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         cli,
         opts.mcp_config.clone(),
     ));
+    let _ = judged_store.set(store.clone());
+    if let Some(hold) = &opts.hold_after_read {
+        hold_until_removed(hold).await;
+    }
     let status = Arc::new(StatusStore::new(ControllerFacts {
         pid: Some(std::process::id()),
         started_at: Some(rfc3339(SystemTime::now())),
@@ -430,6 +506,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let (outcome_tx, mut outcome_rx) = mpsc::unbounded_channel::<Settled>();
     let cancel = CancellationToken::new();
     let spawner = Spawner::new().map_err(RunError::Spawner)?;
+    let reaping = tokio::spawn(reap_orphans(spawner.clone()));
     let lsp = Arc::new(LspService::default());
     let registry = Arc::new(Registry::default());
     let gateway = Gateway::new(
@@ -442,7 +519,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let reconciler = Arc::new(Reconciler::new(
         store.clone(),
         status.clone(),
-        spawner,
+        spawner.clone(),
         opts.reconcile.clone(),
         read_stopped(&paths.stopped_file()),
         lsp.clone(),
@@ -469,30 +546,6 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             reconciler.clone().reconcile(key)
         }))
     };
-
-    // Watcher: judged with the same strict loader a hot reload uses.
-    let judge: Judge = {
-        let store = store.clone();
-        Arc::new(move |path: &Path| match store.source_of(path) {
-            None => Verdict::Invalid,
-            Some(which) => {
-                let loaded: ParsedSource = store.load_strict(&which);
-                match loaded.state {
-                    SourceState::Absent => Verdict::Absent,
-                    SourceState::Valid => Verdict::Valid,
-                    SourceState::Invalid => Verdict::Invalid,
-                }
-            }
-        })
-    };
-    let (_watcher, mut changes) = Watcher::start(
-        store.watched_files(),
-        WatchConfig {
-            window: opts.debounce,
-        },
-        judge,
-    )
-    .map_err(|e| RunError::Watch(e.to_string()))?;
 
     // Control socket.
     let socket_path = paths.socket_path();
@@ -607,7 +660,18 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             Some(incoming) = control_rx.recv() => {
                 handle_request(incoming, &shared, &mut tracker, &paths);
             }
-            _ = resync.tick() => shared.enqueue_all(),
+            _ = resync.tick() => {
+                // Level-triggered: compare the files with the snapshot too,
+                // in case the watcher missed a change.
+                for path in store.watched_files() {
+                    let before = store.snapshot();
+                    if let Some(applied) = store.resync_file(&path) {
+                        tracing::info!(source = %path.display(), changed = applied.changed.len(), "source changed unseen; applied by the resync");
+                        shared.apply(&before, &applied, &mut tracker, "resync");
+                    }
+                }
+                shared.enqueue_all();
+            }
         }
     }
 
@@ -618,12 +682,46 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let _ = workers.await;
     reconciler.stop_all().await;
     gateway_cancel.cancel();
+    let orphans = spawner.kill_orphans().await;
+    if !orphans.is_empty() {
+        tracing::warn!(?orphans, "killed descendants of servers that outlived them");
+    }
+    reaping.abort();
+    reaper::forget_instance(&instance_file);
     server.abort();
     let _ = std::fs::remove_file(&socket_path);
     let _ = std::fs::remove_file(&mcp_socket);
     drop(lock);
     tracing::info!("controller stopped");
     Ok(())
+}
+
+/// Reaps the orphans handed to this subreaper, on every SIGCHLD.
+async fn reap_orphans(spawner: Spawner) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut children) = signal(SignalKind::child()) else {
+        tracing::warn!("cannot listen for SIGCHLD; orphans are reaped only when a server stops");
+        return;
+    };
+    while children.recv().await.is_some() {
+        let reaped = spawner.reap_orphans();
+        if !reaped.is_empty() {
+            tracing::debug!(?reaped, "reaped orphaned descendants of servers");
+        }
+    }
+}
+
+/// Creates `marker` and waits until somebody removes it (see
+/// [`RunOptions::hold_after_read`]).
+async fn hold_until_removed(marker: &Path) {
+    if let Err(error) = std::fs::write(marker, std::process::id().to_string()) {
+        tracing::warn!(marker = %marker.display(), %error, "could not create the hold marker; not holding");
+        return;
+    }
+    tracing::info!(marker = %marker.display(), "holding until the marker is removed");
+    while marker.exists() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 fn log_reload(s: &ReloadSummary) {
@@ -748,7 +846,7 @@ fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTrack
             });
         }
         Request::Stop { names } | Request::Start { names } if names.is_empty() => {
-            let _ = reply.send(Response::error("name at least one server"));
+            let _ = reply.send(Response::error("change a server: name at least one"));
         }
         Request::Stop { names } => {
             let _ = reply.send(set_stopped(shared, paths, &names, true));
@@ -765,7 +863,7 @@ fn restartable(shared: &Shared, snap: &Snapshot, names: &[String]) -> Result<Vec
     if names.is_empty() {
         return Err("name at least one server".to_owned());
     }
-    let keys = keys_named(snap, names).map_err(|e| format!("restart: {e}"))?;
+    let keys = keys_named(snap, names, "restart")?;
     let stopped = shared.reconciler.stopped();
     for key in &keys {
         let name = &key.name;
@@ -785,7 +883,7 @@ fn restartable(shared: &Shared, snap: &Snapshot, names: &[String]) -> Result<Vec
 }
 
 /// The keys of every server `names` name (of either kind), or why not.
-fn keys_named(snap: &Snapshot, names: &[String]) -> Result<Vec<Key>, String> {
+fn keys_named(snap: &Snapshot, names: &[String], verb: &str) -> Result<Vec<Key>, String> {
     let mut keys = Vec::new();
     for name in names {
         let found: Vec<Key> = [Key::mcp(name), Key::lsp(name)]
@@ -794,9 +892,15 @@ fn keys_named(snap: &Snapshot, names: &[String]) -> Result<Vec<Key>, String> {
             .collect();
         if found.is_empty() {
             let known: Vec<String> = snap.keys().into_iter().map(|k| k.name).collect();
+            // Read after "failed to".
             return Err(format!(
-                "no server named \"{name}\" in this workspace (known: {})",
-                known.join(", ")
+                "{verb} {name}: no server of that name is configured for {} (known: {})",
+                snap.desired.workspace.display(),
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
             ));
         }
         keys.extend(found);
@@ -806,7 +910,7 @@ fn keys_named(snap: &Snapshot, names: &[String]) -> Result<Vec<Key>, String> {
 
 fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> Response {
     let snap = shared.store.snapshot();
-    let keys = match keys_named(&snap, names) {
+    let keys = match keys_named(&snap, names, if stop { "stop" } else { "start" }) {
         Ok(keys) => keys,
         Err(e) => return Response::error(e),
     };

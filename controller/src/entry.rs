@@ -8,7 +8,7 @@
 //! (`steward __steward-exec <controller pid> <program> <args>...`, see
 //! [`crate::runtime::process`]); that mode is dispatched before anything else.
 
-use std::io;
+use std::io::{self, Write as _};
 use std::process::ExitCode;
 
 use crate::cli::Cli;
@@ -52,7 +52,8 @@ pub fn main() -> ExitCode {
         Err(e) => {
             let e = anyhow::Error::from(e);
             // Messages already carry their cause; print the outermost only.
-            eprintln!("steward: failed to {e}");
+            // Not eprintln!: it panics when stderr is a closed pipe.
+            let _ = writeln!(io::stderr(), "steward: failed to {e}");
             ExitCode::from(1)
         }
     }

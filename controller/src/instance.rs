@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use crate::lsp_service::LspService;
 use crate::runtime::lsp::{LspConnection, LspEvent};
 use crate::runtime::mcp::{Broadcast, McpConnection, McpEvent, McpHandle, McpLists, McpTimeouts};
-use crate::runtime::process::{SPAWNED, Spawner};
+use crate::runtime::process::{SPAWNED_PID, Spawner};
 use crate::snapshot::Key;
 use crate::status::StatusStore;
 
@@ -261,7 +261,7 @@ async fn run(
     // Starting: spawn, handshake, discovery. The pid is published as soon as
     // the process exists; a stop now drops the attempt (killing the group).
     let (pid_tx, mut pid_rx) = watch::channel(None);
-    let connect = SPAWNED.scope(pid_tx, connect(&context, &key, &spec, happened_tx));
+    let connect = SPAWNED_PID.scope(pid_tx, connect(&context, &key, &spec, happened_tx));
     tokio::pin!(connect);
     let started = loop {
         tokio::select! {
@@ -305,7 +305,7 @@ async fn run(
             mode = stop.recv() => {
                 let mode = mode.unwrap_or(StopMode::Now);
                 if let (StopMode::Drain(timeout), Conn::Mcp(c)) = (mode, &conn) {
-                    drain(c, timeout, &key, &mut stop).await;
+                    drain(c.as_ref(), timeout, &key, &mut stop).await;
                 }
                 shut(&context, &key, conn).await;
                 set(InstancePhase::Stopped);

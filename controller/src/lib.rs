@@ -38,7 +38,10 @@
 //!   child is started by [`runtime::process::Spawner`]'s dedicated thread
 //!   (posix_spawn of an exec shim), in its own process group, with a
 //!   parent-death signal; stopping is protocol
-//!   close → SIGTERM to the group → SIGKILL → every member reaped.
+//!   close → SIGTERM to the group → SIGKILL → every member reaped. The
+//!   controller is a child subreaper: descendants that escaped their group
+//!   come back to it and die with their server ([`runtime::reaper`], which
+//!   also cleans up after a killed predecessor).
 //! - **How a reload becomes status.** Reconciles write [`status::StatusStore`];
 //!   the outcomes of the keys a reload enqueued are collected into
 //!   `status.controller.lastReload` once they have all finished. `steward
@@ -62,6 +65,7 @@ pub mod events;
 pub mod gateway;
 pub mod instance;
 pub mod lock;
+pub mod logging;
 pub mod logs;
 pub mod lsp_service;
 pub mod offline;

@@ -4,6 +4,7 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +40,11 @@ impl ControllerLock {
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
             .open(path)
+            .map_err(io)?;
+        // Made before the mode was set (or under another umask).
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
             .map_err(io)?;
         match file.try_lock() {
             Ok(()) => {}

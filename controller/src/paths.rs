@@ -23,6 +23,10 @@ pub struct Paths {
     pub extensions_dir: PathBuf,
     pub trusted_folders: PathBuf,
     pub approvals: PathBuf,
+    /// The user's runtime directory for Steward: `$XDG_RUNTIME_DIR/steward`,
+    /// else `$TMPDIR/steward-<uid>` (`/tmp` without TMPDIR). Holds the
+    /// per-workspace lock that no other HOME_DIR can side-step.
+    pub runtime_dir: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +36,8 @@ pub enum PathsError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("use the workspace {path}: it is not a directory")]
+    NotADirectory { path: PathBuf },
     #[error("find HOME_DIR: neither QWEN_HOME nor HOME is set")]
     NoHome,
 }
@@ -44,6 +50,9 @@ impl Paths {
                 path: workspace.to_path_buf(),
                 source,
             })?;
+        if !workspace.is_dir() {
+            return Err(PathsError::NotADirectory { path: workspace });
+        }
         let home_dir = match env.get("QWEN_HOME").filter(|v| !v.is_empty()) {
             Some(h) => PathBuf::from(h),
             None => PathBuf::from(env.get("HOME").ok_or(PathsError::NoHome)?).join(".qwen"),
@@ -54,13 +63,21 @@ impl Paths {
                 .map(PathBuf::from)
                 .unwrap_or(default)
         };
+        let user_settings = home_dir.join("settings.json");
+        let mut workspace_settings = workspace.join(".qwen").join("settings.json");
+        // Workspace = home: one file, which is the user layer (the merge
+        // then drops the workspace layer, and a live edit must land in the
+        // user slot). Spelled one way, so both see it.
+        if same_file(&workspace_settings, &user_settings) {
+            workspace_settings = user_settings.clone();
+        }
         Ok(Paths {
             system_defaults: var(
                 "QWEN_CODE_SYSTEM_DEFAULTS_PATH",
                 PathBuf::from("/etc/qwen-code/system-defaults.json"),
             ),
-            user_settings: home_dir.join("settings.json"),
-            workspace_settings: workspace.join(".qwen").join("settings.json"),
+            user_settings,
+            workspace_settings,
             system_settings: var(
                 "QWEN_CODE_SYSTEM_SETTINGS_PATH",
                 PathBuf::from("/etc/qwen-code/settings.json"),
@@ -76,9 +93,25 @@ impl Paths {
                 "QWEN_CODE_MCP_APPROVALS_PATH",
                 home_dir.join("mcpApprovals.json"),
             ),
+            runtime_dir: runtime_dir(env),
             home_dir,
             workspace,
         })
+    }
+
+    /// The source files whose changes are applied live (extensions are read
+    /// at start and on `steward reload` only).
+    pub fn watched_files(&self) -> Vec<PathBuf> {
+        vec![
+            self.system_defaults.clone(),
+            self.user_settings.clone(),
+            self.workspace_settings.clone(),
+            self.system_settings.clone(),
+            self.mcp_json.clone(),
+            self.lsp_json.clone(),
+            self.trusted_folders.clone(),
+            self.approvals.clone(),
+        ]
     }
 
     /// Per-workspace controller state directory under HOME_DIR (never in the
@@ -90,6 +123,24 @@ impl Paths {
 
     pub fn lock_file(&self) -> PathBuf {
         self.state_dir().join("controller.lock")
+    }
+
+    /// The lock keyed by the canonical workspace alone (whatever HOME_DIR
+    /// is), under [`Paths::runtime_dir`].
+    pub fn workspace_lock_file(&self) -> PathBuf {
+        self.runtime_file("lock")
+    }
+
+    /// Beside [`Paths::workspace_lock_file`]: the running controller's
+    /// instance, whose leftovers the next one cleans up if it was killed.
+    pub fn workspace_instance_file(&self) -> PathBuf {
+        self.runtime_file("instance")
+    }
+
+    fn runtime_file(&self, extension: &str) -> PathBuf {
+        let digest = sha256_hex(self.workspace.to_string_lossy().as_bytes());
+        self.runtime_dir
+            .join(format!("{}.{extension}", &digest[..16]))
     }
 
     pub fn socket_path(&self) -> PathBuf {
@@ -106,9 +157,159 @@ impl Paths {
     }
 }
 
+/// Whether two paths name the same file, existing or not: the same name in
+/// the same directory (symlinks in the directories resolved).
+fn same_file(a: &Path, b: &Path) -> bool {
+    if a == b {
+        return true;
+    }
+    let dir = |p: &Path| p.parent().and_then(|d| std::fs::canonicalize(d).ok());
+    a.file_name() == b.file_name() && dir(a).is_some() && dir(a) == dir(b)
+}
+
+fn runtime_dir(env: &BTreeMap<String, String>) -> PathBuf {
+    let absolute = |name: &str| env.get(name).map(PathBuf::from).filter(|p| p.is_absolute());
+    match absolute("XDG_RUNTIME_DIR") {
+        Some(dir) => dir.join("steward"),
+        None => absolute("TMPDIR")
+            .unwrap_or_else(|| PathBuf::from("/tmp"))
+            .join(format!("steward-{}", effective_uid())),
+    }
+}
+
+/// This process's effective user id.
+#[allow(unsafe_code)]
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateDirError {
+    #[error("create the private directory {path}: {source}")]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "use the directory {path}: {why}; Steward keeps its lock and sockets only in a directory of its own user"
+    )]
+    NotPrivate { path: PathBuf, why: String },
+}
+
+/// Creates `dir` (and missing parents) readable by this user only: mode
+/// 0700 whatever the umask, and an existing `dir` is made 0700. Refuses a
+/// `dir` that is a symlink or belongs to another user (a shared `/tmp`).
+pub fn create_private_dir(dir: &Path) -> Result<(), PrivateDirError> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
+    let create = |source| PrivateDirError::Create {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(create)?;
+    let meta = std::fs::symlink_metadata(dir).map_err(create)?;
+    let not_private = |why: String| PrivateDirError::NotPrivate {
+        path: dir.to_path_buf(),
+        why,
+    };
+    if !meta.is_dir() {
+        return Err(not_private("it is not a directory".to_owned()));
+    }
+    if meta.uid() != effective_uid() {
+        return Err(not_private(format!("it belongs to uid {}", meta.uid())));
+    }
+    if meta.mode() & 0o777 != 0o700 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(create)?;
+    }
+    Ok(())
+}
+
 /// The process environment as a sorted map (non-UTF-8 entries skipped).
 pub fn process_env() -> BTreeMap<String, String> {
     std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn workspace_settings_that_are_the_user_settings_are_spelled_as_them() {
+        let root = tempfile::tempdir().unwrap();
+        let home = root.path().join("home");
+        std::fs::create_dir_all(home.join(".qwen")).unwrap();
+        let link = root.path().join("link-to-home");
+        std::os::unix::fs::symlink(&home, &link).unwrap();
+        // HOME_DIR spelled through a symlink, the workspace canonical.
+        let env = BTreeMap::from([(
+            "QWEN_HOME".to_owned(),
+            link.join(".qwen").to_string_lossy().into_owned(),
+        )]);
+        let paths = Paths::resolve(&home, &env).unwrap();
+        assert_eq!(paths.workspace_settings, paths.user_settings);
+        assert_eq!(paths.user_settings, link.join(".qwen/settings.json"));
+
+        let other = root.path().join("ws");
+        std::fs::create_dir_all(&other).unwrap();
+        let paths = Paths::resolve(&other, &env).unwrap();
+        assert_ne!(paths.workspace_settings, paths.user_settings);
+    }
+
+    #[test]
+    fn private_dirs_are_0700_whatever_they_were() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("a/b");
+        create_private_dir(&dir).unwrap();
+        assert_eq!((mode(&dir), mode(&root.path().join("a"))), (0o700, 0o700));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        create_private_dir(&dir).unwrap();
+        assert_eq!(mode(&dir), 0o700);
+    }
+
+    #[test]
+    fn a_symlink_is_not_a_private_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(root.path(), &link).unwrap();
+        let err = create_private_dir(&link).unwrap_err();
+        assert!(err.to_string().contains("it is not a directory"), "{err}");
+    }
+
+    #[test]
+    fn the_runtime_dir_is_xdg_runtime_dir_else_per_user_under_tmpdir() {
+        let env = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert_eq!(
+            runtime_dir(&env(&[
+                ("XDG_RUNTIME_DIR", "/run/user/7"),
+                ("TMPDIR", "/t")
+            ])),
+            Path::new("/run/user/7/steward")
+        );
+        let uid = effective_uid();
+        assert_eq!(
+            runtime_dir(&env(&[("XDG_RUNTIME_DIR", "rel"), ("TMPDIR", "/t")])),
+            PathBuf::from(format!("/t/steward-{uid}"))
+        );
+        assert_eq!(
+            runtime_dir(&env(&[])),
+            PathBuf::from(format!("/tmp/steward-{uid}"))
+        );
+    }
 }

@@ -568,7 +568,19 @@ impl Reconciler {
     ) -> Decision {
         self.registry.withdraw(&key.name);
         let retry_at = lock(&self.backoff).failed_attempt(key, attempted_at, Instant::now());
-        tracing::warn!(server = %key, %reason, message = %first_line(message), "start failed");
+        // The same failure again (a retry in back-off) is not news: once at
+        // WARN, then at DEBUG, so a server that cannot start does not flood
+        // the log.
+        let repeated = self.status.get(key).is_some_and(|s| {
+            s.phase == Phase::Failed
+                && s.reason == Some(reason)
+                && s.message.as_deref() == Some(message)
+        });
+        if repeated {
+            tracing::debug!(server = %key, %reason, message = %first_line(message), "start failed again");
+        } else {
+            tracing::warn!(server = %key, %reason, message = %first_line(message), "start failed");
+        }
         let now_s = now_rfc3339();
         self.set_status(key, |s| {
             s.phase = Phase::Failed;

@@ -359,20 +359,9 @@ impl DesiredStore {
             .clone()
     }
 
-    /// Files whose changes are applied live (extensions are read at start
-    /// and on `steward reload` only).
+    /// Files whose changes are applied live ([`Paths::watched_files`]).
     pub fn watched_files(&self) -> Vec<PathBuf> {
-        let p = &self.paths;
-        vec![
-            p.system_defaults.clone(),
-            p.user_settings.clone(),
-            p.workspace_settings.clone(),
-            p.system_settings.clone(),
-            p.mcp_json.clone(),
-            p.lsp_json.clone(),
-            p.trusted_folders.clone(),
-            p.approvals.clone(),
-        ]
+        self.paths.watched_files()
     }
 
     /// Which source `path` is, if it is one that is watched.
@@ -384,8 +373,13 @@ impl DesiredStore {
             (&p.workspace_settings, SourceKind::WorkspaceSettings),
             (&p.system_settings, SourceKind::SystemSettings),
         ];
-        // The system layer wins if two settings paths coincide.
-        if let Some((_, kind)) = settings.iter().rev().find(|(sp, _)| sp.as_path() == path) {
+        // The system layer wins if two settings paths coincide, but the
+        // workspace layer never takes the user file (workspace = home: the
+        // merge drops that layer).
+        let same_as_user = p.workspace_settings == p.user_settings;
+        if let Some((_, kind)) = settings.iter().rev().find(|(sp, kind)| {
+            sp.as_path() == path && !(same_as_user && *kind == SourceKind::WorkspaceSettings)
+        }) {
             return Some(SourceRef::Settings(*kind));
         }
         if path == p.mcp_json {
@@ -462,6 +456,33 @@ impl DesiredStore {
         };
         let loaded = self.load_strict(&which);
         self.apply_loaded(&which, loaded)
+    }
+
+    /// Level-triggered resync of the watched file `path`: load it strictly
+    /// and apply it only when that differs from what is in force for it (a
+    /// change the watcher missed). `None` when nothing differs, so a resync
+    /// of unchanged files neither logs nor retries anything.
+    pub fn resync_file(&self, path: &Path) -> Option<Applied> {
+        let which = self.source_of(path)?;
+        let loaded = self.load_strict(&which);
+        let current = self.snapshot();
+        let mut set = current.sources.clone();
+        let in_force = slot(&mut set, &which)?;
+        let reported = current.invalid.get(&loaded.path);
+        let same = if loaded.is_valid() {
+            reported.is_none()
+                && in_force.state == loaded.state
+                && in_force.content == loaded.content
+        } else {
+            match reported {
+                Some(status) => *status == sources::source_status(&loaded),
+                // Cold start loaded it leniently and reported it already.
+                None => {
+                    in_force.state == loaded.state && in_force.diagnostics == loaded.diagnostics
+                }
+            }
+        };
+        (!same).then(|| self.apply_loaded(&which, loaded))
     }
 
     /// Apply the watched file `path` as the watcher's judge last loaded it
@@ -670,6 +691,35 @@ mod tests {
             "{\"mcpServers\": {\n \"b\": {\"description\": \"d\", \"command\": \"z\"},\n \"a\": {\"command\": \"x\"}}}",
         );
         assert!(applied.changed.is_empty(), "{:?}", applied.changed);
+    }
+
+    #[test]
+    fn resync_applies_a_change_nobody_reported_and_only_once() {
+        let f = fixture(TWO, Some("{}"));
+        let user = f.store.paths().user_settings.clone();
+        let ws = f.store.paths().workspace_settings.clone();
+        // Unchanged since cold start (valid, and absent): nothing to do.
+        for path in f.store.watched_files() {
+            assert!(f.store.resync_file(&path).is_none(), "{}", path.display());
+        }
+        write(&user, r#"{"mcpServers": {"a": {"command": "x"}}}"#);
+        let applied = f.store.resync_file(&user).expect("the missed edit");
+        assert_eq!(applied.changed, vec![Key::mcp("b")]);
+        assert!(f.store.resync_file(&user).is_none());
+        // A formatting-only change is no change.
+        write(&user, r#"{ "mcpServers": { "a": { "command": "x" } } }"#);
+        assert!(f.store.resync_file(&user).is_none());
+        // An invalid file is rejected (and reported) once.
+        write(&ws, "{");
+        let applied = f.store.resync_file(&ws).expect("the invalid edit");
+        assert!(applied.changed.is_empty() && applied.rejected.len() == 1);
+        assert!(f.store.resync_file(&ws).is_none());
+        // Valid again with the content in force: the report is cleared.
+        write(&ws, "{}");
+        let applied = f.store.resync_file(&ws).expect("the repair");
+        assert!(applied.rejected.is_empty());
+        assert!(f.store.snapshot().invalid.is_empty());
+        assert!(f.store.resync_file(&ws).is_none());
     }
 
     #[test]

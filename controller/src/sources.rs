@@ -10,21 +10,99 @@ use steward_schema::resource::{SourceKind, SourceStatus};
 
 use crate::paths::Paths;
 
-/// Read a file as the loaders want it: absent, text, or unreadable.
+/// The largest source file Steward reads. Configuration files are
+/// kilobytes; the cap only stops a runaway read (a symlink to `/dev/zero`, a
+/// log file saved over a config).
+pub const MAX_SOURCE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Read a file as the loaders want it: absent, text, or unreadable. Only a
+/// regular file (symlinks followed) of at most [`MAX_SOURCE_BYTES`] is read;
+/// a FIFO, socket or device is unreadable, and reading never blocks on one.
 pub fn read_file(path: &Path) -> FileText {
-    match std::fs::read(path) {
+    match read_regular(path) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(text) => FileText::Text(text),
             Err(_) => FileText::Unreadable("the file is not valid UTF-8".to_owned()),
         },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => FileText::Absent,
-        // A path component that is not a directory: the file cannot exist.
-        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => FileText::Absent,
-        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {
-            FileText::Unreadable("it is a directory".to_owned())
-        }
-        Err(e) => FileText::Unreadable(e.to_string()),
+        Err(ReadError::Absent) => FileText::Absent,
+        Err(ReadError::Unreadable(why)) => FileText::Unreadable(why),
     }
+}
+
+enum ReadError {
+    Absent,
+    Unreadable(String),
+}
+
+fn read_regular(path: &Path) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+
+    let not_regular = |meta: &std::fs::Metadata| {
+        (!meta.is_file()).then(|| ReadError::Unreadable(not_regular_file(meta)))
+    };
+    // O_NONBLOCK: opening a FIFO for reading would wait for a writer.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path);
+    let file = match file {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Absent),
+        // A path component that is not a directory: the file cannot exist.
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Err(ReadError::Absent),
+        // A socket cannot be opened (ENXIO): say what it is.
+        Err(e) => {
+            return Err(std::fs::metadata(path)
+                .ok()
+                .and_then(|meta| not_regular(&meta))
+                .unwrap_or_else(|| ReadError::Unreadable(e.to_string())));
+        }
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| ReadError::Unreadable(e.to_string()))?;
+    if let Some(error) = not_regular(&meta) {
+        return Err(error);
+    }
+    let too_large = || {
+        ReadError::Unreadable(format!(
+            "it is larger than the {} MiB limit for a configuration file",
+            MAX_SOURCE_BYTES / (1024 * 1024)
+        ))
+    };
+    if meta.len() > MAX_SOURCE_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // Bounded even if the file grows while it is read.
+    file.take(MAX_SOURCE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ReadError::Unreadable(e.to_string()))?;
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// Why `meta` (not a regular file) is not read.
+fn not_regular_file(meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::FileTypeExt as _;
+    let kind = meta.file_type();
+    let what = if kind.is_dir() {
+        return "it is a directory".to_owned();
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "not a file"
+    };
+    format!("it is {what}, not a regular file (only regular files are read)")
 }
 
 fn reader() -> impl Fn(&Path) -> FileText {
@@ -144,5 +222,86 @@ pub fn source_status(source: &ParsedSource) -> SourceStatus {
         state: source.state,
         error: source.error_text(),
         diagnostics: source.diagnostics.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// `read_file` in a thread, so that a read that blocks fails the test.
+    fn read_within_deadline(path: &Path) -> FileText {
+        let (tx, rx) = mpsc::channel();
+        let path = path.to_path_buf();
+        std::thread::spawn(move || tx.send(read_file(&path)));
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("read_file returned within 10 s")
+    }
+
+    fn unreadable(text: &FileText) -> &str {
+        match text {
+            FileText::Unreadable(why) => why,
+            other => panic!("expected unreadable, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_fifo_is_unreadable_and_never_blocks_the_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("settings.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let why = unreadable(&read_within_deadline(&fifo)).to_owned();
+        assert!(why.contains("a FIFO, not a regular file"), "{why}");
+    }
+
+    #[test]
+    fn a_symlink_to_dev_zero_is_unreadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("settings.json");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let why = unreadable(&read_within_deadline(&link)).to_owned();
+        assert!(why.contains("a character device"), "{why}");
+    }
+
+    #[test]
+    fn a_socket_and_a_directory_are_unreadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.json");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let why = unreadable(&read_within_deadline(&socket)).to_owned();
+        assert!(why.contains("a socket"), "{why}");
+        let why = unreadable(&read_within_deadline(dir.path())).to_owned();
+        assert_eq!(why, "it is a directory");
+    }
+
+    #[test]
+    fn a_file_over_the_size_cap_is_unreadable_and_one_at_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.json");
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(MAX_SOURCE_BYTES + 1).unwrap(); // sparse
+        let why = unreadable(&read_within_deadline(&path)).to_owned();
+        assert!(why.contains("larger than the 16 MiB limit"), "{why}");
+        file.set_len(MAX_SOURCE_BYTES).unwrap();
+        assert!(
+            matches!(read_within_deadline(&path), FileText::Text(t) if t.len() as u64 == MAX_SOURCE_BYTES)
+        );
+    }
+
+    #[test]
+    fn missing_files_and_missing_parents_are_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        assert_eq!(read_file(&dir.path().join("nope.json")), FileText::Absent);
+        std::fs::write(&file, "{}").unwrap();
+        assert_eq!(read_file(&file.join("below.json")), FileText::Absent);
+        assert_eq!(read_file(&file), FileText::Text("{}".to_owned()));
     }
 }

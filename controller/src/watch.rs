@@ -11,14 +11,16 @@
 //! Debounce policy, per file, with a quiet window `W` (300 ms by default):
 //!
 //! - **Leading edge.** The first event after the file has been quiet for `W`
-//!   is judged at once; `Valid` or `Absent` content is emitted immediately.
+//!   is judged at once; `Valid` content is emitted immediately.
 //! - **Trailing edge.** Events while the file settles push its deadline to
 //!   `W` after the latest one; then the file is judged again and emitted once.
 //!   No event after the leading emission, no trailing emission.
-//! - **Half-written files.** If the leading judge says `Invalid`, nothing is
-//!   emitted: the file is judged again once quiet for `W`, and that verdict is
-//!   emitted whatever it is. A truly broken file is reported; a file caught
-//!   mid-write never is.
+//! - **Half-written or briefly missing files.** If the leading judge says
+//!   `Invalid` or `Absent`, nothing is emitted: the file is judged again once
+//!   quiet for `W`, and that verdict is emitted whatever it is. A truly
+//!   broken or deleted file is reported; a file caught mid-write, or in the
+//!   middle of a save that removes it for a moment (JetBrains safe-write,
+//!   Emacs backup-by-rename, `rm` then write), never is.
 //! - **Absent is news once.** `Absent` is not emitted while the consumer's
 //!   last view of the file is already "absent" (a parent directory appearing
 //!   empty, a file created and deleted within one window).
@@ -35,9 +37,15 @@
 //! dropped in notify's callback and never wake it. Dropping the [`Watcher`]
 //! stops both threads.
 //!
+//! **Symlinks.** A watched file that is a symlink (a dotfile manager's
+//! `~/.qwen/settings.json` → a repository) is watched as a link *and*
+//! through it: the directory of every link hop and of the final target is
+//! watched too, and an event on any of them counts as an event on the file.
+//! A retargeted link is a change; the watches then follow the new target.
+//!
 //! Limits: a rename of a directory *above* the watched one goes unseen (its
-//! watch keeps following the moved inode until an event there re-arms it);
-//! a watched path that is a symlink is watched as a link, not its target.
+//! watch keeps following the moved inode until an event there re-arms it;
+//! the controller's periodic resync catches what was missed).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Component, Path, PathBuf};
@@ -155,6 +163,7 @@ impl Watcher {
             window: config.window,
             out,
             files: BTreeMap::new(),
+            aliases: BTreeMap::new(),
             ancestors: HashSet::new(),
             armed: BTreeSet::new(),
         };
@@ -244,8 +253,13 @@ struct Core {
     window: Duration,
     out: UnboundedSender<FileChange>,
     files: BTreeMap<PathBuf, FileState>,
-    /// Every proper ancestor of a watched file: an event on one of them may
-    /// mean a watch has to move.
+    /// Where watched files that are symlinks lead: every link hop and the
+    /// final target, each with the files that resolve through it. An event
+    /// on one is an event on those files (an edit of the target, a
+    /// retargeted intermediate link).
+    aliases: BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+    /// Every proper ancestor of a watched file or alias: an event on one of
+    /// them may mean a watch has to move.
     ancestors: HashSet<PathBuf>,
     /// The directories watched now.
     armed: BTreeSet<PathBuf>,
@@ -340,6 +354,12 @@ impl Core {
         for path in &event.paths {
             if self.files.contains_key(path) {
                 touched.insert(path.clone());
+                // A link created, removed or retargeted: follow it anew.
+                rearm |= path.is_symlink() || self.aliases.values().any(|f| f.contains(path));
+            }
+            if let Some(files) = self.aliases.get(path) {
+                touched.extend(files.iter().cloned());
+                rearm = true;
             }
             rearm |= self.ancestors.contains(path);
             if moves {
@@ -365,10 +385,23 @@ impl Core {
             });
             self.files.insert(file, state);
         }
+        self.follow_links();
+    }
+
+    /// Recomputes [`Core::aliases`] from the links as they are now, and the
+    /// ancestors of everything watched.
+    fn follow_links(&mut self) {
+        self.aliases.clear();
+        for file in self.files.keys() {
+            for hop in link_hops(file) {
+                self.aliases.entry(hop).or_default().insert(file.clone());
+            }
+        }
         self.ancestors = self
             .files
             .keys()
-            .flat_map(|file| file.ancestors().skip(1).map(Path::to_path_buf))
+            .chain(self.aliases.keys())
+            .flat_map(|path| path.ancestors().skip(1).map(Path::to_path_buf))
             .collect();
     }
 
@@ -383,6 +416,7 @@ impl Core {
                 let _ = self.notify.unwatch(&dir);
             }
         }
+        self.follow_links();
         let mut fresh = HashSet::new();
         let mut error = None;
         let mut wanted = self.wanted();
@@ -434,6 +468,20 @@ impl Core {
             );
         }
         let mut moved = Vec::new();
+        // A link target whose directory is watched only from now on may
+        // have changed unseen.
+        for (alias, files) in &self.aliases {
+            if let Some(Some(dir)) = wanted.get(alias)
+                && fresh.contains(dir)
+            {
+                moved.extend(
+                    files
+                        .iter()
+                        .filter(|f| self.files.get(*f).is_some_and(|s| s.arm != Arm::New))
+                        .cloned(),
+                );
+            }
+        }
         for (file, state) in &mut self.files {
             let arm = match wanted.remove(file).flatten() {
                 Some(dir) if self.armed.contains(&dir) => Arm::Dir(dir),
@@ -453,11 +501,12 @@ impl Core {
         (moved, error.map_or(Ok(()), Err))
     }
 
-    /// The directory that should cover each file now.
+    /// The directory that should cover each file and each alias now.
     fn wanted(&self) -> BTreeMap<PathBuf, Option<PathBuf>> {
         self.files
             .keys()
-            .map(|file| (file.clone(), nearest_dir(file)))
+            .chain(self.aliases.keys())
+            .map(|path| (path.clone(), nearest_dir(path)))
             .collect()
     }
 
@@ -473,16 +522,18 @@ impl Core {
             return Flow::Continue;
         }
         match (self.judge)(file) {
-            // Perhaps half-written: look again once it has been quiet.
-            Verdict::Invalid => {
+            // Nothing the consumer does not know: stay idle.
+            Verdict::Absent if state.absent => Flow::Continue,
+            // Perhaps half-written, or gone only for a moment (a save that
+            // renames the file away or deletes it before writing the new
+            // one): look again once it has been quiet.
+            Verdict::Invalid | Verdict::Absent => {
                 state.settle = Some(Settle {
                     quiet_at,
                     dirty: true,
                 });
                 Flow::Continue
             }
-            // Nothing the consumer does not know: stay idle.
-            Verdict::Absent if state.absent => Flow::Continue,
             verdict => {
                 state.settle = Some(Settle {
                     quiet_at,
@@ -554,6 +605,58 @@ fn nearest_dir(file: &Path) -> Option<PathBuf> {
         .skip(1)
         .find(|dir| dir.is_dir())
         .map(Path::to_path_buf)
+}
+
+/// Where `file` leads if it is a symlink: each link it goes through after
+/// itself and the final target (which may not exist), as absolute paths
+/// whose directories are resolved. Empty for a file that is not a link.
+fn link_hops(file: &Path) -> Vec<PathBuf> {
+    // As the kernel's limit on nested links (ELOOP).
+    const MAX_HOPS: usize = 40;
+    let mut hops = Vec::new();
+    let mut current = file.to_path_buf();
+    while hops.len() < MAX_HOPS {
+        let Ok(target) = std::fs::read_link(&current) else {
+            break;
+        };
+        let joined = match current.parent() {
+            Some(dir) => dir.join(target),
+            None => target,
+        };
+        let Some(next) = resolve_dir_of(&joined) else {
+            break;
+        };
+        if next == *file || hops.contains(&next) {
+            break;
+        }
+        hops.push(next.clone());
+        current = next;
+    }
+    hops
+}
+
+/// `path` with its directory canonicalized (links and `..` resolved) and
+/// its own name kept: the path events under that directory carry. The
+/// nearest existing ancestor is resolved when the directory is missing.
+fn resolve_dir_of(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?;
+    let dir = path.parent()?;
+    if let Ok(dir) = std::fs::canonicalize(dir) {
+        return Some(dir.join(name));
+    }
+    // Missing directories: resolve what exists, keep the rest as written.
+    let mut rest = Vec::new();
+    let mut base = dir;
+    loop {
+        rest.push(base.file_name()?);
+        base = base.parent()?;
+        if let Ok(resolved) = std::fs::canonicalize(base) {
+            let mut out = resolved;
+            out.extend(rest.iter().rev());
+            out.push(name);
+            return normalize(out).ok();
+        }
+    }
 }
 
 /// The directory disappeared between choosing it and watching it.
@@ -828,6 +931,166 @@ mod tests {
         assert_eq!(rig.next().await, change(&file, Verdict::Absent));
         assert_eq!(rig.quiet().await, []);
         fs::rename(&aside, &file).unwrap();
+        assert_eq!(rig.next().await, change(&file, Verdict::Valid));
+    }
+
+    /// Writes `content` to `path` in some editor's way.
+    type Save = fn(&Path, &str);
+
+    /// Saves that remove the file for a moment, as editors do them, with
+    /// the editor's own work between the steps (long enough for the events
+    /// of the removal to be handled on their own).
+    fn momentary_removal_saves() -> [(&'static str, Save); 3] {
+        fn editor_pause() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        fn beside(path: &Path, suffix: &str) -> PathBuf {
+            let mut name = path.file_name().unwrap().to_os_string();
+            name.push(suffix);
+            path.with_file_name(name)
+        }
+        fn jetbrains_safe_write(path: &Path, content: &str) {
+            let (tmp, old) = (beside(path, "___jb_tmp___"), beside(path, "___jb_old___"));
+            fs::write(&tmp, content).unwrap();
+            fs::rename(path, &old).unwrap();
+            editor_pause();
+            fs::rename(&tmp, path).unwrap();
+            fs::remove_file(&old).unwrap();
+        }
+        fn emacs_backup_by_rename(path: &Path, content: &str) {
+            fs::rename(path, beside(path, "~")).unwrap();
+            editor_pause();
+            fs::write(path, content).unwrap();
+        }
+        fn remove_then_write(path: &Path, content: &str) {
+            fs::remove_file(path).unwrap();
+            editor_pause();
+            fs::write(path, content).unwrap();
+        }
+        [
+            ("JetBrains safe-write", jetbrains_safe_write),
+            ("Emacs backup-by-rename", emacs_backup_by_rename),
+            ("rm + write", remove_then_write),
+        ]
+    }
+
+    #[tokio::test]
+    async fn saves_that_remove_the_file_for_a_moment_never_report_it_absent() {
+        for (style, save) in momentary_removal_saves() {
+            let (_dir, root) = workspace();
+            let file = root.join(".mcp.json");
+            fs::write(&file, r#"{"a": 1}"#).unwrap();
+            let mut rig = Rig::start(std::slice::from_ref(&file), WINDOW);
+
+            save(&file, r#"{"a": 2}"#);
+            let mut got = vec![rig.next().await];
+            got.extend(rig.quiet().await);
+            assert!(
+                got.iter().all(|c| *c == change(&file, Verdict::Valid)),
+                "{style}: {got:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_deleted_file_is_reported_absent_only_after_the_quiet_window() {
+        let (_dir, root) = workspace();
+        let file = root.join(".mcp.json");
+        fs::write(&file, "{}").unwrap();
+        let window = Duration::from_millis(500);
+        let mut rig = Rig::start(std::slice::from_ref(&file), window);
+
+        let removed = Instant::now();
+        fs::remove_file(&file).unwrap();
+        assert_eq!(rig.next().await, change(&file, Verdict::Absent));
+        assert!(removed.elapsed() >= window, "{:?}", removed.elapsed());
+        assert_eq!(rig.quiet().await, []);
+    }
+
+    /// Points `link` at `target`, replacing it atomically (`ln -sfn`).
+    fn relink(link: &Path, target: &Path) {
+        let tmp = link.with_extension("json.tmp~");
+        std::os::unix::fs::symlink(target, &tmp).unwrap();
+        fs::rename(&tmp, link).unwrap();
+    }
+
+    #[tokio::test]
+    async fn edits_of_a_symlinked_files_target_are_changes_of_the_file() {
+        let (_dir, root) = workspace();
+        fs::create_dir_all(root.join("home")).unwrap();
+        fs::create_dir_all(root.join("dotfiles/qwen")).unwrap();
+        let target = root.join("dotfiles/qwen/settings.json");
+        let file = root.join("home/settings.json");
+        fs::write(&target, r#"{"a": 1}"#).unwrap();
+        // Relative, through `..`, as dotfile managers make them.
+        std::os::unix::fs::symlink("../dotfiles/qwen/settings.json", &file).unwrap();
+        let mut rig = Rig::start(std::slice::from_ref(&file), WINDOW);
+
+        save_by_rename(&target, r#"{"a": 2}"#);
+        assert_eq!(rig.next().await, change(&file, Verdict::Valid));
+        rig.quiet().await;
+        // In place too.
+        fs::write(&target, r#"{"a": 3}"#).unwrap();
+        assert_eq!(rig.next().await, change(&file, Verdict::Valid));
+        rig.quiet().await;
+        // The target deleted: the link dangles, the file is absent.
+        fs::remove_file(&target).unwrap();
+        assert_eq!(rig.next().await, change(&file, Verdict::Absent));
+        fs::write(&target, "{}").unwrap();
+        assert_eq!(rig.next().await, change(&file, Verdict::Valid));
+    }
+
+    #[tokio::test]
+    async fn a_retargeted_link_is_a_change_and_its_new_target_is_followed() {
+        let (_dir, root) = workspace();
+        for dir in ["a", "b", "home"] {
+            fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        let (old, new) = (root.join("a/settings.json"), root.join("b/settings.json"));
+        fs::write(&old, r#"{"v": "a"}"#).unwrap();
+        fs::write(&new, r#"{"v": "b"}"#).unwrap();
+        let file = root.join("home/settings.json");
+        let control = root.join("home/control.json");
+        std::os::unix::fs::symlink(&old, &file).unwrap();
+        let mut rig = Rig::start(&[file.clone(), control.clone()], WINDOW);
+
+        relink(&file, &new);
+        assert_eq!(rig.next().await, change(&file, Verdict::Valid));
+        rig.quiet().await;
+        save_by_rename(&new, r#"{"v": "b2"}"#);
+        assert_eq!(rig.next().await, change(&file, Verdict::Valid));
+        rig.quiet().await;
+        // The old target is no longer the file's.
+        let judged = rig.judged(&file);
+        save_by_rename(&old, r#"{"v": "a2"}"#);
+        fs::write(&control, "{}").unwrap();
+        assert_eq!(rig.next().await, change(&control, Verdict::Valid));
+        assert!(rig.quiet().await.iter().all(|c| c.path == control));
+        assert_eq!(rig.judged(&file), judged);
+    }
+
+    #[tokio::test]
+    async fn every_link_of_a_chain_is_followed() {
+        let (_dir, root) = workspace();
+        for dir in ["home", "links", "a", "b"] {
+            fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        let (a, b) = (root.join("a/s.json"), root.join("b/s.json"));
+        fs::write(&a, "{}").unwrap();
+        fs::write(&b, "{}").unwrap();
+        let middle = root.join("links/s.json");
+        let file = root.join("home/settings.json");
+        std::os::unix::fs::symlink(&a, &middle).unwrap();
+        std::os::unix::fs::symlink(&middle, &file).unwrap();
+        let mut rig = Rig::start(std::slice::from_ref(&file), WINDOW);
+
+        save_by_rename(&a, r#"{"x": 1}"#);
+        assert_eq!(rig.next().await, change(&file, Verdict::Valid));
+        rig.quiet().await;
+        relink(&middle, &b);
+        assert_eq!(rig.next().await, change(&file, Verdict::Valid));
+        rig.quiet().await;
+        save_by_rename(&b, r#"{"x": 2}"#);
         assert_eq!(rig.next().await, change(&file, Verdict::Valid));
     }
 

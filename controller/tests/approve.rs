@@ -154,16 +154,23 @@ fn a_decision_survives_removing_the_server_and_approving_others() {
 }
 
 #[test]
-fn unknown_name_is_an_error_listing_the_gated_names() {
+fn unknown_name_is_a_usage_error_listing_the_gated_names() {
     let sb = sandbox();
     let run = sb.run(&["approve", "alpha", "nope"]);
-    assert_eq!(run.code, 1);
-    assert_eq!(
-        run.stderr,
-        format!(
-            "steward: failed to approve nope: no MCP server of that name is configured for {}; the servers that need approval are: alpha, beta, gamma, ws-tool\n",
+    // Usage error (exit 2), as the help says of an unknown name.
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.starts_with(&format!(
+            "error: approve nope: no MCP server of that name is configured for {}; the servers that need approval are: alpha, beta, gamma, ws-tool\n",
             sb.ws.display()
-        )
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("Usage: steward approve"),
+        "{}",
+        run.stderr
     );
     // Nothing was written, not even the valid name's decision.
     assert!(!sb.approvals_path().exists());

@@ -129,6 +129,9 @@ pub enum GrandchildMode {
     Group,
     /// Calls `setsid`: escapes the group (and session) of the server.
     Setsid,
+    /// A daemon: calls `setsid` and holds none of the server's stdio (all of
+    /// it on /dev/null), so neither the group nor the pipes lead to it.
+    Daemon,
 }
 
 /// When the garbage line is written.

@@ -87,6 +87,12 @@ impl Env {
             "QWEN_CODE_SYSTEM_SETTINGS_PATH".into(),
             etc.join("settings.json").to_string_lossy().into_owned(),
         );
+        // The per-workspace lock goes to the user's runtime directory: keep
+        // it inside the test's own directory.
+        vars.insert(
+            "XDG_RUNTIME_DIR".into(),
+            self.root.path().join("run").to_string_lossy().into_owned(),
+        );
         vars.insert("RUST_LOG".into(), "steward=debug,info".into());
         vars
     }
@@ -177,6 +183,32 @@ impl Env {
     pub fn start(&self, args: &[&str]) -> Controller {
         let log = self.root.path().join(format!("controller-{}.log", nanos()));
         let log_file = std::fs::File::create(&log).unwrap();
+        self.start_logging_to(args, log_file.into(), &[], log)
+    }
+
+    /// Start `steward run` with `args`, its stderr going to `stderr` and
+    /// `vars` added to its environment; returns once its socket answers.
+    /// `log` is what [`Controller::log_text`] reads (it need not exist).
+    pub fn start_logging_to(
+        &self,
+        args: &[&str],
+        stderr: Stdio,
+        vars: &[(&str, &str)],
+        log: PathBuf,
+    ) -> Controller {
+        let mut controller = self.spawn_controller(args, stderr, vars, log);
+        controller.wait_ready();
+        controller
+    }
+
+    /// [`Env::start_logging_to`] without waiting for the socket.
+    pub fn spawn_controller(
+        &self,
+        args: &[&str],
+        stderr: Stdio,
+        vars: &[(&str, &str)],
+        log: PathBuf,
+    ) -> Controller {
         let child = Command::new(bin("steward"))
             .arg("--workspace")
             .arg(&self.ws)
@@ -186,22 +218,27 @@ impl Env {
             .env_clear()
             .envs(base_env())
             .envs(self.vars())
+            .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log_file)
+            .stderr(stderr)
             .spawn()
             .expect("spawn steward run");
-        let mut controller = Controller {
+        self.adopt(child, log)
+    }
+
+    /// A `steward run` the test started itself (say, under a wrapper).
+    pub fn adopt(&self, child: Child, log: PathBuf) -> Controller {
+        Controller {
             child: Some(child),
             socket: self.paths().socket_path(),
             log,
-        };
-        controller.wait_ready();
-        controller
+        }
     }
 }
 
-fn base_env() -> Vec<(String, String)> {
+/// PATH, LANG and TMPDIR from the test's environment.
+pub fn base_env() -> Vec<(String, String)> {
     ["PATH", "LANG", "TMPDIR"]
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
@@ -244,6 +281,11 @@ impl Controller {
         self.child.as_ref().map(Child::id).unwrap_or(0)
     }
 
+    /// The controller's stderr, when it was started with a piped one.
+    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child.as_mut()?.stderr.take()
+    }
+
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -251,7 +293,8 @@ impl Controller {
             .unwrap()
     }
 
-    fn wait_ready(&mut self) {
+    /// Wait until the control socket answers (deadline [`DEADLINE`]).
+    pub fn wait_ready(&mut self) {
         let start = Instant::now();
         while start.elapsed() < DEADLINE {
             if self.try_status().is_some() {

@@ -51,6 +51,8 @@ pub enum DecisionError {
         verb: &'static str,
         name: String,
         workspace: String,
+        /// The servers that need approval, after `did you mean "x"? ` when
+        /// one of them is close.
         known: String,
         hint: String,
     },
@@ -127,11 +129,15 @@ fn decisions(
                     name: name.clone(),
                 });
             }
+            let gated_names: Vec<&str> = gated(state).into_iter().map(|(n, _)| n).collect();
             return Err(DecisionError::Unknown {
                 verb: verb.word(),
                 name: name.clone(),
                 workspace: state.workspace.display().to_string(),
-                known: known_list(state),
+                known: match did_you_mean(name, &gated_names) {
+                    Some(close) => format!("did you mean \"{close}\"? {}", known_list(state)),
+                    None => known_list(state),
+                },
                 hint: invalid_hint.to_owned(),
             });
         };
@@ -149,6 +155,44 @@ fn decisions(
         out.push((name.clone(), d.spec.approval_hash.clone(), status));
     }
     Ok(out)
+}
+
+/// The candidate closest to `name` by edit distance, if it is close: at
+/// most a third of the name's length (at least 1), as a typo would be.
+fn did_you_mean<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let limit = (name.chars().count() / 3).max(1);
+    candidates
+        .iter()
+        .map(|c| (edit_distance(name, c), *c))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance, with a transposition counting as one edit.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    // d[i][j]: distance between a[..i] and b[..j].
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 fn short(hash: &str) -> &str {
@@ -179,7 +223,26 @@ pub fn run(
             invalid.join(", ")
         )
     };
-    let chosen = decisions(verb, names, all, &state, &hint)?;
+    if names.is_empty() && !all {
+        return Err(CommandError::Usage {
+            subcommand: verb.word(),
+            message: format!(
+                "name the servers to {0}, or pass --all to {0} every server that needs it",
+                verb.word()
+            ),
+        });
+    }
+    let chosen = match decisions(verb, names, all, &state, &hint) {
+        Ok(chosen) => chosen,
+        // An unknown name is a usage error (exit 2), as the help says.
+        Err(e @ DecisionError::Unknown { .. }) => {
+            return Err(CommandError::Usage {
+                subcommand: verb.word(),
+                message: e.to_string(),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     if chosen.is_empty() {
         writeln!(
             io.err,
@@ -225,4 +288,28 @@ pub fn run(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn did_you_mean_suggests_a_close_name_only() {
+        let names = ["time", "github", "filesystem"];
+        assert_eq!(did_you_mean("tiem", &names), Some("time"));
+        assert_eq!(did_you_mean("githb", &names), Some("github"));
+        assert_eq!(did_you_mean("filesytsem", &names), Some("filesystem"));
+        assert_eq!(did_you_mean("slack", &names), None);
+        assert_eq!(did_you_mean("x", &[]), None);
+    }
+
+    #[test]
+    fn edit_distance_counts_insertions_deletions_substitutions_and_swaps() {
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("abc", "abc"), 0);
+        assert_eq!(edit_distance("abc", "abd"), 1);
+        assert_eq!(edit_distance("abc", "acb"), 1);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
 }

@@ -15,6 +15,7 @@ use crate::cli::{LogFormat, RunArgs};
 use crate::control::{self, Request, Response};
 use crate::controller::{self, GatewayOptions, RunOptions};
 use crate::gateway::GatewayConfig;
+use crate::logging::{self, PanicFlag};
 use crate::offline::Inputs;
 use crate::output::{self, Format, Table};
 use crate::paths::Paths;
@@ -299,26 +300,6 @@ pub fn stop_start(
     Ok(ExitCode::SUCCESS)
 }
 
-/// rmcp logs every notification and every transport retry, some at WARN;
-/// Steward reports what matters about a server itself, with its name.
-const RMCP_DIRECTIVE: &str = "rmcp=error";
-
-/// The log filter: `RUST_LOG` (default `info`), with rmcp held to errors
-/// unless `RUST_LOG` names rmcp itself.
-fn log_filter(rust_log: Option<&str>) -> String {
-    let base = rust_log.map(str::trim).filter(|s| !s.is_empty());
-    match base {
-        Some(s) if s.contains("rmcp") => s.to_owned(),
-        Some(s) => format!("{s},{RMCP_DIRECTIVE}"),
-        None => format!("info,{RMCP_DIRECTIVE}"),
-    }
-}
-
-/// Colour only for a person at a terminal (and never with `NO_COLOR` set).
-fn use_ansi(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
-    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
-}
-
 /// `steward restart`: restart each server once and say how it came back.
 pub fn restart(paths: &Paths, names: &[String], io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
     let rt = runtime()?;
@@ -387,24 +368,6 @@ pub fn restart(paths: &Paths, names: &[String], io: &mut Io<'_>) -> Result<ExitC
     })
 }
 
-fn init_logging(format: LogFormat) {
-    use std::io::IsTerminal;
-    let directives = log_filter(std::env::var("RUST_LOG").ok().as_deref());
-    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(None)));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(use_ansi(
-            std::io::stderr().is_terminal(),
-            std::env::var_os("NO_COLOR").as_deref(),
-        ))
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
-}
-
 /// The controller options `steward run` and `steward mcp` take.
 fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOptions {
     let inputs = args.desired.inputs();
@@ -433,6 +396,7 @@ fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOptions {
             },
             ..ReconcileConfig::default()
         },
+        hold_after_read: args.hold_after_read.clone(),
         gateway: GatewayOptions {
             listen: args.mcp_listen.clone(),
             token_file: args.mcp_token_file.clone(),
@@ -460,27 +424,56 @@ fn handle_signals(shutdown: CancellationToken) {
         shutdown.cancel();
         tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
         tracing::warn!("second signal: exiting at once");
+        logging::flush(Duration::from_millis(200));
         std::process::exit(130);
     });
 }
 
-fn multi_thread_runtime() -> Result<tokio::runtime::Runtime, CommandError> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
+/// Run `work` (which runs a controller until `shutdown`) on a multi-thread
+/// runtime with signals handled and panics contained: a panic anywhere (a
+/// worker, a reaper, the signal handler) must not leave the controller
+/// half-alive, so it stops every server and the command fails.
+fn with_controller_runtime<F, Fut>(work: F) -> Result<ExitCode, CommandError>
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = Result<ExitCode, CommandError>>,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?)
+        .build()?;
+    let shutdown = CancellationToken::new();
+    let panicked = PanicFlag::default();
+    {
+        let (shutdown, panicked) = (shutdown.clone(), panicked.clone());
+        logging::report_panics(move || {
+            panicked.raise();
+            shutdown.cancel();
+        });
+    }
+    let result = rt.block_on(async {
+        handle_signals(shutdown.clone());
+        work(shutdown).await
+    });
+    drop(rt);
+    logging::flush(Duration::from_secs(1));
+    let code = result?;
+    if panicked.raised() {
+        return Err(CommandError::Controller(
+            "run the controller: a thread panicked (see the log); every server was stopped"
+                .to_owned(),
+        ));
+    }
+    Ok(code)
 }
 
 /// `steward run`: until SIGINT/SIGTERM; a second signal exits at once.
 pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, CommandError> {
-    init_logging(args.log_format);
+    logging::install(args.log_format == LogFormat::Json);
     let opts = run_options(workspace, &args);
-    let rt = multi_thread_runtime()?;
-    let shutdown = CancellationToken::new();
-    rt.block_on(async {
-        handle_signals(shutdown.clone());
-        controller::run(opts, shutdown).await
-    })?;
-    Ok(ExitCode::SUCCESS)
+    with_controller_runtime(|shutdown| async move {
+        controller::run(opts, shutdown).await?;
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// How long `steward mcp` tries to reach (or become) the controller.
@@ -488,22 +481,19 @@ const ATTACH_DEADLINE: Duration = Duration::from_secs(15);
 
 /// `steward mcp`: bridge stdio to the workspace's controller, or become it.
 pub fn mcp(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, CommandError> {
-    init_logging(args.log_format);
+    logging::install(args.log_format == LogFormat::Json);
     let env = crate::paths::process_env();
     let paths = super::resolve_paths(workspace, &env)?;
     let mut opts = run_options(workspace, &args);
     opts.gateway.stdio = true;
-    let rt = multi_thread_runtime()?;
-    rt.block_on(async {
+    with_controller_runtime(|shutdown| async move {
         let deadline = tokio::time::Instant::now() + ATTACH_DEADLINE;
         loop {
             if let Ok(stream) = tokio::net::UnixStream::connect(paths.mcp_socket_path()).await {
                 tracing::info!(socket = %paths.mcp_socket_path().display(), "attached to the running controller");
                 return bridge(stream).await;
             }
-            let shutdown = CancellationToken::new();
-            handle_signals(shutdown.clone());
-            match controller::run(opts.clone(), shutdown).await {
+            match controller::run(opts.clone(), shutdown.clone()).await {
                 Ok(()) => return Ok(ExitCode::SUCCESS),
                 // Another controller holds the lock and is not serving yet:
                 // attach once its socket is there.
@@ -543,31 +533,5 @@ async fn bridge(stream: tokio::net::UnixStream) -> Result<ExitCode, CommandError
             Ok(ExitCode::SUCCESS)
         }
         () = &mut upstream => Ok(ExitCode::SUCCESS),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rmcp_is_held_to_errors_unless_rust_log_names_it() {
-        assert_eq!(log_filter(None), "info,rmcp=error");
-        assert_eq!(log_filter(Some("  ")), "info,rmcp=error");
-        assert_eq!(log_filter(Some("debug")), "debug,rmcp=error");
-        assert_eq!(
-            log_filter(Some("steward=debug,info")),
-            "steward=debug,info,rmcp=error"
-        );
-        assert_eq!(log_filter(Some("rmcp=debug")), "rmcp=debug");
-    }
-
-    #[test]
-    fn colour_only_on_a_terminal_without_no_color() {
-        use std::ffi::OsStr;
-        assert!(use_ansi(true, None));
-        assert!(use_ansi(true, Some(OsStr::new(""))));
-        assert!(!use_ansi(true, Some(OsStr::new("1"))));
-        assert!(!use_ansi(false, None));
     }
 }

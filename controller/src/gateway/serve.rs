@@ -265,6 +265,10 @@ pub async fn serve_unix(gateway: Arc<Gateway>, listener: UnixListener, cancel: C
                 }
             },
         };
+        if !crate::control::peer_is_same_user(&stream) {
+            tracing::warn!("refused an agent connection from another user");
+            continue;
+        }
         let (read, write) = stream.into_split();
         tokio::spawn(serve_stream(
             gateway.clone(),

@@ -41,14 +41,18 @@
 //!   it. Afterwards, a process still holding one of the child's stdio pipes is
 //!   a leak too (cargo-nextest's "exited but pipes still open"); the stop
 //!   finds it by pipe inode in `/proc/*/fd` and kills it.
-//! - **Only our own children are reaped** (tokio reaps the leader; orphans go
-//!   to init). Zombies still count for `kill(-pgid, 0)` and some container
-//!   inits reap late, so "group empty" means "no member that is not a zombie".
+//! - **Tokio reaps each leader; nothing else takes its status.** Orphans
+//!   handed to `steward run` (a child subreaper) are reaped and, when their
+//!   server stops, killed by [`super::reaper`], which knows them by the mark
+//!   every server's env carries. Zombies still count for `kill(-pgid, 0)`
+//!   and some container inits reap late, so "group empty" means "no member
+//!   that is not a zombie".
 //! - **A remembered pid is checked before it is signalled**: its start time
 //!   must still match, so a reused pid is never hit. The group id is not
 //!   signalled again once the group was seen empty.
 //!
-//! Config env may not set [`ENV_DENYLIST`] keys (compared case-insensitively);
+//! Config env may not set [`ENV_DENYLIST`] keys (compared case-insensitively),
+//! nor smuggle one in through a key holding `=` or NUL ([`sanitize_env`]);
 //! a bare command name is resolved with the *controller's* `PATH`, never the
 //! config's (see [`resolve_command`]). The shim gets the resolved absolute
 //! path, so no `PATH` search happens after the spawn. A program that cannot be
@@ -76,6 +80,8 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+use super::reaper;
 
 /// Env keys a config may not set (compared case-insensitively): they inject
 /// code into the server or redirect its libraries.
@@ -164,6 +170,17 @@ pub enum SpawnError {
         command: String,
         /// The OS error.
         error: io::Error,
+    },
+    /// The controller is out of file descriptors (EMFILE/ENFILE): every
+    /// server holds a few, so the limit bounds how many can run.
+    #[error(
+        "spawn {command}: the controller has too many open files (limit {limit}); raise the limit (`ulimit -n`) or run fewer servers"
+    )]
+    OutOfDescriptors {
+        /// The configured command.
+        command: String,
+        /// The soft `RLIMIT_NOFILE` at the time.
+        limit: u64,
     },
     /// The spawner thread is gone (it only stops when every handle is dropped).
     #[error("spawn {command}: the spawner thread has stopped")]
@@ -263,18 +280,25 @@ pub struct StopReport {
     pub elapsed: Duration,
 }
 
-/// Child env: config env without [`ENV_DENYLIST`] keys (any case). Returns the
-/// env to overlay and the keys dropped, in config order, for the caller to
-/// report.
+/// Child env: config env without [`ENV_DENYLIST`] keys (any case), and
+/// without entries that are not one `KEY=value` pair: an empty key, or a key
+/// holding `=` or NUL (`"LD_PRELOAD=/x/evil.so:"` would reach the child as
+/// `LD_PRELOAD=/x/evil.so:=<value>`, and a NUL cuts the key short), or a
+/// value holding NUL. The denylist is checked on the key the child would
+/// see, the part before any `=` or NUL. Returns the env to overlay and the
+/// keys dropped, in config order, for the caller to report.
 pub fn sanitize_env(
     config_env: &BTreeMap<String, String>,
 ) -> (BTreeMap<String, String>, Vec<String>) {
     let mut kept = BTreeMap::new();
     let mut dropped = Vec::new();
     for (key, value) in config_env {
-        if ENV_DENYLIST
-            .iter()
-            .any(|denied| key.eq_ignore_ascii_case(denied))
+        let real_key = key.split(['=', '\0']).next().unwrap_or_default();
+        let malformed = real_key.is_empty() || real_key.len() != key.len() || value.contains('\0');
+        if malformed
+            || ENV_DENYLIST
+                .iter()
+                .any(|denied| real_key.eq_ignore_ascii_case(denied))
         {
             dropped.push(key.clone());
         } else {
@@ -354,7 +378,7 @@ fn check_executable(path: &Path) -> Result<(), Option<String>> {
 tokio::task_local! {
     /// Set by a caller that wants the pid of the process a connect spawns
     /// as soon as it exists ([`Spawner::spawn`] sends it).
-    pub static SPAWNED: watch::Sender<Option<u32>>;
+    pub static SPAWNED_PID: watch::Sender<Option<u32>>;
 }
 
 /// Receives the stderr of every process a [`Spawner`] starts, besides the
@@ -390,6 +414,14 @@ struct SpawnerInner {
     thread: ThreadId,
     exec_shim: PathBuf,
 }
+
+/// Pids of the leaders not yet reaped by tokio, whatever [`Spawner`]
+/// started them: every other child of this process is an orphan to reap
+/// (see [`super::reaper`]).
+static OWNED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Spawns so far in this process: numbers each server's mark.
+static SPAWNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 struct SpawnRequest {
     command: Command,
@@ -442,6 +474,24 @@ impl Spawner {
         self.inner.thread
     }
 
+    /// Reaps the zombie children this process did not spawn (orphans handed
+    /// to a subreaper); never one whose status tokio waits for. Call it on
+    /// SIGCHLD. Returns their pids.
+    pub fn reap_orphans(&self) -> Vec<i32> {
+        reaper::reap_unowned(&OWNED)
+    }
+
+    /// Kills every orphan handed to this process and what it started, and
+    /// reaps them (at shutdown, after every server was stopped). Returns
+    /// the pids killed.
+    pub async fn kill_orphans(&self) -> Vec<u32> {
+        let orphans = reaper::orphans(&OWNED, None);
+        if !orphans.is_empty() && !reaper::kill(&orphans, &OWNED).await {
+            tracing::error!(orphans = ?orphans.iter().map(|p| p.pid).collect::<Vec<_>>(), "orphaned descendants survived SIGKILL");
+        }
+        orphans.iter().map(|p| p.pid as u32).collect()
+    }
+
     /// Resolves, sanitizes and starts `spec`: own process group, parent-death
     /// signal, stdin/stdout piped for the caller, stderr kept in a bounded
     /// tail. Must be called within a tokio runtime, which then reaps the child.
@@ -478,6 +528,8 @@ impl Spawner {
         let search_path = std::env::var_os("PATH").unwrap_or_default();
         let program = resolve_command(&spec.program, &cwd, &search_path)?;
 
+        let serial = SPAWNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mark = reaper::mark(serial);
         // No `pre_exec` and an absolute shim path: std uses posix_spawn (the
         // shim arms PDEATHSIG instead; see the module docs).
         let mut command = Command::new(&self.inner.exec_shim);
@@ -487,6 +539,13 @@ impl Spawner {
             .arg(&program)
             .args(&spec.args)
             .envs(&env)
+            // After the config's env: a config cannot forge or drop it.
+            .env(reaper::SERVER_MARK_VAR, &mark)
+            .envs(
+                ORIGINAL_FD_LIMIT
+                    .get()
+                    .map(|soft| (SHIM_FD_LIMIT_VAR, soft.to_string())),
+            )
             .current_dir(&cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -510,9 +569,15 @@ impl Spawner {
             replied
                 .await
                 .map_err(|_| gone())?
-                .map_err(|error| SpawnError::Io {
-                    command: command_name.clone(),
-                    error,
+                .map_err(|error| match error.raw_os_error() {
+                    Some(libc::EMFILE | libc::ENFILE) => SpawnError::OutOfDescriptors {
+                        command: command_name.clone(),
+                        limit: fd_limit().map_or(0, |(soft, _)| soft),
+                    },
+                    _ => SpawnError::Io {
+                        command: command_name.clone(),
+                        error,
+                    },
                 })?;
 
         let (Some(pid), Some(stdin), Some(stdout), Some(stderr)) = (
@@ -548,7 +613,10 @@ impl Spawner {
         let (exit_tx, exit) = watch::channel(None);
         let waited_command = command_name.clone();
         tokio::spawn(async move {
-            let info = match child.wait().await {
+            let waited = child.wait().await;
+            // Reaped (or given up on): no longer ours to protect.
+            lock(&OWNED).retain(|p| *p != pid);
+            let info = match waited {
                 Ok(status) => ExitInfo::from(status),
                 Err(error) => {
                     tracing::warn!(command = %waited_command, pid, %error, "could not collect the exit status");
@@ -560,9 +628,9 @@ impl Spawner {
         });
 
         tracing::debug!(command = %command_name, program = %program.display(), pid, "process started");
-        // Whoever runs this spawn inside `SPAWNED.scope` learns the pid now,
+        // Whoever runs this spawn inside `SPAWNED_PID.scope` learns the pid now,
         // before any handshake (status shows it while `Starting`).
-        let _ = SPAWNED.try_with(|spawned| spawned.send_replace(Some(pid as u32)));
+        let _ = SPAWNED_PID.try_with(|spawned| spawned.send_replace(Some(pid as u32)));
         Ok(ManagedProcess {
             command: command_name,
             program,
@@ -579,6 +647,7 @@ impl Spawner {
             pipe_inodes,
             group_gone: false,
             report: None,
+            mark,
             _spawner: Arc::clone(&self.inner),
         })
     }
@@ -594,14 +663,25 @@ fn spawner_loop(inbox: &mpsc::Receiver<SpawnRequest>) {
     {
         // The child's pipes and reaper register with the caller's runtime.
         let _runtime = runtime.enter();
-        // A panic must not end this thread: PDEATHSIG would kill every child.
-        let spawned = std::panic::catch_unwind(AssertUnwindSafe(|| command.spawn()))
-            .unwrap_or_else(|_| Err(io::Error::other("process spawn panicked")))
-            .map(|child| (child, std::thread::current().id()));
+        let spawned = {
+            // Held until the pid is recorded: the orphan reaper, which holds
+            // it too, never sees the new child as someone else's.
+            let mut owned = lock(&OWNED);
+            // A panic must not end this thread: PDEATHSIG would kill every child.
+            let spawned = std::panic::catch_unwind(AssertUnwindSafe(|| command.spawn()))
+                .unwrap_or_else(|_| Err(io::Error::other("process spawn panicked")));
+            if let Some(pid) = spawned.as_ref().ok().and_then(Child::id) {
+                owned.push(pid as i32);
+            }
+            spawned.map(|child| (child, std::thread::current().id()))
+        };
         if let Err(Ok((child, _))) = reply.send(spawned) {
-            // The caller gave up waiting: nobody owns this child, so end it.
+            // The caller gave up waiting: nobody owns this child, so end it
+            // (tokio reaps it; should the orphan reaper get there first,
+            // nobody waits for that status anyway).
             if let Some(pid) = child.id() {
                 let _ = send_signal(-(pid as i32), libc::SIGKILL);
+                lock(&OWNED).retain(|p| *p != pid as i32);
             }
         }
     }
@@ -657,11 +737,73 @@ fn exec_shim(mut args: impl Iterator<Item = OsString>) -> ! {
     if std::os::unix::process::parent_id() != parent {
         std::process::exit(1);
     }
+    // The server gets the open-file limit the controller was started with
+    // (programs using select() break above 1024), not the raised one.
+    if let Some(soft) = std::env::var(SHIM_FD_LIMIT_VAR)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        let _ = set_fd_limit_soft(soft);
+    }
     // `exec` restores SIGPIPE (which the Rust runtime ignores) to its default;
     // the signal mask is the spawner thread's, as with a plain fork + exec.
-    let error = std::process::Command::new(&program).args(args).exec();
+    let error = std::process::Command::new(&program)
+        .args(args)
+        .env_remove(SHIM_FD_LIMIT_VAR)
+        .exec();
     eprintln!("cannot execute {}: {error}", Path::new(&program).display());
     std::process::exit(SHIM_CANNOT_EXECUTE)
+}
+
+/// The env var through which the shim learns the open-file limit to give
+/// the server (removed before the exec).
+const SHIM_FD_LIMIT_VAR: &str = "STEWARD_EXEC_NOFILE";
+
+/// The soft open-file limit before [`raise_fd_limit`] raised it.
+static ORIGINAL_FD_LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// `(soft, hard)` `RLIMIT_NOFILE` of this process.
+#[allow(unsafe_code)]
+pub fn fd_limit() -> io::Result<(u64, u64)> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the valid, exclusive `limit`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((limit.rlim_cur, limit.rlim_max))
+}
+
+/// Sets the soft `RLIMIT_NOFILE` to `soft` (at most the hard limit).
+#[allow(unsafe_code)]
+fn set_fd_limit_soft(soft: u64) -> io::Result<()> {
+    let (_, hard) = fd_limit()?;
+    let limit = libc::rlimit {
+        rlim_cur: soft.min(hard),
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit reads one valid rlimit; it changes only a limit of
+    // the calling process.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Raises the soft open-file limit to the hard one: every server costs the
+/// controller a few descriptors (its pipes), so the usual soft limit of 1024
+/// caps a workspace at a few hundred servers for no reason. Children get
+/// the original limit back (the exec shim restores it). Returns the limit
+/// before and after.
+pub fn raise_fd_limit() -> io::Result<(u64, u64)> {
+    let (soft, hard) = fd_limit()?;
+    let _ = ORIGINAL_FD_LIMIT.set(soft);
+    if soft < hard {
+        set_fd_limit_soft(hard)?;
+    }
+    Ok((soft, fd_limit()?.0))
 }
 
 /// `PR_SET_PDEATHSIG(SIGKILL)` for the calling process. It survives `execve`
@@ -697,6 +839,9 @@ pub struct ManagedProcess {
     /// Seen empty: the group id may be reused from now on, never signal it.
     group_gone: bool,
     report: Option<StopReport>,
+    /// This server's mark ([`reaper::SERVER_MARK_VAR`]), which its
+    /// descendants inherit.
+    mark: String,
     /// Keeps the thread that spawned this child (its PDEATHSIG parent) alive.
     _spawner: Arc<SpawnerInner>,
 }
@@ -846,10 +991,22 @@ impl ManagedProcess {
             }
             signal_tracked(process, libc::SIGKILL);
         }
-        let escapees_gone = poll_until(Instant::now() + KILL_WAIT, || {
+        let mut escapees_gone = poll_until(Instant::now() + KILL_WAIT, || {
             tracked.iter().all(|p| !is_alive(p))
         })
         .await;
+        // Descendants that escaped before the snapshot (or after the leader
+        // died on its own) were handed to this process, a subreaper, when
+        // their parents died: found by the server's mark.
+        let orphans = reaper::orphans(&OWNED, Some(&self.mark));
+        if !orphans.is_empty() {
+            escapees_gone &= reaper::kill(&orphans, &OWNED).await;
+            for orphan in &orphans {
+                if !escaped.contains(&(orphan.pid as u32)) {
+                    escaped.push(orphan.pid as u32);
+                }
+            }
+        }
         if !escaped.is_empty() {
             tracing::warn!(command = %self.command, pid = self.pid, escaped = ?escaped, "descendants had left the process group (setsid/setpgid); terminated them with it");
         }
@@ -1098,7 +1255,7 @@ async fn poll_until(deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
 /// `kill(2)` for one pid (`target > 0`) or a group (`target < 0`). Refuses
 /// targets that mean "every process", init, or this process and its group.
 #[allow(unsafe_code)]
-fn send_signal(target: i32, signal: i32) -> io::Result<()> {
+pub(super) fn send_signal(target: i32, signal: i32) -> io::Result<()> {
     // SAFETY: getpgrp cannot fail and has no preconditions.
     let own_group = unsafe { libc::getpgrp() };
     if target.unsigned_abs() <= 1 || target == std::process::id() as i32 || target == -own_group {
@@ -1138,17 +1295,17 @@ fn pipe_inode(fd: BorrowedFd<'_>) -> Option<u64> {
 
 /// The fields of `/proc/<pid>/stat` this module needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ProcStat {
-    pid: i32,
+pub(super) struct ProcStat {
+    pub(super) pid: i32,
     state: char,
     ppid: i32,
     pgid: i32,
     /// Start time in clock ticks since boot: with `pid`, the process identity.
-    start: u64,
+    pub(super) start: u64,
 }
 
 impl ProcStat {
-    fn is_live(&self) -> bool {
+    pub(super) fn is_live(&self) -> bool {
         !matches!(self.state, 'Z' | 'X' | 'x')
     }
 }
@@ -1167,7 +1324,7 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
     })
 }
 
-fn read_stat(pid: i32) -> Option<ProcStat> {
+pub(super) fn read_stat(pid: i32) -> Option<ProcStat> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
@@ -1194,7 +1351,7 @@ fn signal_tracked(process: &ProcStat, signal: i32) -> bool {
     true
 }
 
-fn proc_pids() -> impl Iterator<Item = i32> {
+pub(super) fn proc_pids() -> impl Iterator<Item = i32> {
     fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -1215,7 +1372,7 @@ fn group_is_empty(pgid: i32) -> bool {
 
 /// Children of `pid` per `/proc/<pid>/task/*/children`; `None` if the kernel
 /// has no such file (or the process is gone).
-fn children_of(pid: i32) -> Option<Vec<i32>> {
+pub(super) fn children_of(pid: i32) -> Option<Vec<i32>> {
     let mut found = false;
     let mut children = Vec::new();
     for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
@@ -1231,7 +1388,7 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
 }
 
 /// Every live descendant of `root` (not `root` itself).
-fn descendants(root: i32) -> Vec<ProcStat> {
+pub(super) fn descendants(root: i32) -> Vec<ProcStat> {
     let mut found = Vec::new();
     let mut seen = HashSet::from([root]);
     let mut queue = vec![root];
@@ -1369,6 +1526,42 @@ mod tests {
     }
 
     // ---- pure: env, command resolution, stat parsing, stderr tail ----
+
+    #[test]
+    fn sanitize_env_drops_keys_with_an_equals_sign_or_nul_and_values_with_nul() {
+        let env = BTreeMap::from([
+            ("LD_PRELOAD=/x/evil.so:".to_owned(), "x".to_owned()),
+            ("ld_preload\0tail".to_owned(), "/x/evil.so".to_owned()),
+            ("GOOD=x".to_owned(), "y".to_owned()),
+            ("=".to_owned(), "x".to_owned()),
+            (String::new(), "x".to_owned()),
+            ("NUL_VALUE".to_owned(), "a\0b".to_owned()),
+            ("OK".to_owned(), "a=b".to_owned()),
+        ]);
+        let (kept, dropped) = sanitize_env(&env);
+        assert_eq!(kept, BTreeMap::from([("OK".to_owned(), "a=b".to_owned())]));
+        assert_eq!(dropped.len(), 6, "{dropped:?}");
+    }
+
+    #[tokio::test]
+    async fn an_env_key_with_an_equals_sign_never_reaches_the_child() {
+        let spec = ProcessSpec {
+            env: BTreeMap::from([
+                (
+                    "LD_PRELOAD=/nonexistent/evil.so:".to_owned(),
+                    "x".to_owned(),
+                ),
+                ("STEWARD_GOOD".to_owned(), "1".to_owned()),
+            ]),
+            ..sh("env")
+        };
+        let mut process = spawner().spawn(&spec).await.unwrap();
+        let out = read_all(&mut process).await;
+        assert!(out.lines().any(|l| l == "STEWARD_GOOD=1"), "{out}");
+        assert!(!out.contains("LD_PRELOAD"), "{out}");
+        assert_eq!(process.dropped_env(), ["LD_PRELOAD=/nonexistent/evil.so:"]);
+        process.stop(Duration::from_secs(1)).await;
+    }
 
     #[test]
     fn sanitize_env_drops_denylisted_keys_in_any_case() {

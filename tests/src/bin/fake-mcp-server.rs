@@ -181,7 +181,10 @@ fn spawn_grandchild(server: &Server, mode: GrandchildMode) {
     // stdout/stderr are inherited on purpose: a leaked grandchild keeps the
     // supervisor's pipes open, which is what leak detection looks for.
     command.arg("1000").stdin(Stdio::null());
-    if mode == GrandchildMode::Setsid {
+    if mode == GrandchildMode::Daemon {
+        command.stdout(Stdio::null()).stderr(Stdio::null());
+    }
+    if matches!(mode, GrandchildMode::Setsid | GrandchildMode::Daemon) {
         detach_into_new_session(&mut command);
     }
     match command.spawn() {
