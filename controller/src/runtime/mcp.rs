@@ -55,16 +55,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::process::{ExitInfo, ManagedProcess, ProcessSpec, SpawnError, Spawner};
+use super::remote;
 
 /// Stderr lines appended to a start failure's message.
 pub const STDERR_LINES_IN_MESSAGE: usize = 10;
-
-/// The message of a server configured with `url` (SSE).
-pub const SSE_UNSUPPORTED: &str =
-    "the sse transport is not supported by this build; use a streamable HTTP endpoint (httpUrl)";
-
-/// The message of an `https` endpoint: reqwest is built without TLS.
-pub const HTTPS_UNSUPPORTED: &str = "https requires TLS support, which this build does not include";
 
 /// After stdout closes, how long to wait for the exit status so the event and
 /// the error can say how the process ended.
@@ -75,8 +69,6 @@ const FAILED_START_GRACE: Duration = Duration::from_secs(2);
 const GARBAGE_SAMPLE_BYTES: usize = 200;
 /// Non-JSON stdout lines logged at `warn` per connection; later ones at `debug`.
 const GARBAGE_WARNINGS: u32 = 3;
-/// Headers the streamable-HTTP transport sets itself (rmcp rejects them).
-const RESERVED_HEADERS: [&str; 3] = ["accept", "mcp-session-id", "last-event-id"];
 
 /// A server could not be started or connected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -241,8 +233,7 @@ impl McpConnection {
         let started = Instant::now();
         let result = match spec.transport {
             McpTransport::Stdio => connect_stdio(spawner, name, spec, workspace, timeouts).await,
-            McpTransport::Http => connect_http(name, spec, timeouts).await,
-            McpTransport::Sse => Err(McpStartError::new(Reason::StartFailed, SSE_UNSUPPORTED)),
+            McpTransport::Http | McpTransport::Sse => connect_http(name, spec, timeouts).await,
         };
         match result {
             Ok(opened) => {
@@ -763,103 +754,134 @@ fn spawn_error(error: SpawnError) -> McpStartError {
     McpStartError::new(reason, error.to_string())
 }
 
+/// Connects to a remote server over streamable HTTP (`httpUrl`) or the
+/// legacy SSE transport (`url`); the endpoint, TLS, OAuth and the watch for
+/// a lost session come from [`remote`].
 async fn connect_http(
     name: &str,
     spec: &McpServerSpec,
     timeouts: McpTimeouts,
 ) -> Result<Opened, McpStartError> {
-    let Some(url) = spec.http_url.as_deref().filter(|url| !url.is_empty()) else {
-        return Err(McpStartError::new(
-            Reason::StartFailed,
-            "connect: the http transport needs an httpUrl",
-        ));
+    let shown = redact_url(remote::url_of(spec)?);
+    let in_context = |error: McpStartError| {
+        McpStartError::new(
+            error.reason,
+            format!("connect to {shown}: {}", redact_urls(&error.message)),
+        )
     };
-    let shown = redact_url(url);
-    let scheme = url
-        .split_once("://")
-        .map(|(scheme, _)| scheme.to_ascii_lowercase());
-    match scheme.as_deref() {
-        Some("http") => {}
-        // Checked here rather than left to reqwest, whose error without TLS
-        // support does not say what is missing.
-        Some("https") => {
-            return Err(McpStartError::new(
-                Reason::StartFailed,
-                format!("connect to {shown}: {HTTPS_UNSUPPORTED}"),
-            ));
+    let deadline = Instant::now() + timeouts.remote_handshake;
+    let handshake_timeout = |what: &str| {
+        in_context(McpStartError::new(
+            Reason::StartupTimeout,
+            format!(
+                "complete the MCP handshake within {}: {what}",
+                humantime::format_duration(timeouts.remote_handshake)
+            ),
+        ))
+    };
+    // Getting (or refreshing) the OAuth token counts toward the handshake.
+    let endpoint = match tokio::time::timeout_at(deadline, remote::endpoint(name, spec)).await {
+        Ok(Ok(endpoint)) => endpoint,
+        Ok(Err(error)) => return Err(in_context(error)),
+        Err(_) => return Err(handshake_timeout("no answer from the OAuth token endpoint")),
+    };
+    tracing::debug!(server = %name, url = %shown, transport = ?spec.transport, headers = endpoint.headers.len(), oauth = endpoint.bearer.is_some(), "connecting to mcp server");
+
+    let (client, mut notices, stopped) = Client::new(name);
+    // A lost session is reported as the server's exit, through the channel
+    // the watcher task forwards, so the controller reconnects at once.
+    let exits = client.notices.clone();
+    let watch = remote::SessionWatch::new(move |why| {
+        let _ = exits.send(McpEvent::Exited(McpExit::Closed(redact_urls(&why))));
+    });
+    let auth_refused = |watch: &remote::SessionWatch| {
+        watch.unauthorized().then(|| {
+            McpStartError::new(
+                Reason::AuthRequired,
+                remote::auth_required_message(
+                    name,
+                    "the server refused the credentials (HTTP 401)",
+                ),
+            )
+        })
+    };
+    let mut guards = Guards::default();
+    let (opened, dig) = match spec.transport {
+        McpTransport::Sse => {
+            let connecting = remote::sse::SseTransport::connect(
+                endpoint.client.clone(),
+                &endpoint.url,
+                endpoint.all_headers(),
+                watch.clone(),
+            );
+            let transport = match tokio::time::timeout_at(deadline, connecting).await {
+                Ok(Ok(transport)) => transport,
+                Ok(Err(error)) => {
+                    return Err(in_context(auth_refused(&watch).unwrap_or_else(|| {
+                        McpStartError::new(Reason::StartFailed, describe(&error, dig_nothing))
+                    })));
+                }
+                Err(_) => return Err(handshake_timeout("no endpoint event on the event stream")),
+            };
+            let dig: Dig = dig_nothing;
+            let opened = open_session(
+                name,
+                client,
+                transport,
+                deadline,
+                &mut guards,
+                &mut notices,
+                dig,
+            )
+            .await;
+            (opened, dig)
         }
         _ => {
-            return Err(McpStartError::new(
-                Reason::StartFailed,
-                format!("connect to {shown}: not an http:// URL"),
-            ));
+            // A lost session is the controller's to reconnect (and relist),
+            // not rmcp's to re-initialize behind our back.
+            let mut config = StreamableHttpClientTransportConfig::with_uri(endpoint.url.as_str())
+                .reinit_on_expired_session(false);
+            config.custom_headers = endpoint
+                .headers
+                .iter()
+                .map(|(header, value)| (header.clone(), value.clone()))
+                .collect();
+            if let Some(token) = &endpoint.bearer {
+                config = config.auth_header(token.clone());
+            }
+            let http = remote::WatchedClient::new(endpoint.client.clone(), watch.clone());
+            let transport = StreamableHttpClientTransport::with_client(http, config);
+            let dig = http_dig(&transport);
+            let opened = open_session(
+                name,
+                client,
+                transport,
+                deadline,
+                &mut guards,
+                &mut notices,
+                dig,
+            )
+            .await;
+            (opened, dig)
         }
-    }
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
-    let mut headers = config.custom_headers.clone();
-    for (header, value) in spec.headers.iter().flatten() {
-        if RESERVED_HEADERS
-            .iter()
-            .any(|reserved| header.eq_ignore_ascii_case(reserved))
-        {
-            return Err(McpStartError::new(
-                Reason::StartFailed,
-                format!(
-                    "connect to {shown}: header {header} is set by the MCP transport and cannot be configured"
-                ),
-            ));
+    };
+    match opened {
+        Ok(session) => {
+            watch.arm();
+            Ok(Opened {
+                session,
+                process: None,
+                notices,
+                stopped,
+                refresh_timeout: timeouts.remote_handshake,
+                dig,
+            })
         }
-        // Parse errors are not shown: they could echo the (secret) value.
-        let Ok(header_name) = header.parse() else {
-            return Err(McpStartError::new(
-                Reason::StartFailed,
-                format!("connect to {shown}: {header:?} is not a valid header name"),
-            ));
-        };
-        let Ok(header_value) = value.parse() else {
-            return Err(McpStartError::new(
-                Reason::StartFailed,
-                format!(
-                    "connect to {shown}: the value of header {header} is not a valid header value"
-                ),
-            ));
-        };
-        headers.insert(header_name, header_value);
-    }
-    config = config.custom_headers(headers);
-    tracing::debug!(server = %name, url = %shown, headers = spec.headers.as_ref().map_or(0, |h| h.len()), "connecting to mcp server");
-
-    let deadline = Instant::now() + timeouts.remote_handshake;
-    let transport = StreamableHttpClientTransport::from_config(config);
-    let dig = http_dig(&transport);
-    let (client, mut notices, stopped) = Client::new(name);
-    let mut guards = Guards::default();
-    match open_session(
-        name,
-        client,
-        transport,
-        deadline,
-        &mut guards,
-        &mut notices,
-        dig,
-    )
-    .await
-    {
-        Ok(session) => Ok(Opened {
-            session,
-            process: None,
-            notices,
-            stopped,
-            refresh_timeout: timeouts.remote_handshake,
-            dig,
-        }),
         Err(failure) => {
             stopped.store(true, Ordering::SeqCst);
-            let error = failure_message(failure, timeouts.remote_handshake, None);
-            Err(McpStartError::new(
-                error.reason,
-                format!("connect to {shown}: {}", error.message),
-            ))
+            let error = auth_refused(&watch)
+                .unwrap_or_else(|| failure_message(failure, timeouts.remote_handshake, None));
+            Err(in_context(error))
         }
     }
 }
@@ -1838,6 +1860,7 @@ mod tests {
         );
         assert!(!error.message.contains("secret"), "{error}");
 
+        // https is supported: the failure is the connection's.
         let (result, _rx) = connect(
             &http_spec("https://127.0.0.1:1/mcp"),
             dir.path(),
@@ -1846,9 +1869,11 @@ mod tests {
         .await;
         let error = result.unwrap_err();
         assert_eq!(error.reason, Reason::StartFailed);
-        assert_eq!(
-            error.message,
-            format!("connect to https://127.0.0.1:1/mcp: {HTTPS_UNSUPPORTED}")
+        assert!(
+            error
+                .message
+                .starts_with("connect to https://127.0.0.1:1/mcp: "),
+            "{error}"
         );
 
         let mut spec = http_spec("http://127.0.0.1:1/mcp");
@@ -1878,27 +1903,6 @@ mod tests {
         assert_eq!(error.reason, Reason::StartupTimeout, "{error}");
         assert!(error.message.contains("within 300ms"), "{error}");
         server.stop(Duration::from_secs(5)).await;
-    }
-
-    #[tokio::test]
-    async fn sse_is_unsupported_and_never_connects() {
-        let dir = tempfile::tempdir().unwrap();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let mut spec = spec(McpTransport::Sse);
-        spec.url = Some(format!("http://127.0.0.1:{port}/sse"));
-        let (result, _rx) = connect(&spec, dir.path(), timeouts()).await;
-        let error = result.unwrap_err();
-        assert_eq!(error.reason, Reason::StartFailed);
-        assert_eq!(error.message, SSE_UNSUPPORTED);
-        // A connection attempt would sit in the accept queue by now.
-        listener.set_nonblocking(true).unwrap();
-        let accepted = listener.accept();
-        assert_eq!(
-            accepted.map(|_| ()).unwrap_err().kind(),
-            io::ErrorKind::WouldBlock,
-            "something connected"
-        );
     }
 
     /// Numbers, not a pass/fail test:

@@ -2,6 +2,7 @@
 pub mod lsp;
 pub mod mcp;
 pub mod process;
+pub mod remote;
 #[cfg(test)]
 mod test_support;
 
