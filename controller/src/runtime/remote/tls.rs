@@ -147,11 +147,17 @@ pub fn build_client(sources: &RootSources) -> Result<reqwest::Client, TlsError> 
 }
 
 /// The process-wide client (built on first use from the environment): one
-/// connection pool and one root store for every remote server.
+/// connection pool and one root store for every remote server. Use it for
+/// any HTTP request: reqwest is built without a default crypto provider, so
+/// a bare `reqwest::Client::new()` works only once this has run.
 pub fn shared_client() -> Result<reqwest::Client, TlsError> {
     static CLIENT: OnceLock<Result<reqwest::Client, TlsError>> = OnceLock::new();
     CLIENT
-        .get_or_init(|| build_client(&RootSources::from_env()))
+        .get_or_init(|| {
+            // For other clients in the process (rmcp's defaults among them).
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            build_client(&RootSources::from_env())
+        })
         .clone()
 }
 
