@@ -157,6 +157,15 @@ impl Token {
     }
 }
 
+/// An entry of the store file.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Entry {
+    Credential(Credential),
+    /// Not a credential we understand: kept as it is.
+    Other(Value),
+}
+
 /// Serializes read-modify-write cycles of the store within this process.
 static STORE_LOCK: Mutex<()> = Mutex::new(());
 
@@ -232,18 +241,26 @@ impl TokenStore {
             path: path.clone(),
             source,
         };
-        let mut entries = Self::read_entries(path)?;
-        let ours = serde_json::to_value(credential)
-            .map_err(|error| write_error(io::Error::other(error)))?;
+        // Entries are written back through `Credential`, so every one keeps
+        // Qwen Code's key order (a `Value` would sort the keys).
+        let mut entries: Vec<Entry> = Self::read_entries(path)?
+            .into_iter()
+            .map(|entry| match Credential::deserialize(&entry) {
+                Ok(credential) => Entry::Credential(credential),
+                Err(_) => Entry::Other(entry),
+            })
+            .collect();
         let mut replaced = false;
         for entry in &mut entries {
-            if entry.get("serverName").and_then(Value::as_str) == Some(&credential.server_name) {
-                *entry = ours.clone();
+            if let Entry::Credential(stored) = entry
+                && stored.server_name == credential.server_name
+            {
+                *stored = credential.clone();
                 replaced = true;
             }
         }
         if !replaced {
-            entries.push(ours);
+            entries.push(Entry::Credential(credential.clone()));
         }
         let text = serde_json::to_string_pretty(&entries)
             .map_err(|error| write_error(io::Error::other(error)))?;
@@ -533,4 +550,299 @@ fn resource_parameter(server_url: &str) -> Option<String> {
     };
     let host = &url[url::Position::BeforeHost..url::Position::AfterPort];
     Some(format!("{}://{host}{path}", url.scheme()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use serde_json::json;
+    use steward_schema::resource::{McpTransport, Scope};
+
+    use super::*;
+    use crate::runtime::remote::tests::Fake;
+    use crate::runtime::test_support::record;
+
+    const HOUR_MS: u64 = 3_600_000;
+
+    fn spec(oauth: Option<Value>) -> McpServerSpec {
+        McpServerSpec {
+            transport: McpTransport::Http,
+            scope: Scope::User,
+            command: None,
+            args: None,
+            env: None,
+            cwd: None,
+            url: None,
+            http_url: Some("http://127.0.0.1:1/mcp".to_owned()),
+            headers: None,
+            timeout: None,
+            trust: None,
+            include_tools: None,
+            exclude_tools: None,
+            description: None,
+            disabled: None,
+            oauth: oauth.map(|value| value.as_object().unwrap().clone()),
+            extension_name: None,
+            config_hash: String::new(),
+            approval_hash: String::new(),
+        }
+    }
+
+    fn client() -> reqwest::Client {
+        super::super::tls::shared_client().unwrap()
+    }
+
+    /// An entry as Qwen Code 0.24 writes it.
+    fn qwen_entry(server: &str, access: &str, expires_at: u64, token_url: &str) -> Value {
+        json!({
+            "serverName": server,
+            "token": {
+                "accessToken": access,
+                "tokenType": "Bearer",
+                "refreshToken": format!("{server}-refresh"),
+                "scope": "read",
+                "expiresAt": expires_at,
+            },
+            "clientId": "stored-client",
+            "tokenUrl": token_url,
+            "mcpServerUrl": "http://mcp.example/v1/mcp/",
+            "updatedAt": 1_700_000_000_000u64,
+        })
+    }
+
+    fn write_store(path: &Path, entries: &[Value]) {
+        fs::write(path, serde_json::to_string_pretty(entries).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn expiry_counts_five_minutes_early_and_no_expiry_never_expires() {
+        let now = 1_000 * HOUR_MS;
+        let token = |expires_at: Option<u64>| Token {
+            access_token: String::new(),
+            token_type: None,
+            refresh_token: None,
+            scope: None,
+            expires_at: expires_at.map(Number::from),
+            extra: Map::new(),
+        };
+        assert!(token(Some(now - 1)).expired(now));
+        assert!(token(Some(now + 4 * 60_000)).expired(now));
+        assert!(!token(Some(now + 6 * 60_000)).expired(now));
+        assert!(!token(None).expired(now));
+    }
+
+    #[test]
+    fn the_resource_parameter_is_qwen_codes() {
+        assert_eq!(
+            resource_parameter("https://mcp.example/v1/mcp/").as_deref(),
+            Some("https://mcp.example/v1/mcp")
+        );
+        assert_eq!(
+            resource_parameter("https://user:pw@mcp.example:8443/?q=1").as_deref(),
+            Some("https://mcp.example:8443")
+        );
+        assert_eq!(resource_parameter("not a url"), None);
+    }
+
+    #[test]
+    fn saving_replaces_one_entry_and_keeps_the_others_as_qwen_code_writes_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(TOKENS_FILE);
+        let other = json!({"serverName": "other", "token": {"accessToken": "o"}, "custom": [1]});
+        write_store(
+            &path,
+            &[
+                qwen_entry("mine", "old", 1, "http://t/token"),
+                other.clone(),
+            ],
+        );
+        let store = TokenStore::at(path.clone());
+        let mut credential = store.credential("mine").unwrap().unwrap();
+        assert_eq!(credential.token.access_token, "old");
+        assert!(store.credential("absent").unwrap().is_none());
+        credential.token.access_token = "new".to_owned();
+        store.save(&credential).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        let entries: Vec<Value> = serde_json::from_str(&text).unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0]["token"]["accessToken"], "new");
+        assert_eq!(entries[1], other, "another server's entry changed");
+        // JSON.stringify(tokens, null, 2), keys in Qwen Code's order.
+        let mine = text.find("\"serverName\": \"mine\"").unwrap();
+        let order: Vec<usize> = [
+            "\"token\"",
+            "\"accessToken\"",
+            "\"tokenType\"",
+            "\"refreshToken\"",
+            "\"scope\"",
+            "\"expiresAt\"",
+            "\"clientId\"",
+            "\"tokenUrl\"",
+            "\"mcpServerUrl\"",
+            "\"updatedAt\"",
+        ]
+        .iter()
+        .map(|key| mine + text[mine..].find(key).unwrap())
+        .collect();
+        assert!(order.is_sorted(), "{text}");
+        assert!(text.starts_with("[\n  {\n    \"serverName\""), "{text}");
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(
+            !format!("{credential:?}").contains("new"),
+            "a token in Debug output"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_usable_stored_token_is_used_and_none_is_auth_required_only_with_oauth() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(TOKENS_FILE);
+        let store = TokenStore::at(path.clone());
+        let enabled = spec(Some(json!({"enabled": true, "clientId": "c"})));
+        let error = access_token(&store, &client(), "srv", &enabled)
+            .await
+            .unwrap_err();
+        assert_eq!(error.reason, Reason::AuthRequired);
+        assert!(
+            error.message.starts_with(
+                "the server needs OAuth and no token is stored for it; authenticate with Qwen Code: \
+                 open the /mcp dialog in an interactive `qwen` session and authenticate with 'srv'"
+            ),
+            "{error}"
+        );
+        assert_eq!(
+            access_token(&store, &client(), "srv", &spec(None))
+                .await
+                .unwrap(),
+            None,
+            "a server without oauth connects without a token"
+        );
+        // Unreachable token URL: a usable token must not be refreshed.
+        let later = now_ms() + HOUR_MS;
+        write_store(
+            &path,
+            &[qwen_entry("srv", "stored", later, "http://127.0.0.1:1/t")],
+        );
+        for spec in [&enabled, &spec(None)] {
+            let token = access_token(&store, &client(), "srv", spec).await.unwrap();
+            assert_eq!(token.as_deref(), Some("stored"));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_expired_token_is_refreshed_with_qwen_codes_parameters_and_written_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Fake::start(
+            dir.path(),
+            "auth",
+            json!({ "tokenEndpoint": {
+                "clientId": "configured-client", "clientSecret": "s3cret",
+                "refreshToken": "srv-refresh", "accessToken": "fresh",
+                "expiresIn": 3600, "newRefreshToken": "rotated",
+            }}),
+            0,
+        )
+        .await;
+        let path = dir.path().join(TOKENS_FILE);
+        let store = TokenStore::at(path.clone());
+        write_store(
+            &path,
+            &[qwen_entry("srv", "expired", 1, &fake.url("/token"))],
+        );
+        let oauth = spec(Some(json!({
+            "enabled": true, "clientId": "configured-client", "clientSecret": "s3cret",
+            "scopes": ["read", "write"], "audiences": ["api"],
+        })));
+        let before = now_ms();
+        let token = access_token(&store, &client(), "srv", &oauth)
+            .await
+            .unwrap();
+        assert_eq!(token.as_deref(), Some("fresh"));
+        let form = record(&fake.record)
+            .into_iter()
+            .find(|event| event["event"] == "token")
+            .expect("the token endpoint was asked")["message"]
+            .clone();
+        assert_eq!(
+            form,
+            json!({
+                "grant_type": "refresh_token", "refresh_token": "srv-refresh",
+                "client_id": "configured-client", "client_secret": "s3cret",
+                "scope": "read write", "audience": "api",
+                "resource": "http://mcp.example/v1/mcp",
+            })
+        );
+        let saved = store.credential("srv").unwrap().unwrap();
+        assert_eq!(saved.token.access_token, "fresh");
+        assert_eq!(saved.token.refresh_token.as_deref(), Some("rotated"));
+        assert_eq!(saved.token.scope.as_deref(), Some("read"), "kept");
+        assert_eq!(saved.client_id.as_deref(), Some("configured-client"));
+        assert_eq!(
+            saved.token_url.as_deref(),
+            Some(fake.url("/token").as_str())
+        );
+        let expires_at = saved.token.expires_at.unwrap().as_u64().unwrap();
+        assert!(
+            (before + HOUR_MS..=now_ms() + HOUR_MS).contains(&expires_at),
+            "{expires_at}"
+        );
+        assert!(saved.updated_at.unwrap().as_u64().unwrap() >= before);
+        fake.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_refused_refresh_is_auth_required_and_keeps_the_stored_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Fake::start(
+            dir.path(),
+            "auth",
+            json!({ "tokenEndpoint": {
+                "clientId": "stored-client", "refreshToken": "another", "accessToken": "x",
+            }}),
+            0,
+        )
+        .await;
+        let path = dir.path().join(TOKENS_FILE);
+        let store = TokenStore::at(path.clone());
+        write_store(
+            &path,
+            &[qwen_entry("srv", "expired", 1, &fake.url("/token"))],
+        );
+        let before = fs::read_to_string(&path).unwrap();
+        let oauth = spec(Some(json!({"enabled": true})));
+        let error = access_token(&store, &client(), "srv", &oauth)
+            .await
+            .unwrap_err();
+        assert_eq!(error.reason, Reason::AuthRequired, "{error}");
+        assert!(
+            error.message.starts_with(
+                "refresh the expired OAuth token: the token endpoint refused the refresh \
+                 (400 Bad Request: invalid_grant: unknown refresh token or client); authenticate"
+            ),
+            "{error}"
+        );
+        assert!(!error.message.contains("srv-refresh"), "{error}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), before);
+        // Without `oauth`, Qwen Code connects without the token instead.
+        assert_eq!(
+            access_token(&store, &client(), "srv", &spec(None))
+                .await
+                .unwrap(),
+            None
+        );
+        fake.stop().await;
+        // The endpoint is gone: a failure to retry, not an authentication.
+        let error = access_token(&store, &client(), "srv", &oauth)
+            .await
+            .unwrap_err();
+        assert_eq!(error.reason, Reason::StartFailed, "{error}");
+        assert!(
+            error
+                .message
+                .starts_with("refresh the expired OAuth token: reach the token endpoint"),
+            "{error}"
+        );
+    }
 }

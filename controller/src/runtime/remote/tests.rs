@@ -54,14 +54,14 @@ fn timeouts() -> McpTimeouts {
 }
 
 /// The fake in HTTP mode with `config`; `port` 0 picks a free one.
-struct Fake {
+pub(super) struct Fake {
     process: ManagedProcess,
-    port: u16,
-    record: std::path::PathBuf,
+    pub(super) port: u16,
+    pub(super) record: std::path::PathBuf,
 }
 
 impl Fake {
-    async fn start(dir: &Path, name: &str, mut config: Value, port: u16) -> Fake {
+    pub(super) async fn start(dir: &Path, name: &str, mut config: Value, port: u16) -> Fake {
         let port_file = dir.join(format!("{name}.port"));
         let _ = std::fs::remove_file(&port_file);
         let record = dir.join(format!("{name}.jsonl"));
@@ -92,11 +92,11 @@ impl Fake {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    async fn stop(mut self) {
+    pub(super) async fn stop(mut self) {
         self.process.stop(Duration::from_secs(5)).await;
     }
 }
