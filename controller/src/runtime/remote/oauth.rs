@@ -161,7 +161,7 @@ impl Token {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum Entry {
-    Credential(Credential),
+    Credential(Box<Credential>),
     /// Not a credential we understand: kept as it is.
     Other(Value),
 }
@@ -246,7 +246,7 @@ impl TokenStore {
         let mut entries: Vec<Entry> = Self::read_entries(path)?
             .into_iter()
             .map(|entry| match Credential::deserialize(&entry) {
-                Ok(credential) => Entry::Credential(credential),
+                Ok(credential) => Entry::Credential(Box::new(credential)),
                 Err(_) => Entry::Other(entry),
             })
             .collect();
@@ -255,12 +255,12 @@ impl TokenStore {
             if let Entry::Credential(stored) = entry
                 && stored.server_name == credential.server_name
             {
-                *stored = credential.clone();
+                **stored = credential.clone();
                 replaced = true;
             }
         }
         if !replaced {
-            entries.push(Entry::Credential(credential.clone()));
+            entries.push(Entry::Credential(Box::new(credential.clone())));
         }
         let text = serde_json::to_string_pretty(&entries)
             .map_err(|error| write_error(io::Error::other(error)))?;
