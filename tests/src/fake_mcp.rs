@@ -84,8 +84,9 @@ pub struct FakeMcpConfig {
     /// HTTP mode: listen on this port instead of any free one (a test that
     /// restarts a server on the same address).
     pub http_port: Option<u16>,
-    /// HTTP mode: serve HTTPS with this certificate and key.
-    pub tls: Option<TlsFiles>,
+    /// HTTP mode: serve HTTPS with a certificate for `127.0.0.1` and
+    /// `localhost` issued by a CA made up at start.
+    pub tls: Option<TlsConfig>,
     /// HTTP mode: the MCP endpoints require `Authorization: Bearer <token>`
     /// with one of these tokens (or one the token endpoint issued) and answer
     /// 401 otherwise.
@@ -160,12 +161,13 @@ pub struct HttpConfig {
     pub port_file: PathBuf,
 }
 
-/// PEM files of the HTTPS server's certificate chain and private key.
+/// HTTPS mode.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TlsFiles {
-    pub cert_file: PathBuf,
-    pub key_file: PathBuf,
+pub struct TlsConfig {
+    /// Receives the made-up CA's certificate (PEM) before the port file is
+    /// written: what a client's `SSL_CERT_FILE` should name.
+    pub ca_file: PathBuf,
 }
 
 /// A fake OAuth authorization server's token endpoint (`POST /token`,

@@ -8,7 +8,7 @@
 //! - stdio (default): newline-delimited JSON on stdin/stdout; exits 0 when
 //!   stdin closes.
 //! - HTTP (`http` key): a hand-rolled HTTP/1.1 server on 127.0.0.1 (HTTPS
-//!   with `tls`), serving two transports at once:
+//!   with `tls`, under a CA it makes up), serving two transports at once:
 //!   - streamable HTTP at `/mcp`: POST carries one JSON-RPC message and gets
 //!     `application/json` back (202 for notifications); `initialize` issues
 //!     an `Mcp-Session-Id` that later requests must carry; GET opens an SSE
@@ -54,7 +54,7 @@ mod fake_mcp;
 
 use fake_mcp::{
     CONFIG_ENV, FakeMcpConfig, GarbageWhen, GrandchildMode, RecordEvent,
-    SUPPORTED_PROTOCOL_VERSIONS, TlsFiles, TokenEndpoint,
+    SUPPORTED_PROTOCOL_VERSIONS, TlsConfig, TokenEndpoint,
 };
 
 const GARBAGE_LINE: &str = "fake-mcp-server: this line is not JSON-RPC";
@@ -629,20 +629,33 @@ async fn serve_http(server: Arc<Server>, port_file: &Path) -> std::io::Result<()
     }
 }
 
-fn tls_acceptor(files: &TlsFiles) -> std::io::Result<tokio_rustls::TlsAcceptor> {
-    use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let chain = CertificateDer::pem_file_iter(&files.cert_file)
-        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-        .map_err(std::io::Error::other)?;
-    let key = PrivateKeyDer::from_pem_file(&files.key_file).map_err(std::io::Error::other)?;
+/// A made-up CA (written to `ca_file`) and a server certificate it issued.
+fn tls_acceptor(tls: &TlsConfig) -> std::io::Result<tokio_rustls::TlsAcceptor> {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let fail = |error: rcgen::Error| std::io::Error::other(error.to_string());
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(fail)?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "fake-mcp-server test CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().map_err(fail)?)
+        .map_err(fail)?;
+    let key = KeyPair::generate().map_err(fail)?;
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .map_err(fail)?
+        .signed_by(&key, &ca)
+        .map_err(fail)?;
+    let tmp = tls.ca_file.with_extension("tmp");
+    std::fs::write(&tmp, ca.pem())?;
+    std::fs::rename(&tmp, &tls.ca_file)?;
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .map_err(std::io::Error::other)?
     .with_no_client_auth()
-    .with_single_cert(chain, key)
+    .with_single_cert(vec![cert.der().clone()], key)
     .map_err(std::io::Error::other)?;
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }

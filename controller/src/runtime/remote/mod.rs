@@ -24,8 +24,6 @@ pub mod oauth;
 pub mod sse;
 mod streamable;
 #[cfg(test)]
-pub(crate) mod test_ca;
-#[cfg(test)]
 mod tests;
 pub mod tls;
 

@@ -16,6 +16,8 @@ use crate::runtime::mcp::{McpConnection, McpEvent, McpEventHandler, McpExit, Mcp
 use crate::runtime::process::{ManagedProcess, ProcessSpec, Spawner};
 use crate::runtime::test_support::{SOON, eventually, fake_binary, received, record};
 
+use super::tls::{RootSources, build_client, load_roots};
+
 fn spec(transport: McpTransport, url: &str) -> McpServerSpec {
     McpServerSpec {
         transport,
@@ -311,17 +313,17 @@ async fn remote_connect_errors_say_what_failed_without_secrets() {
     fake.stop().await;
 }
 
+/// The fake serving HTTPS; its made-up CA's certificate is `dir/<name>-ca.pem`.
+async fn https_fake(dir: &Path, name: &str) -> (Fake, std::path::PathBuf) {
+    let ca_file = dir.join(format!("{name}-ca.pem"));
+    let fake = Fake::start(dir, name, json!({ "tls": { "caFile": ca_file } }), 0).await;
+    (fake, ca_file)
+}
+
 #[tokio::test]
 async fn an_untrusted_certificate_is_a_start_failure_naming_the_cause() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = super::test_ca::TestCa::new(dir.path());
-    let fake = Fake::start(
-        dir.path(),
-        "tls",
-        json!({ "tls": { "certFile": ca.cert_file, "keyFile": ca.key_file } }),
-        0,
-    )
-    .await;
+    let (fake, _ca) = https_fake(dir.path(), "tls").await;
     let url = format!("https://127.0.0.1:{}/mcp", fake.port);
     let (result, _rx) = connect(&spec(McpTransport::Http, &url), timeouts()).await;
     let error = result.unwrap_err();
@@ -335,22 +337,22 @@ async fn an_untrusted_certificate_is_a_start_failure_naming_the_cause() {
 }
 
 #[tokio::test]
-async fn https_works_with_the_ca_in_the_client_roots() {
+async fn an_extra_ca_file_adds_to_the_system_roots_and_https_works_with_it() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = super::test_ca::TestCa::new(dir.path());
-    let fake = Fake::start(
-        dir.path(),
-        "tls",
-        json!({ "tls": { "certFile": ca.cert_file, "keyFile": ca.key_file } }),
-        0,
-    )
-    .await;
-    let client = super::tls::build_client(&super::tls::RootSources {
+    let (fake, ca_file) = https_fake(dir.path(), "tls").await;
+    let system = RootSources {
         system: true,
-        file: Some(ca.ca_file.clone()),
-        dirs: Vec::new(),
-    })
-    .unwrap();
+        ..RootSources::default()
+    };
+    let with_ca = RootSources {
+        file: Some(ca_file.clone()),
+        ..system.clone()
+    };
+    let (system_roots, _) = load_roots(&system);
+    let (roots, errors) = load_roots(&with_ca);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(roots.len(), system_roots.len() + 1);
+    let client = build_client(&with_ca).unwrap();
     for host in ["127.0.0.1", "localhost"] {
         let response = client
             .get(format!("https://{host}:{}/nothing-here", fake.port))
@@ -359,5 +361,15 @@ async fn https_works_with_the_ca_in_the_client_roots() {
             .unwrap_or_else(|error| panic!("{host}: {}", super::error_chain(&error)));
         assert_eq!(response.status(), reqwest::StatusCode::NOT_FOUND, "{host}");
     }
+    let error = build_client(&system)
+        .unwrap()
+        .get(format!("https://127.0.0.1:{}/", fake.port))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        super::error_chain(&error).contains("UnknownIssuer"),
+        "{error:?}"
+    );
     fake.stop().await;
 }

@@ -175,31 +175,6 @@ mod tests {
     }
 
     #[test]
-    fn an_extra_file_adds_to_the_system_roots() {
-        let dir = tempfile::tempdir().unwrap();
-        let ca = super::super::test_ca::TestCa::new(dir.path());
-        let system = load_roots(&RootSources {
-            system: true,
-            ..RootSources::default()
-        })
-        .0
-        .len();
-        let (roots, errors) = load_roots(&RootSources {
-            system: true,
-            file: Some(ca.ca_file.clone()),
-            dirs: Vec::new(),
-        });
-        assert!(errors.is_empty(), "{errors:?}");
-        assert_eq!(roots.len(), system + 1);
-        let (only, _) = load_roots(&RootSources {
-            system: false,
-            file: Some(ca.ca_file.clone()),
-            dirs: Vec::new(),
-        });
-        assert_eq!(only.len(), 1);
-    }
-
-    #[test]
     fn no_roots_at_all_is_an_error_naming_what_failed() {
         let error = build_client(&RootSources {
             system: false,

@@ -1,0 +1,410 @@
+//! Envtest: remote MCP servers through the real `steward run` — HTTPS with a
+//! private CA named by `SSL_CERT_FILE`, the legacy SSE transport, OAuth with
+//! Qwen Code's token store (used, refreshed and written back, or
+//! `AuthRequired`), a remote server that restarts, and real peers
+//! (`@modelcontextprotocol/server-everything` in its `sse` and
+//! `streamableHttp` modes). Every wait is a condition with a deadline.
+
+mod common;
+
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::peer;
+use serde_json::{Value, json};
+use steward_schema::resource::{McpTransport, Phase, Reason, WorkspaceStatus};
+use steward_tests::fake_mcp::{
+    CONFIG_ENV, FakeMcpConfig, HttpConfig, RecordEvent, TlsConfig, TokenEndpoint, read_record,
+};
+use steward_tests::harness::{Env, bin, fake_tools as tools, mcp, ready, wait_until};
+
+/// Node starts slowly on a loaded 2-core machine.
+const PEER_DEADLINE: Duration = Duration::from_secs(60);
+
+/// A fake MCP server in HTTP mode, started by the test (killed on drop).
+struct RemoteFake {
+    child: Child,
+    port: u16,
+    record: PathBuf,
+    scheme: &'static str,
+}
+
+impl RemoteFake {
+    /// Starts the fake as `name`; `port` 0 picks a free one.
+    fn start(env: &Env, name: &str, mut config: FakeMcpConfig, port: u16) -> RemoteFake {
+        let port_file = env.root.path().join(format!("{name}.port"));
+        let _ = std::fs::remove_file(&port_file);
+        config.name = name.to_owned();
+        config.record = Some(env.record(name));
+        config.http = Some(HttpConfig {
+            port_file: port_file.clone(),
+        });
+        config.http_port = (port != 0).then_some(port);
+        let scheme = if config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let child = Command::new(bin("fake-mcp-server"))
+            .env(CONFIG_ENV, config.to_json())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn the fake http server");
+        wait_until(&format!("{name} writes its port"), || port_file.exists());
+        let port = std::fs::read_to_string(&port_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        RemoteFake {
+            child,
+            port,
+            record: env.record(name),
+            scheme,
+        }
+    }
+
+    fn url(&self, host: &str, path: &str) -> String {
+        format!("{}://{host}:{}{path}", self.scheme, self.port)
+    }
+
+    fn events(&self, kind: &str) -> Vec<RecordEvent> {
+        read_record(&self.record)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.event == kind)
+            .collect()
+    }
+
+    fn initializes(&self) -> usize {
+        self.events("recv")
+            .iter()
+            .filter(|e| e.method() == Some("initialize"))
+            .count()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RemoteFake {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn phase_of(s: &WorkspaceStatus, name: &str) -> Option<Phase> {
+    mcp(s, name).map(|m| m.status.phase)
+}
+
+fn tools_of(s: &WorkspaceStatus, name: &str) -> Vec<String> {
+    mcp(s, name)
+        .and_then(|m| m.status.tools.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn https_streamable_http_and_sse_servers_are_ready_with_the_ca_from_ssl_cert_file() {
+    let env = Env::new();
+    let ca = env.root.path().join("fake-ca.pem");
+    let fake = RemoteFake::start(
+        &env,
+        "secure",
+        FakeMcpConfig {
+            tls: Some(TlsConfig {
+                ca_file: ca.clone(),
+            }),
+            ..tools(&["t1", "t2"])
+        },
+        0,
+    );
+    env.set_var("SSL_CERT_FILE", &ca.to_string_lossy());
+    env.user_mcp_servers(&[
+        (
+            "streamable",
+            json!({"httpUrl": fake.url("127.0.0.1", "/mcp"), "headers": {"X-Api": "k"}}),
+        ),
+        // The certificate names localhost too.
+        ("legacy", json!({"url": fake.url("localhost", "/sse")})),
+    ]);
+    let c = env.start(&[]);
+    let s = c.wait_for("both https servers Ready", |s| {
+        ready(s, "streamable") && ready(s, "legacy")
+    });
+    for name in ["streamable", "legacy"] {
+        assert_eq!(tools_of(&s, name), ["t1", "t2"], "{name}");
+    }
+    assert_eq!(mcp(&s, "legacy").unwrap().spec.transport, McpTransport::Sse);
+    assert_eq!(fake.initializes(), 2);
+    assert!(
+        fake.events("tls-error").is_empty(),
+        "a TLS handshake failed"
+    );
+}
+
+/// `expiresAt` in milliseconds since the epoch, `offset` from now.
+fn expires_in(offset_ms: i64) -> i64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    now + offset_ms
+}
+
+/// A token store entry as Qwen Code writes it.
+fn stored(server: &str, access: &str, expires_at: i64, token_url: &str) -> Value {
+    json!({
+        "serverName": server,
+        "token": {
+            "accessToken": access, "tokenType": "Bearer",
+            "refreshToken": "refresh-7c1e", "expiresAt": expires_at,
+        },
+        "clientId": "qwen-client",
+        "tokenUrl": token_url,
+        "mcpServerUrl": "http://127.0.0.1/mcp",
+        "updatedAt": 1_700_000_000_000i64,
+    })
+}
+
+#[test]
+fn oauth_servers_use_the_stored_token_refresh_an_expired_one_and_need_authentication_without_one() {
+    let env = Env::new();
+    let fake = RemoteFake::start(
+        &env,
+        "oauth",
+        FakeMcpConfig {
+            bearer_tokens: Some(vec!["stored-token-5b2d".to_owned()]),
+            token_endpoint: Some(TokenEndpoint {
+                client_id: "qwen-client".to_owned(),
+                client_secret: None,
+                refresh_token: "refresh-7c1e".to_owned(),
+                access_token: "fresh-token-9a4f".to_owned(),
+                expires_in: Some(3600),
+                new_refresh_token: Some("rotated-3e8b".to_owned()),
+            }),
+            ..tools(&["private"])
+        },
+        0,
+    );
+    let token_url = fake.url("127.0.0.1", "/token");
+    let tokens = env.home.join("mcp-oauth-tokens.json");
+    let write_tokens = |entries: &[Value]| {
+        steward_tests::harness::write_atomic(
+            &tokens,
+            &serde_json::to_string_pretty(entries).unwrap(),
+        );
+    };
+    write_tokens(&[
+        stored(
+            "valid",
+            "stored-token-5b2d",
+            expires_in(3_600_000),
+            &token_url,
+        ),
+        stored("expired", "old-token-0d17", expires_in(-1000), &token_url),
+    ]);
+    let oauth = json!({"enabled": true, "clientId": "qwen-client"});
+    let entry =
+        |path: &str, key: &str| json!({ key: fake.url("127.0.0.1", path), "oauth": oauth.clone() });
+    env.user_mcp_servers(&[
+        ("valid", entry("/mcp", "httpUrl")),
+        ("expired", entry("/sse", "url")),
+        ("missing", entry("/mcp", "httpUrl")),
+    ]);
+    let c = env.start(&[]);
+    let s = c.wait_for("valid and expired Ready, missing AuthRequired", |s| {
+        ready(s, "valid")
+            && ready(s, "expired")
+            && mcp(s, "missing").is_some_and(|m| m.status.reason == Some(Reason::AuthRequired))
+    });
+    assert_eq!(tools_of(&s, "valid"), ["private"]);
+    assert_eq!(tools_of(&s, "expired"), ["private"]);
+    let missing = mcp(&s, "missing").unwrap();
+    assert_eq!(missing.status.phase, Phase::Failed);
+    let message = missing.status.message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!(
+            "connect to {}: the server needs OAuth and no token is stored for it; \
+             authenticate with Qwen Code: open the /mcp dialog in an interactive `qwen` session \
+             and authenticate with 'missing'",
+            fake.url("127.0.0.1", "/mcp")
+        )),
+        "{message}"
+    );
+
+    // The refresh was written back the way Qwen Code writes it.
+    let store: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(&tokens).unwrap()).unwrap();
+    let expired = store.iter().find(|e| e["serverName"] == "expired").unwrap();
+    assert_eq!(expired["token"]["accessToken"], "fresh-token-9a4f");
+    assert_eq!(expired["token"]["refreshToken"], "rotated-3e8b");
+    assert!(expired["token"]["expiresAt"].as_i64().unwrap() > expires_in(3_500_000));
+    let valid = store.iter().find(|e| e["serverName"] == "valid").unwrap();
+    assert_eq!(
+        valid["token"]["accessToken"], "stored-token-5b2d",
+        "a usable token was refreshed"
+    );
+    assert_eq!(fake.events("token").len(), 1);
+    // Every MCP request carried an accepted token; missing sent none.
+    let auth = fake.events("auth");
+    assert!(
+        auth.iter()
+            .any(|e| e.message["token"] == "fresh-token-9a4f")
+    );
+    assert!(
+        auth.iter()
+            .all(|e| e.message["accepted"] == true || e.message["token"].is_null()),
+        "{auth:?}"
+    );
+
+    // Authenticating (Qwen Code writes the store) lets the next retry in.
+    let mut entries = store.clone();
+    entries.push(stored(
+        "missing",
+        "stored-token-5b2d",
+        expires_in(3_600_000),
+        &token_url,
+    ));
+    write_tokens(&entries);
+    c.wait_for_within(
+        "missing Ready after authentication",
+        Duration::from_secs(90),
+        |s| ready(s, "missing"),
+    );
+
+    let log = c.log_text();
+    for secret in [
+        "stored-token-5b2d",
+        "fresh-token-9a4f",
+        "refresh-7c1e",
+        "rotated-3e8b",
+    ] {
+        assert!(!log.contains(secret), "the log shows {secret}");
+    }
+}
+
+/// Issue 10 item 20: a remote server that went away and came back (and so
+/// lost every session) was Ready again only after ~50 s — two failed pings
+/// 15 s apart, then a crash backoff. Now the lost session is noticed by the
+/// transport (SSE stream end, the streamable-HTTP stream's reconnect) and
+/// reported as an exit at once.
+#[test]
+fn a_remote_server_that_restarted_is_ready_again_within_seconds() {
+    let env = Env::new();
+    let mut fake = RemoteFake::start(&env, "remote-v1", tools(&["v1"]), 0);
+    let port = fake.port;
+    env.user_mcp_servers(&[
+        ("h", json!({"httpUrl": fake.url("127.0.0.1", "/mcp")})),
+        ("s", json!({"url": fake.url("127.0.0.1", "/sse")})),
+    ]);
+    // Pings as in production: detection must not wait for them.
+    let c = env.start(&["--ping-interval-ms", "15000"]);
+    c.wait_for("h and s Ready", |s| ready(s, "h") && ready(s, "s"));
+
+    fake.kill();
+    let down = Instant::now();
+    let s = c.wait_for("both noticed the server is gone", |s| {
+        !ready(s, "h") && !ready(s, "s")
+    });
+    let noticed = down.elapsed();
+    for name in ["h", "s"] {
+        let message = mcp(&s, name)
+            .and_then(|m| m.status.message.clone())
+            .unwrap_or_default();
+        assert!(
+            message.contains("lost the session") || message.contains("connect to"),
+            "{name}: {message}"
+        );
+    }
+    let fake = RemoteFake::start(&env, "remote-v2", tools(&["v2"]), port);
+    let up = Instant::now();
+    c.wait_for("h and s Ready on the new server", |s| {
+        tools_of(s, "h") == ["v2"] && tools_of(s, "s") == ["v2"]
+    });
+    let back = up.elapsed();
+    println!("noticed the loss after {noticed:?}; Ready again {back:?} after the server came back");
+    assert!(noticed < Duration::from_secs(5), "{noticed:?}");
+    assert!(back < Duration::from_secs(10), "{back:?}");
+    assert_eq!(fake.initializes(), 2);
+}
+
+/// A free TCP port on 127.0.0.1 (for a peer that takes its port from `PORT`).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A real peer server listening on a port (killed on drop).
+struct PeerServer(Child);
+
+impl Drop for PeerServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn everything(mode: &str, port: u16, env: &Env) -> PeerServer {
+    let bin = peer(
+        "@modelcontextprotocol/server-everything",
+        "node_modules/.bin/mcp-server-everything",
+    );
+    let log =
+        std::fs::File::create(env.root.path().join(format!("everything-{mode}.log"))).unwrap();
+    let child = Command::new(bin)
+        .arg(mode)
+        .env("PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn server-everything");
+    let server = PeerServer(child);
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < PEER_DEADLINE,
+            "server-everything {mode} did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+#[test]
+fn real_server_everything_over_sse_and_streamable_http_is_ready_with_its_tools() {
+    let env = Env::new();
+    let (sse_port, http_port) = (free_port(), free_port());
+    let _sse = everything("sse", sse_port, &env);
+    let _http = everything("streamableHttp", http_port, &env);
+    env.user_mcp_servers(&[
+        (
+            "ev-sse",
+            json!({"url": format!("http://127.0.0.1:{sse_port}/sse")}),
+        ),
+        (
+            "ev-http",
+            json!({"httpUrl": format!("http://127.0.0.1:{http_port}/mcp")}),
+        ),
+    ]);
+    let c = env.start(&[]);
+    let s = c.wait_for_within("both Ready", PEER_DEADLINE, |s| {
+        ready(s, "ev-sse") && ready(s, "ev-http")
+    });
+    for name in ["ev-sse", "ev-http"] {
+        let tools = tools_of(&s, name);
+        for t in ["echo", "get-sum"] {
+            assert!(tools.iter().any(|x| x == t), "{name} lacks {t}: {tools:?}");
+        }
+        assert_eq!(phase_of(&s, name), Some(Phase::Ready));
+        assert_eq!(mcp(&s, name).unwrap().status.restarts, 0, "{name}");
+    }
+}
