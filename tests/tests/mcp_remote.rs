@@ -408,3 +408,49 @@ fn real_server_everything_over_sse_and_streamable_http_is_ready_with_its_tools()
         assert_eq!(mcp(&s, name).unwrap().status.restarts, 0, "{name}");
     }
 }
+
+#[test]
+fn url_queries_and_header_values_reach_neither_the_log_nor_status_messages() {
+    let env = Env::new();
+    let mut fake = RemoteFake::start(&env, "vault", tools(&["t"]), 0);
+    let headers = json!({"X-Api-Key": "header-secret-61d0"});
+    env.user_mcp_servers(&[
+        (
+            "h",
+            json!({"httpUrl": fake.url("127.0.0.1", "/mcp?key=query-secret-2b7a"), "headers": headers}),
+        ),
+        (
+            "s",
+            json!({"url": fake.url("127.0.0.1", "/sse?key=query-secret-2b7a"), "headers": headers}),
+        ),
+    ]);
+    let c = env.start(&[]);
+    c.wait_for("h and s Ready", |s| ready(s, "h") && ready(s, "s"));
+    // Failures are where URLs end up in messages (ours and rmcp's logs).
+    fake.kill();
+    let s = c.wait_for("h and s failed to reconnect", |s| {
+        ["h", "s"].iter().all(|name| {
+            mcp(s, name).is_some_and(|m| {
+                m.status.phase == Phase::Failed
+                    && m.status
+                        .message
+                        .as_deref()
+                        .is_some_and(|msg| msg.contains("connect to"))
+            })
+        })
+    });
+    for name in ["h", "s"] {
+        let message = mcp(&s, name).unwrap().status.message.clone().unwrap();
+        assert!(
+            message.starts_with(&format!("connect to {}", fake.url("127.0.0.1", ""))),
+            "{message}"
+        );
+        assert!(!message.contains("-secret-"), "{name}: {message}");
+    }
+    let log = c.log_text();
+    assert!(
+        log.contains("lost the session"),
+        "no loss in the log:\n{log}"
+    );
+    assert!(!log.contains("-secret-"), "a secret in the log:\n{log}");
+}

@@ -248,7 +248,9 @@ impl SessionWatch {
             return false;
         }
         if !self.inner.fired.swap(true, Ordering::SeqCst) {
-            tracing::debug!(loss = %loss, "remote mcp session lost");
+            // Not the message: it may hold an unredacted URL (the report's
+            // receiver redacts and logs it).
+            tracing::debug!("remote mcp session lost");
             let report = self
                 .inner
                 .report

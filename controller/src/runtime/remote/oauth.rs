@@ -465,9 +465,12 @@ async fn refresh(
         .body(body)
         .send()
         .await
-        .map_err(RefreshError::Send)?;
+        .map_err(|error| RefreshError::Send(error.without_url()))?;
     let status = response.status();
-    let text = response.text().await.map_err(RefreshError::Send)?;
+    let text = response
+        .text()
+        .await
+        .map_err(|error| RefreshError::Send(error.without_url()))?;
     let fields = answer_fields(&text);
     let field = |key: &str| fields.get(key).cloned().filter(|v| !v.is_empty());
     if !status.is_success() {

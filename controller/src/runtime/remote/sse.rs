@@ -30,8 +30,8 @@ use super::{Loss, SessionWatch, error_chain};
 
 const EVENT_STREAM: &str = "text/event-stream";
 
-/// Why the SSE transport failed. Never shows the endpoint's URL (its query
-/// is the session's credential).
+/// Why the SSE transport failed. Never shows a URL: the endpoint's query is
+/// the session's credential, and rmcp logs transport errors.
 #[derive(Debug, thiserror::Error)]
 pub enum SseError {
     #[error("open the event stream")]
@@ -90,7 +90,7 @@ impl SseTransport {
             .header(CACHE_CONTROL, "no-cache")
             .send()
             .await
-            .map_err(SseError::Connect)?;
+            .map_err(|error| SseError::Connect(error.without_url()))?;
         let status = response.status();
         if status == StatusCode::UNAUTHORIZED {
             watch.lost(Loss::Unauthorized);
@@ -174,6 +174,7 @@ impl Transport<RoleClient> for SseTransport {
             let response = match request.map_err(SseError::Encode)?.send().await {
                 Ok(response) => response,
                 Err(error) => {
+                    let error = error.without_url();
                     if error.is_connect() {
                         watch.lost(Loss::Unreachable(error_chain(&error)));
                     }

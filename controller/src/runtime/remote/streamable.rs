@@ -36,13 +36,23 @@ impl WatchedClient {
         WatchedClient { inner, watch }
     }
 
+    /// Reports a loss, and takes the URL out of reqwest's errors: rmcp logs
+    /// them, and the URL's query may be a credential.
     fn observe<T>(&self, result: Result<T>) -> Result<T> {
+        let result = result.map_err(without_url);
         if let Err(error) = &result
             && let Some(loss) = loss_of(error)
         {
             self.watch.lost(loss);
         }
         result
+    }
+}
+
+fn without_url(error: StreamableHttpError<reqwest::Error>) -> StreamableHttpError<reqwest::Error> {
+    match error {
+        StreamableHttpError::Client(error) => StreamableHttpError::Client(error.without_url()),
+        other => other,
     }
 }
 
@@ -139,6 +149,7 @@ impl StreamableHttpClient for WatchedClient {
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
+            .map_err(without_url)
     }
 
     async fn get_stream(
