@@ -454,3 +454,158 @@ fn url_queries_and_header_values_reach_neither_the_log_nor_status_messages() {
     );
     assert!(!log.contains("-secret-"), "a secret in the log:\n{log}");
 }
+
+/// Qwen Code's own token-store code (`MCPOAuthTokenStorage`,
+/// `MCPOAuthProvider` of the real `@qwen-code/qwen-code`), run by node with
+/// `QWEN_HOME` set: `save NAME CREDENTIAL_JSON` stores a token as Qwen Code
+/// does after authenticating; `get NAME OAUTH_CONFIG_JSON` prints the token
+/// Qwen Code would connect with (refreshing an expired one).
+const QWEN_OAUTH_JS: &str = r#"
+const m = await import(process.env.QWEN_CHUNK);
+const [action, server, arg] = process.argv.slice(1);
+const storage = new m.MCPOAuthTokenStorage();
+if (action === 'save') {
+  const c = JSON.parse(arg);
+  await storage.saveToken(server, c.token, c.clientId, c.tokenUrl, c.mcpServerUrl);
+} else {
+  const token = await new m.MCPOAuthProvider(storage).getValidToken(server, JSON.parse(arg));
+  process.stdout.write(JSON.stringify({ token }));
+}
+"#;
+
+/// Runs [`QWEN_OAUTH_JS`] against the token store of `home`.
+fn qwen_oauth(home: &std::path::Path, action: &str, server: &str, arg: &Value) -> Value {
+    let chunks = common::peers_dir().join("node_modules/@qwen-code/qwen-code/chunks");
+    peer(
+        "@qwen-code/qwen-code",
+        "node_modules/@qwen-code/qwen-code/cli.js",
+    );
+    // The bundle's chunk names are content hashes: find the token store's.
+    let chunk = std::fs::read_dir(&chunks)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| {
+            std::fs::read_to_string(path)
+                .is_ok_and(|text| text.contains("var MCPOAuthTokenStorage = class"))
+        })
+        .expect("a Qwen Code chunk defines MCPOAuthTokenStorage");
+    let out = Command::new("node")
+        .args(["--input-type=module", "-e", QWEN_OAUTH_JS, action, server])
+        .arg(arg.to_string())
+        .env("QWEN_CHUNK", &chunk)
+        .env("QWEN_HOME", home)
+        .env("HOME", home)
+        .output()
+        .expect("run node");
+    assert!(
+        out.status.success(),
+        "qwen {action}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if action == "save" {
+        return Value::Null;
+    }
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A token store with its times taken out (they differ by when each wrote).
+fn without_times(path: &std::path::Path) -> Value {
+    let mut store: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for entry in store.as_array_mut().unwrap() {
+        let entry = entry.as_object_mut().unwrap();
+        entry.remove("updatedAt");
+        let expires_at = entry["token"]
+            .as_object_mut()
+            .unwrap()
+            .remove("expiresAt")
+            .and_then(|at| at.as_i64())
+            .unwrap();
+        assert!(expires_at > expires_in(3_500_000), "{expires_at}");
+    }
+    store
+}
+
+/// Differential test against the real Qwen Code: a token Qwen Code stored is
+/// refreshed by Steward exactly as Qwen Code refreshes it (same request, same
+/// file afterwards), and Qwen Code then reads Steward's write-back as valid.
+#[test]
+fn steward_refreshes_a_qwen_code_token_as_qwen_code_does_and_qwen_code_reads_the_result() {
+    let env = Env::new();
+    let fake = RemoteFake::start(
+        &env,
+        "shared",
+        FakeMcpConfig {
+            bearer_tokens: Some(Vec::new()),
+            token_endpoint: Some(TokenEndpoint {
+                client_id: "qwen-client".to_owned(),
+                client_secret: Some("client-secret-44aa".to_owned()),
+                refresh_token: "refresh-7c1e".to_owned(),
+                access_token: "fresh-token-9a4f".to_owned(),
+                expires_in: Some(3600),
+                new_refresh_token: Some("rotated-3e8b".to_owned()),
+            }),
+            ..tools(&["t"])
+        },
+        0,
+    );
+    let server_url = fake.url("127.0.0.1", "/mcp");
+    let oauth = json!({
+        "enabled": true, "clientId": "qwen-client", "clientSecret": "client-secret-44aa",
+        "scopes": ["read", "write"],
+    });
+    // Qwen Code stores an expired token, as after an authentication long ago.
+    let expired = json!({
+        "token": {
+            "accessToken": "old-token-0d17", "tokenType": "Bearer",
+            "refreshToken": "refresh-7c1e", "scope": "read write", "expiresAt": 1,
+        },
+        "clientId": "qwen-client",
+        "tokenUrl": fake.url("127.0.0.1", "/token"),
+        "mcpServerUrl": server_url,
+    });
+    qwen_oauth(&env.home, "save", "shared", &expired);
+    let qwen_home = env.root.path().join("qwen-home");
+    std::fs::create_dir_all(&qwen_home).unwrap();
+    let store = "mcp-oauth-tokens.json";
+    std::fs::copy(env.home.join(store), qwen_home.join(store)).unwrap();
+
+    // Steward refreshes in its HOME_DIR, Qwen Code in the copy.
+    env.user_mcp_servers(&[(
+        "shared",
+        json!({"httpUrl": server_url, "oauth": oauth.clone()}),
+    )]);
+    let c = env.start(&[]);
+    c.wait_for("shared Ready", |s| ready(s, "shared"));
+    let qwen = qwen_oauth(&qwen_home, "get", "shared", &oauth);
+    assert_eq!(qwen["token"], "fresh-token-9a4f");
+
+    let requests = fake.events("token");
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(
+        requests[0].message, requests[1].message,
+        "Steward's refresh request differs from Qwen Code's"
+    );
+    assert_eq!(
+        without_times(&env.home.join(store)),
+        without_times(&qwen_home.join(store)),
+        "Steward's write-back differs from Qwen Code's"
+    );
+    // Byte for byte, but for the times: key order and indentation too.
+    let text = |home: &std::path::Path| {
+        std::fs::read_to_string(home.join(store))
+            .unwrap()
+            .lines()
+            .map(|line| match line.split_once(": ") {
+                Some((key, _)) if key.contains("At\"") => key.to_owned(),
+                _ => line.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(text(&env.home), text(&qwen_home));
+    // Qwen Code takes Steward's refreshed token as it is (no new refresh).
+    let qwen = qwen_oauth(&env.home, "get", "shared", &oauth);
+    assert_eq!(qwen["token"], "fresh-token-9a4f");
+    assert_eq!(fake.events("token").len(), 2);
+}
