@@ -609,3 +609,64 @@ fn steward_refreshes_a_qwen_code_token_as_qwen_code_does_and_qwen_code_reads_the
     assert_eq!(qwen["token"], "fresh-token-9a4f");
     assert_eq!(fake.events("token").len(), 2);
 }
+
+/// A token that expires while its server is connected: the server starts
+/// refusing it (401), the session is lost, and the reconnect refreshes it.
+#[test]
+fn an_oauth_token_that_expires_while_connected_is_refreshed_on_reconnect() {
+    let env = Env::new();
+    let mut v1 = RemoteFake::start(
+        &env,
+        "expiring-v1",
+        FakeMcpConfig {
+            bearer_tokens: Some(vec!["short-token-1c9e".to_owned()]),
+            ..tools(&["v1"])
+        },
+        0,
+    );
+    let port = v1.port;
+    // Usable for two more seconds (Qwen Code's 5-minute margin included).
+    let tokens = env.home.join("mcp-oauth-tokens.json");
+    let entry = json!([{
+        "serverName": "expiring",
+        "token": {
+            "accessToken": "short-token-1c9e", "tokenType": "Bearer",
+            "refreshToken": "refresh-7c1e", "expiresAt": expires_in(300_000 + 2_000),
+        },
+        "clientId": "qwen-client",
+        "tokenUrl": v1.url("127.0.0.1", "/token"),
+    }]);
+    steward_tests::harness::write_atomic(&tokens, &entry.to_string());
+    env.user_mcp_servers(&[(
+        "expiring",
+        json!({"httpUrl": v1.url("127.0.0.1", "/mcp"), "oauth": {"enabled": true, "clientId": "qwen-client"}}),
+    )]);
+    let c = env.start(&[]);
+    c.wait_for("expiring Ready", |s| ready(s, "expiring"));
+    // The server now accepts only tokens its token endpoint issues.
+    v1.kill();
+    let v2 = RemoteFake::start(
+        &env,
+        "expiring-v2",
+        FakeMcpConfig {
+            bearer_tokens: Some(Vec::new()),
+            token_endpoint: Some(TokenEndpoint {
+                client_id: "qwen-client".to_owned(),
+                client_secret: None,
+                refresh_token: "refresh-7c1e".to_owned(),
+                access_token: "renewed-token-77d2".to_owned(),
+                expires_in: Some(3600),
+                new_refresh_token: None,
+            }),
+            ..tools(&["v2"])
+        },
+        port,
+    );
+    c.wait_for("expiring Ready on v2 with a refreshed token", |s| {
+        tools_of(s, "expiring") == ["v2"]
+    });
+    assert_eq!(v2.events("token").len(), 1);
+    let store: Value = serde_json::from_str(&std::fs::read_to_string(&tokens).unwrap()).unwrap();
+    assert_eq!(store[0]["token"]["accessToken"], "renewed-token-77d2");
+    assert_eq!(store[0]["token"]["refreshToken"], "refresh-7c1e", "kept");
+}
