@@ -309,7 +309,7 @@ fn a_remote_server_that_restarted_is_ready_again_within_seconds() {
     fake.kill();
     let down = Instant::now();
     let s = c.wait_for("both noticed the server is gone", |s| {
-        !ready(s, "h") && !ready(s, "s")
+        phase_of(s, "h") == Some(Phase::Failed) && phase_of(s, "s") == Some(Phase::Failed)
     });
     let noticed = down.elapsed();
     for name in ["h", "s"] {

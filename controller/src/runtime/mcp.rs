@@ -42,10 +42,6 @@ use rmcp::model::{ClientConfig, ClientRequest, PingRequest, ProtocolVersion, Ser
 use rmcp::service::ClientInitializeError;
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::IntoTransport;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
-};
 use rmcp::{ClientCacheConfig, ClientHandler, Peer, RoleClient, ServiceExt as _};
 use steward_schema::resource::{McpServerSpec, McpTransport, Reason};
 use tokio::io::{AsyncRead, ReadBuf};
@@ -756,7 +752,7 @@ fn spawn_error(error: SpawnError) -> McpStartError {
 
 /// Connects to a remote server over streamable HTTP (`httpUrl`) or the
 /// legacy SSE transport (`url`); the endpoint, TLS, OAuth and the watch for
-/// a lost session come from [`remote`].
+/// a lost session are [`remote`]'s.
 async fn connect_http(
     name: &str,
     spec: &McpServerSpec,
@@ -770,23 +766,6 @@ async fn connect_http(
         )
     };
     let deadline = Instant::now() + timeouts.remote_handshake;
-    let handshake_timeout = |what: &str| {
-        in_context(McpStartError::new(
-            Reason::StartupTimeout,
-            format!(
-                "complete the MCP handshake within {}: {what}",
-                humantime::format_duration(timeouts.remote_handshake)
-            ),
-        ))
-    };
-    // Getting (or refreshing) the OAuth token counts toward the handshake.
-    let endpoint = match tokio::time::timeout_at(deadline, remote::endpoint(name, spec)).await {
-        Ok(Ok(endpoint)) => endpoint,
-        Ok(Err(error)) => return Err(in_context(error)),
-        Err(_) => return Err(handshake_timeout("no answer from the OAuth token endpoint")),
-    };
-    tracing::debug!(server = %name, url = %shown, transport = ?spec.transport, headers = endpoint.headers.len(), oauth = endpoint.bearer.is_some(), "connecting to mcp server");
-
     let (client, mut notices, stopped) = Client::new(name);
     // A lost session is reported as the server's exit, through the channel
     // the watcher task forwards, so the controller reconnects at once.
@@ -794,93 +773,43 @@ async fn connect_http(
     let watch = remote::SessionWatch::new(move |why| {
         let _ = exits.send(McpEvent::Exited(McpExit::Closed(redact_urls(&why))));
     });
-    let auth_refused = |watch: &remote::SessionWatch| {
-        watch.unauthorized().then(|| {
-            McpStartError::new(
-                Reason::AuthRequired,
-                remote::auth_required_message(
+    let opened =
+        match remote::connect(name, spec, &watch, deadline, timeouts.remote_handshake).await {
+            Ok(transport) => {
+                let mut guards = Guards::default();
+                open_session(
                     name,
-                    "the server refused the credentials (HTTP 401)",
-                ),
-            )
-        })
-    };
-    let mut guards = Guards::default();
-    let (opened, dig) = match spec.transport {
-        McpTransport::Sse => {
-            let connecting = remote::sse::SseTransport::connect(
-                endpoint.client.clone(),
-                &endpoint.url,
-                endpoint.all_headers(),
-                watch.clone(),
-            );
-            let transport = match tokio::time::timeout_at(deadline, connecting).await {
-                Ok(Ok(transport)) => transport,
-                Ok(Err(error)) => {
-                    return Err(in_context(auth_refused(&watch).unwrap_or_else(|| {
-                        McpStartError::new(Reason::StartFailed, describe(&error, dig_nothing))
-                    })));
-                }
-                Err(_) => return Err(handshake_timeout("no endpoint event on the event stream")),
-            };
-            let dig: Dig = dig_nothing;
-            let opened = open_session(
-                name,
-                client,
-                transport,
-                deadline,
-                &mut guards,
-                &mut notices,
-                dig,
-            )
-            .await;
-            (opened, dig)
-        }
-        _ => {
-            // A lost session is the controller's to reconnect (and relist),
-            // not rmcp's to re-initialize behind our back.
-            let mut config = StreamableHttpClientTransportConfig::with_uri(endpoint.url.as_str())
-                .reinit_on_expired_session(false);
-            config.custom_headers = endpoint
-                .headers
-                .iter()
-                .map(|(header, value)| (header.clone(), value.clone()))
-                .collect();
-            if let Some(token) = &endpoint.bearer {
-                config = config.auth_header(token.clone());
+                    client,
+                    transport,
+                    deadline,
+                    &mut guards,
+                    &mut notices,
+                    remote::dig,
+                )
+                .await
+                .map_err(|failure| {
+                    watch.auth_required(name).unwrap_or_else(|| {
+                        failure_message(failure, timeouts.remote_handshake, None)
+                    })
+                })
             }
-            let http = remote::WatchedClient::new(endpoint.client.clone(), watch.clone());
-            let transport = StreamableHttpClientTransport::with_client(http, config);
-            let dig = http_dig(&transport);
-            let opened = open_session(
-                name,
-                client,
-                transport,
-                deadline,
-                &mut guards,
-                &mut notices,
-                dig,
-            )
-            .await;
-            (opened, dig)
-        }
-    };
+            Err(error) => Err(error),
+        };
     match opened {
         Ok(session) => {
             watch.arm();
+            tracing::debug!(server = %name, url = %shown, "remote mcp session open");
             Ok(Opened {
                 session,
                 process: None,
                 notices,
                 stopped,
                 refresh_timeout: timeouts.remote_handshake,
-                dig,
+                dig: remote::dig,
             })
         }
-        Err(failure) => {
+        Err(error) => {
             stopped.store(true, Ordering::SeqCst);
-            let error = auth_refused(&watch)
-                .unwrap_or_else(|| failure_message(failure, timeouts.remote_handshake, None));
             Err(in_context(error))
         }
     }
@@ -1212,23 +1141,12 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Finds the cause an error hides from `source()` (rmcp's HTTP transport
-/// wraps reqwest's error without exposing it).
+/// wraps reqwest's error without exposing it: see `remote::dig`).
 type Dig = for<'a> fn(&'a DynError) -> Option<&'a DynError>;
 type DynError = dyn std::error::Error + 'static;
 
 fn dig_nothing(_: &DynError) -> Option<&DynError> {
     None
-}
-
-/// The [`Dig`] for the HTTP client type of `_transport`.
-fn http_dig<C: StreamableHttpClient>(_transport: &StreamableHttpClientTransport<C>) -> Dig {
-    fn dig<C: StreamableHttpClient>(error: &DynError) -> Option<&DynError> {
-        match error.downcast_ref::<StreamableHttpError<C::Error>>()? {
-            StreamableHttpError::Client(inner) => Some(inner),
-            _ => None,
-        }
-    }
-    dig::<C>
 }
 
 /// An error and its causes, `: `-separated, without rmcp's transport type

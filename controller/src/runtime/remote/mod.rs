@@ -27,21 +27,32 @@ mod streamable;
 mod tests;
 pub mod tls;
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
+use futures::FutureExt as _;
+use futures::future::Either;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use rmcp::RoleClient;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransportConfig, StreamableHttpError,
+};
+use rmcp::transport::{StreamableHttpClientTransport, Transport};
 use steward_schema::resource::{McpServerSpec, McpTransport, Reason};
+use tokio::time::Instant;
 
-pub use streamable::WatchedClient;
-
+use self::sse::{SseError, SseTransport};
+use self::streamable::WatchedClient;
 use super::mcp::McpStartError;
 
 /// Headers the transports set themselves: configuring one is an error.
 const RESERVED_HEADERS: [&str; 3] = ["accept", "mcp-session-id", "last-event-id"];
 
 /// Everything needed to open a session with one remote server.
-pub struct Endpoint {
+struct Endpoint {
     /// The URL as configured (its query may carry a secret: never shown).
     pub url: String,
     /// The configured headers, validated (no `Authorization` when an OAuth
@@ -65,7 +76,7 @@ impl std::fmt::Debug for Endpoint {
 impl Endpoint {
     /// The configured headers plus `Authorization: Bearer <token>` when
     /// there is a token (for transports that set every header themselves).
-    pub fn all_headers(&self) -> HeaderMap {
+    fn all_headers(&self) -> HeaderMap {
         let mut headers = self.headers.clone();
         if let Some(token) = &self.bearer
             && let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {token}"))
@@ -103,7 +114,7 @@ pub fn url_of(spec: &McpServerSpec) -> Result<&str, McpStartError> {
 /// gets the shared client, and the OAuth token (refreshed when it expired)
 /// from Qwen Code's token store. Messages start without the URL: the caller
 /// prefixes `connect to <redacted url>: `.
-pub async fn endpoint(name: &str, spec: &McpServerSpec) -> Result<Endpoint, McpStartError> {
+async fn endpoint(name: &str, spec: &McpServerSpec) -> Result<Endpoint, McpStartError> {
     let url = url_of(spec)?;
     let scheme = url
         .split_once("://")
@@ -126,6 +137,140 @@ pub async fn endpoint(name: &str, spec: &McpServerSpec) -> Result<Endpoint, McpS
         endpoint.headers.remove(AUTHORIZATION);
     }
     Ok(endpoint)
+}
+
+/// Opens the transport to `name` — endpoint, OAuth token, TLS and, for SSE,
+/// the event stream up to its `endpoint` event — by `deadline` (the
+/// handshake's; `timeout` is its length, for the message). `watch` gets the
+/// transport's lost-session reports.
+pub async fn connect(
+    name: &str,
+    spec: &McpServerSpec,
+    watch: &SessionWatch,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<RemoteTransport, McpStartError> {
+    let timed_out = |what: &str| McpStartError {
+        reason: Reason::StartupTimeout,
+        message: format!(
+            "complete the MCP handshake within {}: {what}",
+            humantime::format_duration(timeout)
+        ),
+    };
+    let endpoint = tokio::time::timeout_at(deadline, endpoint(name, spec))
+        .await
+        .map_err(|_| timed_out("no answer from the OAuth token endpoint"))??;
+    tracing::debug!(server = %name, transport = ?spec.transport, headers = endpoint.headers.len(), oauth = endpoint.bearer.is_some(), "connecting to mcp server");
+    if spec.transport == McpTransport::Sse {
+        let headers = endpoint.all_headers();
+        let connecting =
+            SseTransport::connect(endpoint.client, &endpoint.url, headers, watch.clone());
+        return match tokio::time::timeout_at(deadline, connecting).await {
+            Ok(Ok(transport)) => Ok(RemoteTransport::Sse(transport)),
+            Ok(Err(error)) => Err(watch
+                .auth_required(name)
+                .unwrap_or_else(|| start_failed(error_chain(&error)))),
+            Err(_) => Err(timed_out("no endpoint event on the event stream")),
+        };
+    }
+    // A lost session is the controller's to reconnect (and relist), not
+    // rmcp's to re-initialize behind its back.
+    let mut config = StreamableHttpClientTransportConfig::with_uri(endpoint.url.as_str())
+        .reinit_on_expired_session(false);
+    config.custom_headers = endpoint
+        .headers
+        .iter()
+        .map(|(header, value)| (header.clone(), value.clone()))
+        .collect();
+    if let Some(token) = endpoint.bearer {
+        config = config.auth_header(token);
+    }
+    let http = WatchedClient::new(endpoint.client, watch.clone());
+    Ok(RemoteTransport::Streamable(
+        StreamableHttpClientTransport::with_client(http, config),
+    ))
+}
+
+/// The transport of one remote session.
+pub enum RemoteTransport {
+    /// `httpUrl`: rmcp's streamable-HTTP client over [`WatchedClient`].
+    Streamable(StreamableHttpClientTransport<WatchedClient>),
+    /// `url`: the legacy HTTP+SSE transport.
+    Sse(SseTransport),
+}
+
+impl std::fmt::Debug for RemoteTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RemoteTransport::Streamable(_) => "RemoteTransport::Streamable",
+            RemoteTransport::Sse(_) => "RemoteTransport::Sse",
+        })
+    }
+}
+
+/// An error of either remote transport.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteTransportError {
+    #[error(transparent)]
+    Streamable(StreamableHttpError<reqwest::Error>),
+    #[error(transparent)]
+    Sse(SseError),
+}
+
+/// Finds the cause rmcp's streamable-HTTP error keeps out of `source()`
+/// (its `Client` variant wraps reqwest's error without exposing it).
+pub fn dig<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a (dyn std::error::Error + 'static)> {
+    let streamable = match error.downcast_ref::<RemoteTransportError>() {
+        Some(RemoteTransportError::Streamable(error)) => error,
+        _ => error.downcast_ref::<StreamableHttpError<reqwest::Error>>()?,
+    };
+    match streamable {
+        StreamableHttpError::Client(inner) => Some(inner),
+        _ => None,
+    }
+}
+
+impl Transport<RoleClient> for RemoteTransport {
+    type Error = RemoteTransportError;
+
+    fn send(
+        &mut self,
+        item: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), RemoteTransportError>> + Send + 'static {
+        match self {
+            RemoteTransport::Streamable(transport) => Either::Left(
+                transport
+                    .send(item)
+                    .map(|result| result.map_err(RemoteTransportError::Streamable)),
+            ),
+            RemoteTransport::Sse(transport) => Either::Right(
+                transport
+                    .send(item)
+                    .map(|result| result.map_err(RemoteTransportError::Sse)),
+            ),
+        }
+    }
+
+    async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+        match self {
+            RemoteTransport::Streamable(transport) => transport.receive().await,
+            RemoteTransport::Sse(transport) => transport.receive().await,
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), RemoteTransportError> {
+        match self {
+            RemoteTransport::Streamable(transport) => transport
+                .close()
+                .await
+                .map_err(RemoteTransportError::Streamable),
+            RemoteTransport::Sse(transport) => {
+                transport.close().await.map_err(RemoteTransportError::Sse)
+            }
+        }
+    }
 }
 
 /// The configured headers as a header map. Values are never shown: a parse
@@ -267,6 +412,15 @@ impl SessionWatch {
     /// Whether the server answered 401 to any request so far.
     pub fn unauthorized(&self) -> bool {
         self.inner.unauthorized.load(Ordering::SeqCst)
+    }
+
+    /// `AuthRequired` for `name` when the server answered 401 so far: what
+    /// a failed handshake really means then.
+    pub fn auth_required(&self, name: &str) -> Option<McpStartError> {
+        self.unauthorized().then(|| McpStartError {
+            reason: Reason::AuthRequired,
+            message: auth_required_message(name, "the server refused the credentials (HTTP 401)"),
+        })
     }
 }
 
