@@ -3,9 +3,9 @@
 //! This module owns the protocol side of an MCP server: it spawns a stdio
 //! server through the [`Spawner`] (never rmcp's own child-process transport:
 //! we need our process groups and parent-death signal) or connects to a
-//! streamable-HTTP endpoint, runs the `initialize` handshake with rmcp, lists
-//! tools and prompts (every page), and then watches the session until it is
-//! stopped. It does not decide anything: the controller gets [`McpEvent`]s and
+//! remote endpoint (streamable HTTP or SSE, built by [`remote`]), runs the
+//! `initialize` handshake with rmcp, lists tools and prompts (every page),
+//! and then watches the session until it is stopped. It does not decide anything: the controller gets [`McpEvent`]s and
 //! reconciles.
 //!
 //! Invariants:

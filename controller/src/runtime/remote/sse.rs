@@ -182,7 +182,11 @@ impl Transport<RoleClient> for SseTransport {
                 }
             };
             match response.status() {
-                status if status.is_success() => Ok(()),
+                status if status.is_success() => {
+                    // Read the (short) body so the connection can be reused.
+                    let _ = response.bytes().await;
+                    Ok(())
+                }
                 StatusCode::NOT_FOUND => {
                     watch.lost(Loss::SessionUnknown);
                     Err(SseError::PostStatus(StatusCode::NOT_FOUND))
