@@ -373,3 +373,39 @@ async fn an_extra_ca_file_adds_to_the_system_roots_and_https_works_with_it() {
     );
     fake.stop().await;
 }
+
+/// Numbers, not a pass/fail test:
+/// `cargo test -p steward --lib remote::tests::measure -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement"]
+async fn measure_remote_connect_latency_and_root_loading() {
+    let started = Instant::now();
+    let (roots, _) = load_roots(&RootSources::from_env());
+    let load = started.elapsed();
+    let started = Instant::now();
+    build_client(&RootSources::from_env()).unwrap();
+    println!(
+        "{} roots: load {load:?}, client with them {:?}",
+        roots.len(),
+        started.elapsed()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake::start(dir.path(), "m", json!({ "tools": ["a", "b", "c"] }), 0).await;
+    for (transport, path) in [(McpTransport::Http, "/mcp"), (McpTransport::Sse, "/sse")] {
+        let spec = spec(transport, &fake.url(path));
+        let mut latencies = Vec::new();
+        for _ in 0..30 {
+            let started = Instant::now();
+            let (result, _rx) = connect(&spec, timeouts()).await;
+            latencies.push(started.elapsed());
+            result.unwrap().stop(SOON, SOON).await;
+        }
+        latencies.sort();
+        println!(
+            "{transport:?} connect p50 {:?} p95 {:?}",
+            latencies[latencies.len() / 2],
+            latencies[latencies.len() * 95 / 100]
+        );
+    }
+    fake.stop().await;
+}

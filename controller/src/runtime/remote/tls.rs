@@ -8,6 +8,7 @@
 //! users expect: a private CA added through the variables extends the system
 //! roots instead of replacing them.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -78,11 +79,21 @@ impl RootSources {
     }
 }
 
-/// The root store and what could not be loaded (for a log line).
+/// The root store and what could not be loaded (for a log line). A file
+/// named twice is read once, and a certificate found twice (the system
+/// bundle and its hashed directory, say) is added once.
 pub fn load_roots(sources: &RootSources) -> (RootCertStore, Vec<String>) {
     let mut certs: Vec<CertificateDer<'static>> = Vec::new();
     let mut errors = Vec::new();
+    let mut files_read = Vec::new();
     let mut load = |file: Option<&Path>, dir: Option<&Path>| {
+        if let Some(file) = file {
+            let file = file.canonicalize().unwrap_or_else(|_| file.to_owned());
+            if files_read.contains(&file) {
+                return;
+            }
+            files_read.push(file);
+        }
         let result = rustls_native_certs::load_certs_from_paths(file, dir);
         certs.extend(result.certs);
         errors.extend(result.errors.iter().map(ToString::to_string));
@@ -109,6 +120,8 @@ pub fn load_roots(sources: &RootSources) -> (RootCertStore, Vec<String>) {
     for dir in &sources.dirs {
         load(None, Some(dir));
     }
+    let mut seen = HashSet::new();
+    certs.retain(|cert| seen.insert(cert.as_ref().to_vec()));
     let mut store = RootCertStore::empty();
     let (_added, ignored) = store.add_parsable_certificates(certs);
     if ignored > 0 {
@@ -172,6 +185,36 @@ mod tests {
             ..RootSources::default()
         });
         assert!(!roots.is_empty(), "no system CA certificates found");
+    }
+
+    #[test]
+    fn the_system_roots_named_again_are_not_added_twice() {
+        let system = RootSources {
+            system: true,
+            ..RootSources::default()
+        };
+        let (roots, _) = load_roots(&system);
+        let bundle = SYSTEM_BUNDLES
+            .iter()
+            .map(PathBuf::from)
+            .find(|file| file.is_file())
+            .expect("a system CA bundle");
+        // SSL_CERT_FILE naming the system bundle, as on this machine.
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("copy.pem");
+        std::fs::copy(&bundle, &copy).unwrap();
+        for file in [bundle, copy] {
+            let again = RootSources {
+                file: Some(file.clone()),
+                ..system.clone()
+            };
+            assert_eq!(
+                load_roots(&again).0.len(),
+                roots.len(),
+                "{}",
+                file.display()
+            );
+        }
     }
 
     #[test]
