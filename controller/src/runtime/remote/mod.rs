@@ -123,7 +123,9 @@ async fn endpoint(name: &str, spec: &McpServerSpec) -> Result<Endpoint, McpStart
         return Err(start_failed("not an http:// or https:// URL"));
     }
     let headers = headers(spec)?;
-    let client = tls::shared_client().map_err(|error| start_failed(error.to_string()))?;
+    let client = tls::shared_client()
+        .await
+        .map_err(|error| start_failed(error.to_string()))?;
     let store = oauth::TokenStore::for_process();
     let bearer = oauth::access_token(&store, &client, name, spec).await?;
     let mut endpoint = Endpoint {

@@ -593,7 +593,12 @@ mod tests {
     }
 
     fn client() -> reqwest::Client {
-        super::super::tls::shared_client().unwrap()
+        use super::super::tls::{RootSources, build_client};
+        build_client(&RootSources {
+            system: true,
+            ..RootSources::default()
+        })
+        .unwrap()
     }
 
     /// An entry as Qwen Code 0.24 writes it.

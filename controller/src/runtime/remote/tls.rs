@@ -163,15 +163,25 @@ pub fn build_client(sources: &RootSources) -> Result<reqwest::Client, TlsError> 
 /// connection pool and one root store for every remote server. Use it for
 /// any HTTP request: reqwest is built without a default crypto provider, so
 /// a bare `reqwest::Client::new()` works only once this has run.
-pub fn shared_client() -> Result<reqwest::Client, TlsError> {
+pub async fn shared_client() -> Result<reqwest::Client, TlsError> {
     static CLIENT: OnceLock<Result<reqwest::Client, TlsError>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            // For other clients in the process (rmcp's defaults among them).
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            build_client(&RootSources::from_env())
-        })
-        .clone()
+    if let Some(client) = CLIENT.get() {
+        return client.clone();
+    }
+    // Reading a few hundred certificates takes tens of milliseconds: not on
+    // a runtime worker.
+    let init = || {
+        CLIENT
+            .get_or_init(|| {
+                // For other clients in the process (rmcp's defaults among them).
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                build_client(&RootSources::from_env())
+            })
+            .clone()
+    };
+    tokio::task::spawn_blocking(init)
+        .await
+        .unwrap_or_else(|error| Err(TlsError::Client(error.to_string())))
 }
 
 #[cfg(test)]
