@@ -670,3 +670,40 @@ fn an_oauth_token_that_expires_while_connected_is_refreshed_on_reconnect() {
     assert_eq!(store[0]["token"]["accessToken"], "renewed-token-77d2");
     assert_eq!(store[0]["token"]["refreshToken"], "refresh-7c1e", "kept");
 }
+
+/// Numbers, not a pass/fail test (issue 10 item 20): a remote server is down
+/// for 2 s (killed, then a new one on the same port); how long after it is
+/// back is its McpServer Ready with the new server's tools, at production
+/// timings (pings every 15 s, crash backoff 10 s, start backoff 500 ms)?
+/// `cargo test -p steward-tests --test mcp_remote measure -- --ignored --nocapture`
+#[test]
+#[ignore = "measurement"]
+fn measure_ready_again_after_a_two_second_outage() {
+    for (transport, key, path) in [("http", "httpUrl", "/mcp"), ("sse", "url", "/sse")] {
+        let env = Env::new();
+        let mut fake = RemoteFake::start(&env, &format!("{transport}-v1"), tools(&["v1"]), 0);
+        let port = fake.port;
+        env.user_mcp_servers(&[("r", json!({ key: fake.url("127.0.0.1", path) }))]);
+        let c = env.start(&[
+            "--ping-interval-ms",
+            "15000",
+            "--crash-backoff-ms",
+            "10000",
+            "--start-backoff-ms",
+            "500",
+        ]);
+        c.wait_for("r Ready", |s| ready(s, "r"));
+        fake.kill();
+        // The outage itself, not a wait for a condition.
+        std::thread::sleep(Duration::from_secs(2));
+        let _fake = RemoteFake::start(&env, &format!("{transport}-v2"), tools(&["v2"]), port);
+        let back = Instant::now();
+        c.wait_for_within("r Ready on the new server", Duration::from_secs(90), |s| {
+            tools_of(s, "r") == ["v2"]
+        });
+        println!(
+            "{transport}: Ready with the new server's tools {:?} after it came back",
+            back.elapsed()
+        );
+    }
+}
