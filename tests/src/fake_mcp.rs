@@ -91,6 +91,8 @@ pub struct FakeMcpConfig {
     /// with one of these tokens (or one the token endpoint issued) and answer
     /// 401 otherwise.
     pub bearer_tokens: Option<Vec<String>>,
+    /// With `bearerTokens`: answer 401 without a `WWW-Authenticate` challenge.
+    pub bearer_without_challenge: bool,
     /// HTTP mode: an OAuth token endpoint at `/token` (refresh grant only).
     pub token_endpoint: Option<TokenEndpoint>,
 }
@@ -120,6 +122,7 @@ impl Default for FakeMcpConfig {
             http_port: None,
             tls: None,
             bearer_tokens: None,
+            bearer_without_challenge: false,
             token_endpoint: None,
         }
     }

@@ -856,10 +856,13 @@ fn check_bearer(server: &Server, request: &HttpRequest) -> Result<(), HttpRespon
     if ok {
         Ok(())
     } else {
-        Err(HttpResponse {
-            headers: vec![("WWW-Authenticate", "Bearer realm=\"fake\"".into())],
-            ..HttpResponse::empty("401 Unauthorized")
-        })
+        let mut response = HttpResponse::empty("401 Unauthorized");
+        if !server.config.bearer_without_challenge {
+            response
+                .headers
+                .push(("WWW-Authenticate", "Bearer realm=\"fake\"".into()));
+        }
+        Err(response)
     }
 }
 

@@ -63,6 +63,11 @@ fn loss_of(error: &StreamableHttpError<reqwest::Error>) -> Option<Loss> {
     match error {
         StreamableHttpError::SessionExpired => Some(Loss::SessionUnknown),
         StreamableHttpError::AuthRequired(_) => Some(Loss::Unauthorized),
+        // A 401 without a challenge is only an "unexpected response" to
+        // rmcp, which keeps the status at the start of its text.
+        StreamableHttpError::UnexpectedServerResponse(text) if text.starts_with("HTTP 401") => {
+            Some(Loss::Unauthorized)
+        }
         StreamableHttpError::Client(error) => match error.status() {
             Some(StatusCode::NOT_FOUND) => Some(Loss::SessionUnknown),
             Some(StatusCode::UNAUTHORIZED) => Some(Loss::Unauthorized),

@@ -260,6 +260,24 @@ async fn an_http_server_that_is_down_is_a_lost_session_at_the_first_failed_ping(
 }
 
 #[tokio::test]
+async fn a_401_without_a_challenge_is_auth_required_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake::start(
+        dir.path(),
+        "auth",
+        json!({ "bearerTokens": ["t"], "bearerWithoutChallenge": true }),
+        0,
+    )
+    .await;
+    for (transport, path) in [(McpTransport::Sse, "/sse"), (McpTransport::Http, "/mcp")] {
+        let (result, _rx) = connect(&spec(transport, &fake.url(path)), timeouts()).await;
+        let error = result.unwrap_err();
+        assert_eq!(error.reason, Reason::AuthRequired, "{transport:?}: {error}");
+    }
+    fake.stop().await;
+}
+
+#[tokio::test]
 async fn remote_connect_errors_say_what_failed_without_secrets() {
     let dir = tempfile::tempdir().unwrap();
     let fake = Fake::start(
