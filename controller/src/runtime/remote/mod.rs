@@ -16,9 +16,10 @@
 //!   instead of waiting for two failed pings. rmcp's own silent session
 //!   re-initialization is off: a reconnect goes through the controller, which
 //!   lists tools again.
-//! - **Secrets never reach a message**: header values and tokens are never
-//!   formatted; messages built here name URLs only through the caller's
-//!   redaction (see `mcp::redact_urls`).
+//! - **Secrets never reach a message or a log**: header values and tokens
+//!   are never formatted; reqwest's errors lose their URL before rmcp (which
+//!   logs them) or we see them; other messages name URLs only through the
+//!   caller's redaction (`mcp::redact_urls`).
 
 pub mod oauth;
 pub mod sse;
@@ -54,14 +55,14 @@ const RESERVED_HEADERS: [&str; 3] = ["accept", "mcp-session-id", "last-event-id"
 /// Everything needed to open a session with one remote server.
 struct Endpoint {
     /// The URL as configured (its query may carry a secret: never shown).
-    pub url: String,
+    url: String,
     /// The configured headers, validated (no `Authorization` when an OAuth
     /// token replaces it).
-    pub headers: HeaderMap,
+    headers: HeaderMap,
     /// The OAuth access token to send as `Authorization: Bearer`.
-    pub bearer: Option<String>,
+    bearer: Option<String>,
     /// The shared HTTP client.
-    pub client: reqwest::Client,
+    client: reqwest::Client,
 }
 
 impl std::fmt::Debug for Endpoint {
