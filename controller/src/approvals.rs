@@ -170,7 +170,7 @@ fn merge(
 }
 
 /// Replace `path` with `bytes`: temp file (0600) in `dir`, fsync, rename, fsync `dir`.
-fn write_atomically(path: &Path, dir: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, dir: &Path, bytes: &[u8]) -> io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let tmp = sibling(
         path,

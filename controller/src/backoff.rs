@@ -313,6 +313,9 @@ impl CrashLoopConfig {
 struct CrashEntry {
     config_hash: String,
     ladder: Ladder,
+    /// The first crash was restarted at once; the ladder's first rung is
+    /// still to come.
+    restarted_at_once: bool,
 }
 
 /// Kubelet-style crash-loop backoff for servers that exit after starting.
@@ -320,7 +323,9 @@ struct CrashEntry {
 /// Entries are keyed by server name and belong to one `configHash`: queries
 /// with another hash see no entry, and a crash under a new hash starts over.
 /// A process that stayed up for [`CrashLoopConfig::stable_after`] before
-/// crashing starts over too.
+/// crashing starts over too. The first crash of a run is restarted at once
+/// (a remote server that lost its session, a server killed by accident);
+/// only repeated crashes back off, 10 s doubling to 300 s.
 #[derive(Debug)]
 pub struct CrashLoop<N> {
     config: CrashLoopConfig,
@@ -375,22 +380,27 @@ impl<N: Clone + Eq + Hash> CrashLoop<N> {
                 let ladder = &mut entry.ladder;
                 // Started before its retry time: this run does not count.
                 if started_at >= ladder.retry_at {
-                    ladder.advance(max);
+                    if std::mem::take(&mut entry.restarted_at_once) {
+                        ladder.count = ladder.count.saturating_add(1);
+                    } else {
+                        ladder.advance(max);
+                    }
                 }
                 ladder.retry_at = now + ladder.delay;
                 ladder.delay
             }
             _ => {
-                let ladder = Ladder::start(self.builder, max, now);
-                let delay = ladder.delay;
+                let mut ladder = Ladder::start(self.builder, max, now);
+                ladder.retry_at = now;
                 self.entries.insert(
                     name.clone(),
                     CrashEntry {
                         config_hash: config_hash.to_owned(),
                         ladder,
+                        restarted_at_once: true,
                     },
                 );
-                delay
+                Duration::ZERO
             }
         }
     }
@@ -645,7 +655,7 @@ mod tests {
     fn crash_loop_doubles_from_ten_seconds_to_five_minutes() {
         let mut c = CrashLoop::default();
         let delays = crash_n(&mut c, 8, Instant::now(), secs(1.0));
-        assert_eq!(delays, [10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(delays, [0, 10, 20, 40, 80, 160, 300, 300]);
         assert_eq!(c.crashes(&"srv", H1), 8);
     }
 
@@ -655,7 +665,12 @@ mod tests {
         let t0 = Instant::now();
         assert!(!c.in_crash_loop(&"srv", H1, t0));
         let now = t0 + secs(2.0);
+        // The first crash is restarted at once; the second backs off.
+        assert_eq!(c.crashed(&"srv", H1, t0, now), Duration::ZERO);
+        let t0 = now;
+        let now = t0 + secs(2.0);
         let d = c.crashed(&"srv", H1, t0, now);
+        assert_eq!(d.as_secs(), 10);
         assert_eq!(c.next_retry_at(&"srv", H1), Some(now + d));
         assert!(c.in_crash_loop(&"srv", H1, now));
         assert!(!c.ready(&"srv", H1, now + d - secs(0.001)));
@@ -669,15 +684,15 @@ mod tests {
     fn crash_loop_resets_after_ten_stable_minutes() {
         let mut c = CrashLoop::default();
         let t0 = Instant::now();
-        assert_eq!(crash_n(&mut c, 4, t0, secs(1.0)), [10, 20, 40, 80]);
+        assert_eq!(crash_n(&mut c, 4, t0, secs(1.0)), [0, 10, 20, 40]);
         let started = c.next_retry_at(&"srv", H1).unwrap();
         // Up for just under 10 min: keeps climbing.
         let now = started + secs(599.0);
-        assert_eq!(c.crashed(&"srv", H1, started, now).as_secs(), 160);
-        // Up for 10 min: starts over.
+        assert_eq!(c.crashed(&"srv", H1, started, now).as_secs(), 80);
+        // Up for 10 min: starts over (at once again).
         let started = c.next_retry_at(&"srv", H1).unwrap();
         let now = started + secs(600.0);
-        assert_eq!(c.crashed(&"srv", H1, started, now).as_secs(), 10);
+        assert_eq!(c.crashed(&"srv", H1, started, now).as_secs(), 0);
         assert_eq!(c.crashes(&"srv", H1), 1);
     }
 
@@ -697,18 +712,18 @@ mod tests {
     fn crash_loop_is_keyed_by_config_hash() {
         let mut c = CrashLoop::default();
         let t0 = Instant::now();
-        assert_eq!(crash_n(&mut c, 3, t0, secs(1.0)), [10, 20, 40]);
+        assert_eq!(crash_n(&mut c, 3, t0, secs(1.0)), [0, 10, 20]);
         // The same name under a new hash sees no loop, and starts fresh.
         let now = c.next_retry_at(&"srv", H1).unwrap();
         assert_eq!(c.next_retry_at(&"srv", H2), None);
         assert!(!c.in_crash_loop(&"srv", H2, now - secs(1.0)));
         let d = c.crashed(&"srv", H2, now, now + secs(1.0));
-        assert_eq!(d.as_secs(), 10);
+        assert_eq!(d.as_secs(), 0);
         assert_eq!(c.crashes(&"srv", H2), 1);
         // The old hash's entry is gone (one entry per name).
         assert_eq!(c.next_retry_at(&"srv", H1), None);
         // Other names are independent.
-        assert_eq!(c.crashed(&"other", H1, now, now + secs(1.0)).as_secs(), 10);
+        assert_eq!(c.crashed(&"other", H1, now, now + secs(1.0)).as_secs(), 0);
         assert_eq!(c.crashes(&"srv", H2), 1);
     }
 
@@ -716,15 +731,14 @@ mod tests {
     fn crash_of_an_early_restart_does_not_double() {
         let mut c = CrashLoop::default();
         let t0 = Instant::now();
-        let d = c.crashed(&"srv", H1, t0, t0 + secs(1.0));
-        assert_eq!(d.as_secs(), 10);
-        // Restarted 3 s after the crash (before the 10 s were up): the next
-        // wait is 10 s again, measured from this crash.
-        let started = t0 + secs(4.0);
+        assert_eq!(crash_n(&mut c, 2, t0, secs(1.0)), [0, 10]);
+        // Restarted 3 s after the second crash (before the 10 s were up):
+        // the next wait is 10 s again, measured from this crash.
+        let started = t0 + secs(2.0) + secs(3.0);
         let now = started + secs(1.0);
         assert_eq!(c.crashed(&"srv", H1, started, now).as_secs(), 10);
         assert_eq!(c.next_retry_at(&"srv", H1), Some(now + secs(10.0)));
-        assert_eq!(c.crashes(&"srv", H1), 1);
+        assert_eq!(c.crashes(&"srv", H1), 2);
     }
 
     #[test]
@@ -751,6 +765,6 @@ mod tests {
             ..base
         })
         .unwrap();
-        assert_eq!(crash_n(&mut c, 4, Instant::now(), secs(0.5)), [1, 2, 3, 3]);
+        assert_eq!(crash_n(&mut c, 4, Instant::now(), secs(0.5)), [0, 1, 2, 3]);
     }
 }

@@ -626,13 +626,15 @@ impl Reconciler {
         } else {
             Reason::Crashed
         };
-        let message = with_tail(
+        let when = if delay.is_zero() {
+            "restarting now".to_owned()
+        } else {
             format!(
-                "{msg}; restarting in {}",
+                "restarting in {}",
                 humantime::format_duration(Duration::from_secs(delay.as_secs().max(1)))
-            ),
-            tail,
-        );
+            )
+        };
+        let message = with_tail(format!("{msg}; {when}"), tail);
         tracing::warn!(server = %key, %msg, ?delay, "server crashed");
         let now_s = now_rfc3339();
         self.set_status(key, |s| {

@@ -77,13 +77,29 @@ pub struct FakeMcpConfig {
     pub stop_answering_after_ms: Option<u64>,
     /// Lines written to stderr at start.
     pub stderr_lines: Vec<String>,
-    /// Serve MCP streamable HTTP instead of stdio.
+    /// Serve MCP over HTTP instead of stdio: streamable HTTP at `/mcp` and
+    /// the legacy HTTP+SSE transport at `/sse` (messages posted to
+    /// `/messages?sessionId=…`).
     pub http: Option<HttpConfig>,
     /// Answer `ping` with a JSON-RPC error (-32601), as servers without
     /// `ping` do.
     pub ping_error: bool,
     /// Answer `ping` only after this long (a busy single-threaded server).
     pub ping_delay_ms: u64,
+    /// HTTP mode: listen on this port instead of any free one (a test that
+    /// restarts a server on the same address).
+    pub http_port: Option<u16>,
+    /// HTTP mode: serve HTTPS with a certificate for `127.0.0.1` and
+    /// `localhost` issued by a CA made up at start.
+    pub tls: Option<TlsConfig>,
+    /// HTTP mode: the MCP endpoints require `Authorization: Bearer <token>`
+    /// with one of these tokens (or one the token endpoint issued) and answer
+    /// 401 otherwise.
+    pub bearer_tokens: Option<Vec<String>>,
+    /// With `bearerTokens`: answer 401 without a `WWW-Authenticate` challenge.
+    pub bearer_without_challenge: bool,
+    /// HTTP mode: an OAuth token endpoint at `/token` (refresh grant only).
+    pub token_endpoint: Option<TokenEndpoint>,
 }
 
 impl Default for FakeMcpConfig {
@@ -110,6 +126,11 @@ impl Default for FakeMcpConfig {
             http: None,
             ping_error: false,
             ping_delay_ms: 0,
+            http_port: None,
+            tls: None,
+            bearer_tokens: None,
+            bearer_without_challenge: false,
+            token_endpoint: None,
         }
     }
 }
@@ -153,12 +174,47 @@ pub struct HttpConfig {
     pub port_file: PathBuf,
 }
 
+/// HTTPS mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Receives the made-up CA's certificate (PEM) before the port file is
+    /// written: what a client's `SSL_CERT_FILE` should name.
+    pub ca_file: PathBuf,
+}
+
+/// A fake OAuth authorization server's token endpoint (`POST /token`,
+/// RFC 6749 §6): a refresh with the right refresh token and client gets
+/// [`Self::access_token`]; anything else gets 400 `invalid_grant`. Each
+/// request is recorded as a `token` event whose message is the form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenEndpoint {
+    pub client_id: String,
+    /// Required when set.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// The refresh token it accepts.
+    pub refresh_token: String,
+    /// The access token it issues (then accepted by the MCP endpoints).
+    pub access_token: String,
+    /// `expires_in` of the answer, seconds.
+    #[serde(default)]
+    pub expires_in: Option<u64>,
+    /// A rotated refresh token to hand out with the access token.
+    #[serde(default)]
+    pub new_refresh_token: Option<String>,
+}
+
 /// One line of the record file.
 ///
 /// `event` is one of `start` (message: `{name, mode, ppid}`), `recv` / `send`
 /// (message: the JSON-RPC message, or a JSON string for a line that was not
 /// JSON), `undelivered` (an HTTP notification sent while no SSE stream was
-/// open; it is delivered when one opens), `signal` (message: `"SIGTERM"`),
+/// open; it is delivered when one opens), `auth` (HTTP mode with
+/// `bearerTokens`: `{path, token, accepted}`, `token` null when none was
+/// presented), `token` (the token endpoint's request form), `signal`
+/// (message: `"SIGTERM"`),
 /// `grandchild` (message: `{pid, mode}`) and `exit` (message: `{code, reason}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordEvent {

@@ -48,6 +48,8 @@ pub struct Env {
     pub root: tempfile::TempDir,
     pub home: PathBuf,
     pub ws: PathBuf,
+    /// Variables added by [`Env::set_var`].
+    extra: std::sync::Mutex<BTreeMap<String, String>>,
 }
 
 impl Default for Env {
@@ -68,7 +70,21 @@ impl Env {
         std::fs::create_dir_all(&ws).unwrap();
         let ws = std::fs::canonicalize(&ws).unwrap();
         let home = std::fs::canonicalize(&home).unwrap();
-        Env { root, home, ws }
+        Env {
+            root,
+            home,
+            ws,
+            extra: Default::default(),
+        }
+    }
+
+    /// Adds `key=value` to the environment of every steward process started
+    /// from now on (e.g. `SSL_CERT_FILE`).
+    pub fn set_var(&self, key: &str, value: &str) {
+        self.extra
+            .lock()
+            .unwrap()
+            .insert(key.to_owned(), value.to_owned());
     }
 
     /// The environment every steward process of this test gets.
@@ -94,6 +110,7 @@ impl Env {
             self.root.path().join("run").to_string_lossy().into_owned(),
         );
         vars.insert("RUST_LOG".into(), "steward=debug,info".into());
+        vars.extend(self.extra.lock().unwrap().clone());
         vars
     }
 

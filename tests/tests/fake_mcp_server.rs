@@ -423,6 +423,9 @@ async fn http_client(
         pids: Vec::new(),
     };
     let port = wait_for_port(&port_file).await;
+    // reqwest is built without a default crypto provider (see the workspace
+    // Cargo.toml); a plain `Client::new()` needs one installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let transport = StreamableHttpClientTransport::from_uri(format!("http://127.0.0.1:{port}/mcp"));
     let (handler, notifications) = watcher();
     let client = handler

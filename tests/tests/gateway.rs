@@ -328,7 +328,8 @@ fn a_restart_with_the_same_tools_sends_no_list_changed() {
         assert_eq!(
             agent.tool_changes.load(Ordering::SeqCst),
             1,
-            "only the edit that changed the tools was announced"
+            "only the edit that changed the tools was announced\n{}",
+            c.log_text()
         );
         client.cancel().await.unwrap();
     });

@@ -66,6 +66,11 @@ impl Default for GatewayConfig {
 struct ClientEntry {
     transport: &'static str,
     peer: Option<Peer<RoleServer>>,
+    /// The union's fingerprints (tools, prompts, resources) when this
+    /// client attached or was last notified: a list changed notification
+    /// goes to it only when the union differs (an agent that attached just
+    /// after a change already lists it).
+    seen: [u64; 3],
 }
 
 #[derive(Debug, Default)]
@@ -151,6 +156,7 @@ impl Gateway {
     /// A client connected over `transport`; it counts as attached until the
     /// ticket is dropped.
     pub fn attach(self: &Arc<Self>, transport: &'static str) -> Ticket {
+        let seen = self.registry.union().fingerprints;
         let id = {
             let mut clients = self.lock_clients();
             clients.next += 1;
@@ -160,6 +166,7 @@ impl Gateway {
                 ClientEntry {
                     transport,
                     peer: None,
+                    seen,
                 },
             );
             self.attached.send_replace(clients.by_id.len());
@@ -226,7 +233,6 @@ impl Gateway {
     /// client when the union changed, coalesced; never when it did not.
     pub async fn run_broadcaster(self: Arc<Self>, cancel: CancellationToken) {
         let mut changes = self.registry.subscribe();
-        let mut sent = self.registry.union().fingerprints;
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
@@ -238,20 +244,21 @@ impl Gateway {
             }
             changes.mark_unchanged();
             let now = self.registry.union().fingerprints;
-            let kinds = [now[0] != sent[0], now[1] != sent[1], now[2] != sent[2]];
-            sent = now;
-            if !kinds.iter().any(|k| *k) {
+            // Per client: what differs from what it last saw.
+            let mut due = Vec::new();
+            for client in self.lock_clients().by_id.values_mut() {
+                let Some(peer) = &client.peer else { continue };
+                let kinds = [0, 1, 2].map(|i| now[i] != client.seen[i]);
+                if kinds.iter().any(|k| *k) {
+                    client.seen = now;
+                    due.push((peer.clone(), kinds));
+                }
+            }
+            if due.is_empty() {
                 continue;
             }
-            let peers = self.peers();
-            tracing::info!(
-                tools = kinds[0],
-                prompts = kinds[1],
-                resources = kinds[2],
-                clients = peers.len(),
-                "list changed"
-            );
-            for peer in peers {
+            tracing::info!(clients = due.len(), "list changed");
+            for (peer, kinds) in due {
                 tokio::spawn(async move {
                     if kinds[0] {
                         let _ = peer.notify_tool_list_changed().await;

@@ -318,8 +318,12 @@ pub struct Registry {
 
 impl Default for Registry {
     fn default() -> Self {
+        let mut inner = Inner::default();
+        // The empty union's own fingerprints, not zeros: the first change
+        // is compared with what an agent connecting now would be offered.
+        inner.rebuild();
         Registry {
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(inner),
             version: watch::Sender::new(0),
         }
     }
@@ -482,5 +486,18 @@ impl Registry {
             .iter()
             .map(|(name, c)| (name.clone(), c.snapshot()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_registry_has_the_fingerprints_of_an_empty_union() {
+        let registry = Registry::default();
+        let empty = Union::build(&BTreeMap::new(), false);
+        assert_eq!(registry.union().fingerprints, empty.fingerprints);
+        assert_ne!(empty.fingerprints, [0, 0, 0]);
     }
 }

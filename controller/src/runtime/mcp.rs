@@ -3,9 +3,9 @@
 //! This module owns the protocol side of an MCP server: it spawns a stdio
 //! server through the [`Spawner`] (never rmcp's own child-process transport:
 //! we need our process groups and parent-death signal) or connects to a
-//! streamable-HTTP endpoint, runs the `initialize` handshake with rmcp, lists
-//! tools and prompts (every page), and then watches the session until it is
-//! stopped. It does not decide anything: the controller gets [`McpEvent`]s and
+//! remote endpoint (streamable HTTP or SSE, built by [`remote`]), runs the
+//! `initialize` handshake with rmcp, lists tools and prompts (every page),
+//! and then watches the session until it is stopped. It does not decide anything: the controller gets [`McpEvent`]s and
 //! reconciles.
 //!
 //! Invariants:
@@ -60,10 +60,6 @@ use rmcp::service::ClientInitializeError;
 use rmcp::service::RequestContext;
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::IntoTransport;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
-};
 use rmcp::{ClientCacheConfig, ClientHandler, Peer, RoleClient, ServiceExt as _};
 use steward_schema::resource::{McpServerSpec, McpTransport, Reason};
 use tokio::io::{AsyncRead, ReadBuf};
@@ -74,16 +70,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::process::{ExitInfo, ManagedProcess, ProcessSpec, SpawnError, Spawner};
 pub use super::relay::{Broadcast, CallError, Caller, McpHandle, Relay};
+use super::remote;
 
 /// Stderr lines appended to a start failure's message.
 pub const STDERR_LINES_IN_MESSAGE: usize = 10;
-
-/// The message of a server configured with `url` (SSE).
-pub const SSE_UNSUPPORTED: &str =
-    "the sse transport is not supported by this build; use a streamable HTTP endpoint (httpUrl)";
-
-/// The message of an `https` endpoint: reqwest is built without TLS.
-pub const HTTPS_UNSUPPORTED: &str = "https requires TLS support, which this build does not include";
 
 /// After stdout closes, how long to wait for the exit status so the event and
 /// the error can say how the process ended.
@@ -94,8 +84,6 @@ const FAILED_START_GRACE: Duration = Duration::from_secs(2);
 const GARBAGE_SAMPLE_BYTES: usize = 200;
 /// Non-JSON stdout lines logged at `warn` per connection; later ones at `debug`.
 const GARBAGE_WARNINGS: u32 = 3;
-/// Headers the streamable-HTTP transport sets itself (rmcp rejects them).
-const RESERVED_HEADERS: [&str; 3] = ["accept", "mcp-session-id", "last-event-id"];
 
 /// A server could not be started or connected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -272,8 +260,9 @@ impl McpConnection {
             McpTransport::Stdio => {
                 connect_stdio(spawner, name, spec, workspace, timeouts, relay).await
             }
-            McpTransport::Http => connect_http(name, spec, timeouts, relay).await,
-            McpTransport::Sse => Err(McpStartError::new(Reason::StartFailed, SSE_UNSUPPORTED)),
+            McpTransport::Http | McpTransport::Sse => {
+                connect_http(name, spec, timeouts, relay).await
+            }
         };
         match result {
             Ok(opened) => {
@@ -847,105 +836,69 @@ fn spawn_error(error: SpawnError) -> McpStartError {
     McpStartError::new(reason, error.to_string())
 }
 
+/// Connects to a remote server over streamable HTTP (`httpUrl`) or the
+/// legacy SSE transport (`url`); the endpoint, TLS, OAuth and the watch for
+/// a lost session are [`remote`]'s.
 async fn connect_http(
     name: &str,
     spec: &McpServerSpec,
     timeouts: McpTimeouts,
     relay: Arc<Relay>,
 ) -> Result<Opened, McpStartError> {
-    let Some(url) = spec.http_url.as_deref().filter(|url| !url.is_empty()) else {
-        return Err(McpStartError::new(
-            Reason::StartFailed,
-            "connect: the http transport needs an httpUrl",
-        ));
+    let shown = redact_url(remote::url_of(spec)?);
+    let in_context = |error: McpStartError| {
+        McpStartError::new(
+            error.reason,
+            format!("connect to {shown}: {}", redact_urls(&error.message)),
+        )
     };
-    let shown = redact_url(url);
-    let scheme = url
-        .split_once("://")
-        .map(|(scheme, _)| scheme.to_ascii_lowercase());
-    match scheme.as_deref() {
-        Some("http") => {}
-        // Checked here rather than left to reqwest, whose error without TLS
-        // support does not say what is missing.
-        Some("https") => {
-            return Err(McpStartError::new(
-                Reason::StartFailed,
-                format!("connect to {shown}: {HTTPS_UNSUPPORTED}"),
-            ));
-        }
-        _ => {
-            return Err(McpStartError::new(
-                Reason::StartFailed,
-                format!("connect to {shown}: not an http:// URL"),
-            ));
-        }
-    }
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
-    let mut headers = config.custom_headers.clone();
-    for (header, value) in spec.headers.iter().flatten() {
-        if RESERVED_HEADERS
-            .iter()
-            .any(|reserved| header.eq_ignore_ascii_case(reserved))
-        {
-            return Err(McpStartError::new(
-                Reason::StartFailed,
-                format!(
-                    "connect to {shown}: header {header} is set by the MCP transport and cannot be configured"
-                ),
-            ));
-        }
-        // Parse errors are not shown: they could echo the (secret) value.
-        let Ok(header_name) = header.parse() else {
-            return Err(McpStartError::new(
-                Reason::StartFailed,
-                format!("connect to {shown}: {header:?} is not a valid header name"),
-            ));
-        };
-        let Ok(header_value) = value.parse() else {
-            return Err(McpStartError::new(
-                Reason::StartFailed,
-                format!(
-                    "connect to {shown}: the value of header {header} is not a valid header value"
-                ),
-            ));
-        };
-        headers.insert(header_name, header_value);
-    }
-    config = config.custom_headers(headers);
-    tracing::debug!(server = %name, url = %shown, headers = spec.headers.as_ref().map_or(0, |h| h.len()), "connecting to mcp server");
-
     let deadline = Instant::now() + timeouts.remote_handshake;
-    let transport = StreamableHttpClientTransport::from_config(config);
-    let dig = http_dig(&transport);
     let (client, mut notices, stopped) = Client::new(name, relay.clone());
-    let mut guards = Guards::default();
-    match open_session(
-        name,
-        client,
-        transport,
-        deadline,
-        &mut guards,
-        &mut notices,
-        dig,
-    )
-    .await
-    {
-        Ok(session) => Ok(Opened {
-            session,
-            process: None,
-            notices,
-            stopped,
-            refresh_timeout: timeouts.remote_handshake,
-            dig,
-            relay,
-        }),
-        Err(failure) => {
+    // A lost session is reported as the server's exit, through the channel
+    // the watcher task forwards, so the controller reconnects at once.
+    let exits = client.notices.clone();
+    let watch = remote::SessionWatch::new(move |why| {
+        let _ = exits.send(McpEvent::Exited(McpExit::Closed(redact_urls(&why))));
+    });
+    let opened =
+        match remote::connect(name, spec, &watch, deadline, timeouts.remote_handshake).await {
+            Ok(transport) => {
+                let mut guards = Guards::default();
+                open_session(
+                    name,
+                    client,
+                    transport,
+                    deadline,
+                    &mut guards,
+                    &mut notices,
+                    remote::dig,
+                )
+                .await
+                .map_err(|failure| {
+                    watch.auth_required(name).unwrap_or_else(|| {
+                        failure_message(failure, timeouts.remote_handshake, None)
+                    })
+                })
+            }
+            Err(error) => Err(error),
+        };
+    match opened {
+        Ok(session) => {
+            watch.arm();
+            tracing::debug!(server = %name, url = %shown, "remote mcp session open");
+            Ok(Opened {
+                session,
+                process: None,
+                notices,
+                stopped,
+                refresh_timeout: timeouts.remote_handshake,
+                dig: remote::dig,
+                relay,
+            })
+        }
+        Err(error) => {
             stopped.store(true, Ordering::SeqCst);
-            let error = failure_message(failure, timeouts.remote_handshake, None);
-            Err(McpStartError::new(
-                error.reason,
-                format!("connect to {shown}: {}", error.message),
-            ))
+            Err(in_context(error))
         }
     }
 }
@@ -1423,23 +1376,12 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Finds the cause an error hides from `source()` (rmcp's HTTP transport
-/// wraps reqwest's error without exposing it).
+/// wraps reqwest's error without exposing it: see `remote::dig`).
 type Dig = for<'a> fn(&'a DynError) -> Option<&'a DynError>;
 type DynError = dyn std::error::Error + 'static;
 
 fn dig_nothing(_: &DynError) -> Option<&DynError> {
     None
-}
-
-/// The [`Dig`] for the HTTP client type of `_transport`.
-fn http_dig<C: StreamableHttpClient>(_transport: &StreamableHttpClientTransport<C>) -> Dig {
-    fn dig<C: StreamableHttpClient>(error: &DynError) -> Option<&DynError> {
-        match error.downcast_ref::<StreamableHttpError<C::Error>>()? {
-            StreamableHttpError::Client(inner) => Some(inner),
-            _ => None,
-        }
-    }
-    dig::<C>
 }
 
 /// An error and its causes, `: `-separated, without rmcp's transport type
@@ -2177,6 +2119,7 @@ mod tests {
         );
         assert!(!error.message.contains("secret"), "{error}");
 
+        // https is supported: the failure is the connection's.
         let (result, _rx) = connect(
             &http_spec("https://127.0.0.1:1/mcp"),
             dir.path(),
@@ -2185,9 +2128,11 @@ mod tests {
         .await;
         let error = result.unwrap_err();
         assert_eq!(error.reason, Reason::StartFailed);
-        assert_eq!(
-            error.message,
-            format!("connect to https://127.0.0.1:1/mcp: {HTTPS_UNSUPPORTED}")
+        assert!(
+            error
+                .message
+                .starts_with("connect to https://127.0.0.1:1/mcp: "),
+            "{error}"
         );
 
         let mut spec = http_spec("http://127.0.0.1:1/mcp");
@@ -2217,27 +2162,6 @@ mod tests {
         assert_eq!(error.reason, Reason::StartupTimeout, "{error}");
         assert!(error.message.contains("within 300ms"), "{error}");
         server.stop(Duration::from_secs(5)).await;
-    }
-
-    #[tokio::test]
-    async fn sse_is_unsupported_and_never_connects() {
-        let dir = tempfile::tempdir().unwrap();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let mut spec = spec(McpTransport::Sse);
-        spec.url = Some(format!("http://127.0.0.1:{port}/sse"));
-        let (result, _rx) = connect(&spec, dir.path(), timeouts()).await;
-        let error = result.unwrap_err();
-        assert_eq!(error.reason, Reason::StartFailed);
-        assert_eq!(error.message, SSE_UNSUPPORTED);
-        // A connection attempt would sit in the accept queue by now.
-        listener.set_nonblocking(true).unwrap();
-        let accepted = listener.accept();
-        assert_eq!(
-            accepted.map(|_| ()).unwrap_err().kind(),
-            io::ErrorKind::WouldBlock,
-            "something connected"
-        );
     }
 
     /// Numbers, not a pass/fail test:

@@ -4,6 +4,7 @@ pub mod mcp;
 pub mod process;
 pub mod reaper;
 pub mod relay;
+pub mod remote;
 #[cfg(test)]
 mod test_support;
 
