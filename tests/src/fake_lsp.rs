@@ -89,6 +89,10 @@ pub struct Config {
     pub exit_on_disconnect: bool,
     /// Environment variables to include (value or null) in the `start` event.
     pub record_env: Vec<String>,
+    /// Also offer pull diagnostics (`diagnosticProvider`):
+    /// `textDocument/diagnostic` and `workspace/diagnostic` answer with the
+    /// diagnostics it would publish.
+    pub pull_diagnostics: bool,
 }
 
 impl Default for Config {
@@ -113,6 +117,7 @@ impl Default for Config {
             diagnostics_delay_ms: 0,
             exit_on_disconnect: false,
             record_env: Vec::new(),
+            pull_diagnostics: false,
         }
     }
 }
