@@ -2,19 +2,43 @@
 //! with Qwen Code's `lsp` tool interface (product.md §6), so an agent prompt
 //! written for Qwen Code works unchanged.
 //!
-//! Positions are 1-based (`line`, `character`); `filePath` is absolute or
-//! relative to the workspace and must stay inside it. The server is chosen
-//! by the file's extension (`extensionToLanguage`) or `serverName`; the
-//! document is opened and tracked as `steward lsp` does, so it is replayed
-//! after a restart.
+//! This module owns the translation between that interface and LSP: the
+//! arguments (1-based `line` / `character` in characters; `filePath`
+//! absolute, workspace-relative or a `file://` URI, refused outside the
+//! workspace after `..` and symlinks are resolved), the requests, and the
+//! answers — readable text (each location as `path:line:col` relative to the
+//! workspace, then the trimmed source line) and the same data as
+//! `structuredContent` (1-based positions, workspace-relative paths, the
+//! server's name). Server choice, the wait for a (re)starting server and
+//! document tracking (opened documents are replayed after a restart) are
+//! [`LspService`](crate::lsp_service::LspService)'s, shared with `steward
+//! lsp`.
+//!
+//! A call hierarchy item round-trips through the agent: `prepareCallHierarchy`
+//! returns items in this tool's coordinates with the `serverName` that made
+//! them and a `documentRevision` (a digest of the item and its file's text);
+//! `incomingCalls` / `outgoingCalls` take one back, send it to that server
+//! (unless `serverName` says otherwise) and refuse it when its file changed
+//! since, as Qwen Code does.
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
+use lsp_types::Url;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
+use serde::Deserialize;
 use serde_json::{Value, json};
+use steward_schema::canonical::{canonical_json, sha256_hex};
 
 use super::Gateway;
-use crate::control::{LspOp, LspQuery};
+use super::session::{explain, explain_blocked};
+use crate::lsp_service::{
+    DIAGNOSTICS_WAIT, LspError, REQUEST_TIMEOUT, Route, column_of, read, to_lsp_position,
+};
+use crate::runtime::lsp::LspConnection;
+use crate::snapshot::Snapshot;
 
 /// The tool's name.
 pub const NAME: &str = "lsp";
@@ -35,24 +59,71 @@ pub const OPERATIONS: [&str; 12] = [
     "codeActions",
 ];
 
-/// The tool definition.
+/// How long `diagnostics` waits for a document's first publication (a
+/// server analyses a new file slowly; later ones take [`DIAGNOSTICS_WAIT`]).
+const FIRST_DIAGNOSTICS_WAIT: Duration = Duration::from_secs(15);
+/// After a `workspaceSymbol` had to open a file first, how long before it
+/// asks once more when the first answer was empty (the server was indexing).
+const WARMUP_RETRY: Duration = Duration::from_millis(1500);
+/// How deep `workspaceSymbol` looks for a file to open first.
+const WARMUP_DEPTH: usize = 5;
+/// Directories never searched for that file.
+const SKIPPED_DIRS: [&str; 5] = ["node_modules", "dist", "build", "target", "out"];
+/// Call sites shown per call hierarchy entry in the text.
+const CALL_SITES_SHOWN: usize = 3;
+
+/// The LSP `SymbolKind` names, 1-based.
+const SYMBOL_KINDS: [&str; 26] = [
+    "File",
+    "Module",
+    "Namespace",
+    "Package",
+    "Class",
+    "Method",
+    "Property",
+    "Field",
+    "Constructor",
+    "Enum",
+    "Interface",
+    "Function",
+    "Variable",
+    "Constant",
+    "String",
+    "Number",
+    "Boolean",
+    "Array",
+    "Object",
+    "Key",
+    "Null",
+    "EnumMember",
+    "Struct",
+    "Event",
+    "Operator",
+    "TypeParameter",
+];
+
+/// The LSP `DiagnosticSeverity` names, 1-based.
+const SEVERITIES: [&str; 4] = ["error", "warning", "information", "hint"];
+
+/// The tool definition: Qwen Code's input schema (same property names and
+/// types), our own descriptions.
 pub fn tool() -> Tool {
     let schema = json!({
         "type": "object",
         "properties": {
             "operation": {"type": "string", "enum": OPERATIONS, "description": "What to ask the language server."},
-            "filePath": {"type": "string", "description": "The file, absolute or relative to the workspace root."},
+            "filePath": {"type": "string", "description": "The file: absolute, relative to the workspace root, or a file:// URI. It must be inside the workspace."},
             "line": {"type": "number", "description": "Line of the position, counting from 1."},
-            "character": {"type": "number", "description": "Column of the position, counting from 1."},
-            "endLine": {"type": "number", "description": "Last line of a range (codeActions), counting from 1."},
-            "endCharacter": {"type": "number", "description": "Last column of a range (codeActions), counting from 1."},
-            "includeDeclaration": {"type": "boolean", "description": "findReferences: also list the declaration."},
-            "query": {"type": "string", "description": "workspaceSymbol: the symbol to look for."},
-            "callHierarchyItem": {"$ref": "#/definitions/LspCallHierarchyItem", "description": "incomingCalls / outgoingCalls: an item from prepareCallHierarchy."},
-            "serverName": {"type": "string", "description": "The language server to ask (default: chosen by the file's extension)."},
+            "character": {"type": "number", "description": "Column of the position in characters, counting from 1 (default 1)."},
+            "endLine": {"type": "number", "description": "codeActions: last line of the range, counting from 1 (default: line)."},
+            "endCharacter": {"type": "number", "description": "codeActions: column after the range, counting from 1 (default: character)."},
+            "includeDeclaration": {"type": "boolean", "description": "findReferences: also list the declaration (default false)."},
+            "query": {"type": "string", "description": "workspaceSymbol: the name, or part of it, to look for."},
+            "callHierarchyItem": {"$ref": "#/definitions/LspCallHierarchyItem", "description": "incomingCalls / outgoingCalls: an item exactly as prepareCallHierarchy (or a previous call) returned it."},
+            "serverName": {"type": "string", "description": "The language server to ask (default: chosen by the file's extension; for workspaceSymbol and workspaceDiagnostics, every ready server)."},
             "limit": {"type": "integer", "minimum": 1, "description": "At most this many results."},
-            "diagnostics": {"type": "array", "items": {"$ref": "#/definitions/LspDiagnostic"}, "description": "codeActions: the diagnostics to fix."},
-            "codeActionKinds": {"type": "array", "items": {"type": "string"}, "description": "codeActions: only these kinds (quickfix, refactor, ...)."}
+            "diagnostics": {"type": "array", "items": {"$ref": "#/definitions/LspDiagnostic"}, "description": "codeActions: the diagnostics to fix, as the diagnostics operation returned them (default: those the server reported in the range)."},
+            "codeActionKinds": {"type": "array", "items": {"type": "string"}, "description": "codeActions: only actions of these kinds (quickfix, refactor, source, ...)."}
         },
         "required": ["operation"],
         "definitions": {
@@ -60,13 +131,14 @@ pub fn tool() -> Tool {
             "LspRange": {"type": "object", "properties": {"start": {"$ref": "#/definitions/LspPosition"}, "end": {"$ref": "#/definitions/LspPosition"}}, "required": ["start", "end"]},
             "LspCallHierarchyItem": {"type": "object", "properties": {
                 "name": {"type": "string"}, "kind": {"type": "string"}, "rawKind": {"type": "number"},
+                "documentRevision": {"type": "string", "description": "Pass back unchanged. When the file changed since, call prepareCallHierarchy again."},
                 "detail": {"type": "string"}, "uri": {"type": "string"},
                 "range": {"$ref": "#/definitions/LspRange"}, "selectionRange": {"$ref": "#/definitions/LspRange"},
                 "data": {}, "serverName": {"type": "string"}
             }, "required": ["name", "uri", "range", "selectionRange"]},
             "LspDiagnostic": {"type": "object", "properties": {
                 "range": {"$ref": "#/definitions/LspRange"},
-                "severity": {"type": "string", "enum": ["error", "warning", "information", "hint"]},
+                "severity": {"type": "string", "enum": SEVERITIES},
                 "code": {"type": ["string", "number"]}, "source": {"type": "string"},
                 "message": {"type": "string"}, "serverName": {"type": "string"}
             }, "required": ["range", "message"]}
@@ -77,102 +149,1943 @@ pub fn tool() -> Tool {
     };
     Tool::new(
         NAME,
-        "Code intelligence from the workspace's language servers: go to definition or \
-         implementation, find references, hover, document and workspace symbols, call \
-         hierarchy, diagnostics and code actions. Positions are 1-based (line, character); \
-         filePath is absolute or relative to the workspace.",
+        "Code intelligence from the workspace's language servers; prefer it to text search \
+         for questions about code. Positions are 1-based (line, character). \
+         goToDefinition, goToImplementation, findReferences, hover and prepareCallHierarchy \
+         take filePath + line (+ character); documentSymbol and diagnostics take filePath; \
+         workspaceSymbol takes query; incomingCalls / outgoingCalls take a callHierarchyItem \
+         from prepareCallHierarchy; workspaceDiagnostics takes nothing; codeActions take \
+         filePath + line (+ character, endLine, endCharacter) and optionally diagnostics and \
+         codeActionKinds. Locations come back as path:line:col with the source line.",
         Arc::new(schema),
     )
 }
 
-fn text_result(text: String, structured: Value, error: bool) -> CallToolResult {
-    let mut result = if error {
-        CallToolResult::error(vec![ContentBlock::text(text)])
-    } else {
-        CallToolResult::success(vec![ContentBlock::text(text)])
-    };
-    if !structured.is_null() {
-        result.structured_content = Some(structured);
+/// The tool's arguments (Qwen Code's names).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Args {
+    operation: String,
+    file_path: Option<String>,
+    line: Option<f64>,
+    character: Option<f64>,
+    end_line: Option<f64>,
+    end_character: Option<f64>,
+    include_declaration: Option<bool>,
+    query: Option<String>,
+    call_hierarchy_item: Option<Value>,
+    server_name: Option<String>,
+    limit: Option<f64>,
+    diagnostics: Option<Vec<Value>>,
+    code_action_kinds: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Definition,
+    References,
+    Hover,
+    DocumentSymbol,
+    WorkspaceSymbol,
+    Implementation,
+    PrepareCallHierarchy,
+    IncomingCalls,
+    OutgoingCalls,
+    Diagnostics,
+    WorkspaceDiagnostics,
+    CodeActions,
+}
+
+impl Op {
+    fn parse(name: &str) -> Option<Op> {
+        Some(match name {
+            "goToDefinition" => Op::Definition,
+            "findReferences" => Op::References,
+            "hover" => Op::Hover,
+            "documentSymbol" => Op::DocumentSymbol,
+            "workspaceSymbol" => Op::WorkspaceSymbol,
+            "goToImplementation" => Op::Implementation,
+            "prepareCallHierarchy" => Op::PrepareCallHierarchy,
+            "incomingCalls" => Op::IncomingCalls,
+            "outgoingCalls" => Op::OutgoingCalls,
+            "diagnostics" => Op::Diagnostics,
+            "workspaceDiagnostics" => Op::WorkspaceDiagnostics,
+            "codeActions" => Op::CodeActions,
+            _ => return None,
+        })
     }
-    result
+
+    /// Qwen Code's default result limits.
+    fn default_limit(self) -> usize {
+        match self {
+            Op::References | Op::DocumentSymbol | Op::WorkspaceDiagnostics => 50,
+            _ => 20,
+        }
+    }
+}
+
+/// A tool error: the text says what went wrong and what to do.
+#[derive(Debug)]
+struct Refused(String);
+
+impl From<LspError> for Refused {
+    fn from(error: LspError) -> Self {
+        Refused(match error {
+            LspError::Unavailable { name, status } => {
+                format!("language {}", explain(&name, &status))
+            }
+            LspError::Blocked {
+                name,
+                reason,
+                message,
+            } => format!("language {}", explain_blocked(&name, reason, &message)),
+            LspError::NotReadyInTime { name, waited } => format!(
+                "language server \"{name}\" did not become ready within {}; see `steward describe {name}`",
+                humantime::format_duration(waited)
+            ),
+            other => format!("failed to {other}"),
+        })
+    }
+}
+
+/// A successful answer: the text and the same data as JSON.
+struct Answer {
+    text: String,
+    data: Value,
 }
 
 /// Run one `lsp` tool call.
 pub async fn call(gateway: &Arc<Gateway>, arguments: JsonObject) -> CallToolResult {
-    let operation = arguments
-        .get("operation")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let op = match operation.as_str() {
-        "goToDefinition" => LspOp::Definition,
-        "findReferences" => LspOp::References,
-        "hover" => LspOp::Hover,
-        "documentSymbol" => LspOp::Symbols,
-        "diagnostics" => LspOp::Diagnostics,
-        other if OPERATIONS.contains(&other) => {
-            return text_result(
-                format!("LSP {other} is not available through Steward yet"),
-                Value::Null,
-                true,
-            );
+    let outcome = match parse(arguments) {
+        Ok((op, args)) => {
+            let call = Call {
+                gateway,
+                snap: gateway.store.snapshot(),
+                workspace: gateway.workspace(),
+            };
+            call.run(op, &args).await.map(|answer| (op, answer))
         }
-        other => {
-            return text_result(
-                format!(
-                    "unknown operation {other:?}; expected one of {}",
-                    OPERATIONS.join(", ")
-                ),
-                Value::Null,
-                true,
-            );
-        }
+        Err(refused) => Err(refused),
     };
-    let workspace = gateway.workspace();
-    let Some(file) = arguments.get("filePath").and_then(Value::as_str) else {
-        return text_result(
-            format!("filePath is required for {operation}"),
-            Value::Null,
-            true,
+    match outcome {
+        Ok((op, answer)) => {
+            let mut data = answer.data;
+            if let Value::Object(map) = &mut data {
+                map.insert("operation".to_owned(), json!(OPERATIONS[op as usize]));
+            }
+            let mut result = CallToolResult::success(vec![ContentBlock::text(answer.text)]);
+            result.structured_content = Some(data);
+            result
+        }
+        Err(Refused(text)) => CallToolResult::error(vec![ContentBlock::text(text)]),
+    }
+}
+
+/// The arguments, checked the way Qwen Code checks them.
+fn parse(arguments: JsonObject) -> Result<(Op, Args), Refused> {
+    let mut args: Args = serde_json::from_value(Value::Object(arguments))
+        .map_err(|e| Refused(format!("invalid arguments for the lsp tool: {e}")))?;
+    let op = Op::parse(&args.operation).ok_or_else(|| {
+        Refused(format!(
+            "unknown operation {:?}; use one of {}",
+            args.operation,
+            OPERATIONS.join(", ")
+        ))
+    })?;
+    let name = OPERATIONS[op as usize];
+    if let Some(path) = &args.file_path {
+        let path = unescape_shell(path.trim());
+        args.file_path = (!path.is_empty()).then_some(path);
+    }
+    let needs_file = matches!(
+        op,
+        Op::Definition
+            | Op::References
+            | Op::Hover
+            | Op::Implementation
+            | Op::PrepareCallHierarchy
+            | Op::DocumentSymbol
+            | Op::Diagnostics
+            | Op::CodeActions
+    );
+    let needs_line = needs_file && !matches!(op, Op::DocumentSymbol | Op::Diagnostics);
+    if needs_file && args.file_path.is_none() {
+        return Err(Refused(format!("{name} needs filePath")));
+    }
+    if needs_line && args.line.is_none() {
+        return Err(Refused(format!(
+            "{name} needs line (1-based; character defaults to 1)"
+        )));
+    }
+    if op == Op::WorkspaceSymbol && args.query.as_deref().is_none_or(|q| q.trim().is_empty()) {
+        return Err(Refused(format!("{name} needs a query")));
+    }
+    if matches!(op, Op::IncomingCalls | Op::OutgoingCalls) && args.call_hierarchy_item.is_none() {
+        return Err(Refused(format!(
+            "{name} needs a callHierarchyItem: call prepareCallHierarchy at the function first"
+        )));
+    }
+    for (key, value) in [
+        ("line", args.line),
+        ("character", args.character),
+        ("endLine", args.end_line),
+        ("endCharacter", args.end_character),
+        ("limit", args.limit),
+    ] {
+        if value.is_some_and(|v| v.is_nan() || v < 1.0) {
+            return Err(Refused(format!(
+                "{key} must be 1 or more (positions are 1-based)"
+            )));
+        }
+    }
+    Ok((op, args))
+}
+
+/// `\ `, `\(`... as a shell would have them (Qwen Code accepts shell-escaped paths).
+fn unescape_shell(path: &str) -> String {
+    const SPECIAL: &str = " \t()[]{};|*?$`'\"#&<>!~,";
+    let mut out = String::with_capacity(path.len());
+    let mut chars = path.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\'
+            && let Some(next) = chars.peek().copied()
+            && SPECIAL.contains(next)
+        {
+            out.push(next);
+            chars.next();
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// 1-based position argument (fractions dropped, as Qwen Code does).
+fn whole(value: Option<f64>) -> Option<u32> {
+    value.map(|v| v.floor().clamp(1.0, f64::from(u32::MAX)) as u32)
+}
+
+/// One call's context.
+struct Call<'a> {
+    gateway: &'a Arc<Gateway>,
+    snap: Arc<Snapshot>,
+    workspace: PathBuf,
+}
+
+/// A file argument, checked and read.
+struct Document {
+    path: PathBuf,
+    text: String,
+}
+
+impl Call<'_> {
+    async fn run(&self, op: Op, args: &Args) -> Result<Answer, Refused> {
+        let limit = args
+            .limit
+            .map_or(op.default_limit(), |l| l.floor() as usize)
+            .max(1);
+        match op {
+            Op::Definition | Op::Implementation | Op::References => {
+                self.locations(op, args, limit).await
+            }
+            Op::Hover => self.hover(args).await,
+            Op::DocumentSymbol => self.document_symbols(args, limit).await,
+            Op::WorkspaceSymbol => self.workspace_symbols(args, limit).await,
+            Op::PrepareCallHierarchy => self.prepare_call_hierarchy(args, limit).await,
+            Op::IncomingCalls | Op::OutgoingCalls => self.calls(op, args, limit).await,
+            Op::Diagnostics => self.diagnostics(args).await,
+            Op::WorkspaceDiagnostics => self.workspace_diagnostics(args, limit).await,
+            Op::CodeActions => self.code_actions(args, limit).await,
+        }
+    }
+
+    // ---- paths ----
+
+    /// `filePath` as a checked absolute path inside the workspace, with its text.
+    fn document(&self, file: &str) -> Result<Document, Refused> {
+        let path = self.resolve(file)?;
+        let text = read(&path).map_err(|e| match e {
+            LspError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Refused(format!(
+                    "{file} does not exist (filePath is absolute or relative to the workspace root {})",
+                    self.workspace.display()
+                ))
+            }
+            other => Refused::from(other),
+        })?;
+        Ok(Document { path, text })
+    }
+
+    /// An absolute path, a workspace-relative path or a `file://` URI →
+    /// the absolute path, refused when it leaves the workspace (lexically,
+    /// or through a symlink).
+    fn resolve(&self, file: &str) -> Result<PathBuf, Refused> {
+        let given = if file.starts_with("file:") {
+            Url::parse(file)
+                .ok()
+                .and_then(|u| u.to_file_path().ok())
+                .ok_or_else(|| Refused(format!("{file} is not a usable file URI")))?
+        } else if file.contains("://") {
+            return Err(Refused(format!(
+                "{file} is not a file of the workspace: the lsp tool reads files only"
+            )));
+        } else {
+            PathBuf::from(file)
+        };
+        let lexical = steward_schema::load::normalize_lexically(&self.workspace.join(given));
+        let outside = || {
+            Refused(format!(
+                "{file} is outside the workspace {}: the lsp tool only reads files inside it",
+                self.workspace.display()
+            ))
+        };
+        if !lexical.starts_with(&self.workspace) {
+            return Err(outside());
+        }
+        match std::fs::canonicalize(&lexical) {
+            Ok(real) if real.starts_with(&self.workspace) => Ok(real),
+            Ok(real) => Err(Refused(format!(
+                "{file} is outside the workspace {}: it resolves to {} (a symlink); the lsp tool only reads files inside it",
+                self.workspace.display(),
+                real.display()
+            ))),
+            // Missing: said by the read, with the path as given.
+            Err(_) => Ok(lexical),
+        }
+    }
+
+    /// A path for people: relative to the workspace when inside it.
+    fn shown(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.workspace) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => path.display().to_string(),
+        }
+    }
+
+    // ---- servers ----
+
+    fn route(&self, named: Option<&str>, file: Option<&Path>) -> Result<Route, Refused> {
+        Ok(self.gateway.lsp.route(&self.snap, named, file)?)
+    }
+
+    /// Run `use_it` on `server`'s connection, waiting for it and retrying
+    /// across a restart (see `LspService::with_connection`).
+    async fn on<T, F, Fut>(&self, server: &str, use_it: F) -> Result<T, Refused>
+    where
+        F: Fn(Arc<LspConnection>) -> Fut,
+        Fut: Future<Output = Result<T, LspError>>,
+    {
+        Ok(self
+            .gateway
+            .lsp
+            .with_connection(&self.snap, &self.gateway.status, server, use_it)
+            .await?)
+    }
+
+    /// Open (or refresh) `doc` on the connection, tracked for replay.
+    async fn open(
+        &self,
+        route: &Route,
+        conn: &LspConnection,
+        doc: &Document,
+    ) -> Result<Url, LspError> {
+        let (uri, _) = self
+            .gateway
+            .lsp
+            .open(
+                &route.server,
+                conn,
+                &doc.path,
+                &route.language,
+                doc.text.clone(),
+            )
+            .await?;
+        Ok(uri)
+    }
+
+    /// The 0-based LSP position of the `line` / `character` arguments.
+    fn position(
+        &self,
+        doc: &Document,
+        line: Option<f64>,
+        character: Option<f64>,
+    ) -> Result<Value, Refused> {
+        let line = whole(line).unwrap_or(1);
+        let character = whole(character).unwrap_or(1);
+        let (line, character) =
+            to_lsp_position(&doc.path, &doc.text, line, character).map_err(|e| match e {
+                LspError::NoSuchLine { line, lines, .. } => Refused(format!(
+                    "{} has {lines} lines; line {line} is past its end",
+                    self.shown(&doc.path)
+                )),
+                other => Refused::from(other),
+            })?;
+        Ok(json!({ "line": line, "character": character }))
+    }
+
+    /// `filePath:line:col [server]`, for headings.
+    fn at(&self, doc: &Document, args: &Args, server: &str) -> String {
+        format!(
+            "{}:{}:{} [{server}]",
+            self.shown(&doc.path),
+            whole(args.line).unwrap_or(1),
+            whole(args.character).unwrap_or(1)
+        )
+    }
+
+    // ---- operations ----
+
+    async fn locations(&self, op: Op, args: &Args, limit: usize) -> Result<Answer, Refused> {
+        let doc = self.document(args.file_path.as_deref().unwrap_or_default())?;
+        let route = self.route(args.server_name.as_deref(), Some(&doc.path))?;
+        let position = self.position(&doc, args.line, args.character)?;
+        let (method, what) = match op {
+            Op::Definition => ("textDocument/definition", "definition"),
+            Op::Implementation => ("textDocument/implementation", "implementation"),
+            _ => ("textDocument/references", "reference"),
+        };
+        let include_declaration = args.include_declaration.unwrap_or(false);
+        let (route_ref, doc_ref, position_ref) = (&route, &doc, &position);
+        let raw = self
+            .on(&route.server, |conn| async move {
+                let uri = self.open(route_ref, &conn, doc_ref).await?;
+                let mut params =
+                    json!({ "textDocument": { "uri": uri }, "position": position_ref });
+                if op == Op::References {
+                    params["context"] = json!({ "includeDeclaration": include_declaration });
+                }
+                request(&conn, method, params).await
+            })
+            .await?;
+        let found = locations_of(&raw);
+        let mut lines = Lines::default();
+        let places: Vec<Value> = found
+            .iter()
+            .take(limit)
+            .map(|(uri, range)| self.place(&mut lines, uri, range))
+            .collect();
+        let at = self.at(&doc, args, &route.server);
+        let text = if places.is_empty() {
+            format!("No {what} found at {at}.")
+        } else {
+            let mut text = format!(
+                "{} at {at}{}:",
+                plural(found.len(), what),
+                shown_of(places.len(), found.len())
+            );
+            for place in &places {
+                text.push('\n');
+                text.push_str(&place_line(place));
+            }
+            text
+        };
+        Ok(Answer {
+            text,
+            data: json!({ "server": route.server, "total": found.len(), "locations": places }),
+        })
+    }
+
+    async fn hover(&self, args: &Args) -> Result<Answer, Refused> {
+        let doc = self.document(args.file_path.as_deref().unwrap_or_default())?;
+        let route = self.route(args.server_name.as_deref(), Some(&doc.path))?;
+        let position = self.position(&doc, args.line, args.character)?;
+        let (route_ref, doc_ref, position_ref) = (&route, &doc, &position);
+        let raw = self
+            .on(&route.server, |conn| async move {
+                let uri = self.open(route_ref, &conn, doc_ref).await?;
+                request(
+                    &conn,
+                    "textDocument/hover",
+                    json!({ "textDocument": { "uri": uri }, "position": position_ref }),
+                )
+                .await
+            })
+            .await?;
+        let contents = hover_text(&raw["contents"]);
+        let at = self.at(&doc, args, &route.server);
+        let range = raw.get("range").filter(|r| r.is_object()).map(|r| {
+            let uri = Url::from_file_path(&doc.path)
+                .map(|u| u.to_string())
+                .unwrap_or_default();
+            self.place(&mut Lines::default(), &uri, r)
+        });
+        let text = if contents.trim().is_empty() {
+            format!("No hover information at {at}.")
+        } else {
+            format!("Hover at {at}:\n{}", contents.trim())
+        };
+        Ok(Answer {
+            text,
+            data: json!({ "server": route.server, "contents": contents.trim(), "range": range }),
+        })
+    }
+
+    async fn document_symbols(&self, args: &Args, limit: usize) -> Result<Answer, Refused> {
+        let doc = self.document(args.file_path.as_deref().unwrap_or_default())?;
+        let route = self.route(args.server_name.as_deref(), Some(&doc.path))?;
+        let (route_ref, doc_ref) = (&route, &doc);
+        let (raw, uri) = self
+            .on(&route.server, |conn| async move {
+                let uri = self.open(route_ref, &conn, doc_ref).await?;
+                let raw = request(
+                    &conn,
+                    "textDocument/documentSymbol",
+                    json!({ "textDocument": { "uri": uri } }),
+                )
+                .await?;
+                Ok((raw, uri))
+            })
+            .await?;
+        let mut flat = Vec::new();
+        flatten_symbols(
+            raw.as_array().map_or(&[][..], Vec::as_slice),
+            uri.as_str(),
+            None,
+            0,
+            &mut flat,
         );
+        let mut lines = Lines::default();
+        let symbols: Vec<Value> = flat
+            .iter()
+            .take(limit)
+            .map(|s| self.symbol(&mut lines, s))
+            .collect();
+        let file = self.shown(&doc.path);
+        let text = if symbols.is_empty() {
+            format!("No symbols in {file} [{}].", route.server)
+        } else {
+            let mut text = format!(
+                "{} in {file} [{}]{}:",
+                plural(flat.len(), "symbol"),
+                route.server,
+                shown_of(symbols.len(), flat.len())
+            );
+            for (symbol, s) in symbols.iter().zip(&flat) {
+                text.push('\n');
+                text.push_str(&"  ".repeat(s.depth));
+                text.push_str(&symbol_line(symbol));
+            }
+            text
+        };
+        Ok(Answer {
+            text,
+            data: json!({ "server": route.server, "total": flat.len(), "symbols": symbols }),
+        })
+    }
+
+    /// The servers a workspace-wide operation asks: the named one, else
+    /// every Ready one.
+    fn servers(&self, named: Option<&str>) -> Result<Vec<String>, Refused> {
+        if let Some(name) = named {
+            return Ok(vec![self.route(Some(name), None)?.server]);
+        }
+        let ready: Vec<String> = self
+            .gateway
+            .lsp
+            .ready()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        if ready.is_empty() {
+            return Err(Refused(
+                "no language server of this workspace is ready; see `steward status`".to_owned(),
+            ));
+        }
+        Ok(ready)
+    }
+
+    async fn workspace_symbols(&self, args: &Args, limit: usize) -> Result<Answer, Refused> {
+        let query = args.query.clone().unwrap_or_default();
+        let mut found: Vec<Symbol> = Vec::new();
+        let mut failures = Vec::new();
+        for server in self.servers(args.server_name.as_deref())? {
+            let query = &query;
+            let asked = self
+                .on(&server, |conn| {
+                    let server = server.clone();
+                    async move {
+                        let warmed = self.warm_up(&server, &conn).await;
+                        let params = json!({ "query": query });
+                        let mut raw = request(&conn, "workspace/symbol", params.clone()).await?;
+                        if warmed && raw.as_array().is_none_or(Vec::is_empty) {
+                            tokio::time::sleep(WARMUP_RETRY).await;
+                            raw = request(&conn, "workspace/symbol", params).await?;
+                        }
+                        Ok(raw)
+                    }
+                })
+                .await;
+            match asked {
+                Ok(raw) => {
+                    for item in raw.as_array().into_iter().flatten() {
+                        if let Some(symbol) = workspace_symbol(item, &server) {
+                            found.push(symbol);
+                        }
+                    }
+                }
+                Err(Refused(why)) => failures.push(why),
+            }
+            if found.len() >= limit {
+                break;
+            }
+        }
+        if found.is_empty() && !failures.is_empty() {
+            return Err(Refused(failures.join("; ")));
+        }
+        let mut lines = Lines::default();
+        let symbols: Vec<Value> = found
+            .iter()
+            .take(limit)
+            .map(|s| self.symbol(&mut lines, s))
+            .collect();
+        let mut text = if symbols.is_empty() {
+            format!("No symbols match \"{query}\".")
+        } else {
+            let mut text = format!(
+                "{} match \"{query}\"{}:",
+                plural(found.len(), "symbol"),
+                shown_of(symbols.len(), found.len())
+            );
+            for symbol in &symbols {
+                text.push('\n');
+                text.push_str(&symbol_line(symbol));
+                text.push_str(&format!(
+                    " [{}]",
+                    symbol["server"].as_str().unwrap_or_default()
+                ));
+            }
+            text
+        };
+        for why in &failures {
+            text.push_str(&format!("\n(not asked: {why})"));
+        }
+        // As Qwen Code does: the references of the best match.
+        let mut references = Value::Null;
+        if let Some(top) = found.first()
+            && let Ok(path) = Url::parse(&top.uri).map(|u| u.to_file_path())
+            && let Ok(path) = path
+            && let Ok(doc) = self.document(&path.to_string_lossy())
+            && let Ok(route) = self.route(Some(&top.server), Some(&doc.path))
+        {
+            let refs_limit = limit.clamp(5, 20);
+            let (route_ref, doc_ref, range) = (&route, &doc, &top.range);
+            let raw = self
+                .on(&route.server, |conn| async move {
+                    let uri = self.open(route_ref, &conn, doc_ref).await?;
+                    request(
+                        &conn,
+                        "textDocument/references",
+                        json!({ "textDocument": { "uri": uri }, "position": range["start"],
+                                "context": { "includeDeclaration": false } }),
+                    )
+                    .await
+                })
+                .await;
+            if let Ok(raw) = raw {
+                let refs = locations_of(&raw);
+                let places: Vec<Value> = refs
+                    .iter()
+                    .take(refs_limit)
+                    .map(|(uri, range)| self.place(&mut lines, uri, range))
+                    .collect();
+                if !places.is_empty() {
+                    text.push_str(&format!(
+                        "\n{} of {}{}:",
+                        plural(refs.len(), "reference"),
+                        top.name,
+                        shown_of(places.len(), refs.len())
+                    ));
+                    for place in &places {
+                        text.push('\n');
+                        text.push_str(&place_line(place));
+                    }
+                }
+                references =
+                    json!({ "symbol": top.name, "total": refs.len(), "locations": places });
+            }
+        }
+        Ok(Answer {
+            text,
+            data: json!({ "query": query, "total": found.len(), "symbols": symbols, "topReferences": references }),
+        })
+    }
+
+    /// Before `workspace/symbol` on a server that has no document open
+    /// through Steward: open one file of the workspace it handles, so it
+    /// loads the project. Returns whether it opened one.
+    async fn warm_up(&self, server: &str, conn: &LspConnection) -> bool {
+        if !self.gateway.lsp.tracked(server).is_empty() {
+            return false;
+        }
+        let Some(spec) = self.snap.desired.lsp.get(server).map(|d| &d.spec) else {
+            return false;
+        };
+        let mut extensions: Vec<String> = spec.extension_to_language.keys().cloned().collect();
+        if extensions.is_empty() {
+            extensions = spec
+                .languages
+                .iter()
+                .flat_map(|l| usual_extensions(l))
+                .map(|e| format!(".{e}"))
+                .collect();
+        }
+        let Some(path) = find_file(&self.workspace, &extensions, WARMUP_DEPTH) else {
+            return false;
+        };
+        let Ok(route) = self.route(Some(server), Some(&path)) else {
+            return false;
+        };
+        let Ok(text) = read(&path) else {
+            return false;
+        };
+        let doc = Document { path, text };
+        match self.open(&route, conn, &doc).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::debug!(server, %e, "could not open a file before workspace/symbol");
+                false
+            }
+        }
+    }
+
+    async fn prepare_call_hierarchy(&self, args: &Args, limit: usize) -> Result<Answer, Refused> {
+        let doc = self.document(args.file_path.as_deref().unwrap_or_default())?;
+        let route = self.route(args.server_name.as_deref(), Some(&doc.path))?;
+        let position = self.position(&doc, args.line, args.character)?;
+        let (route_ref, doc_ref, position_ref) = (&route, &doc, &position);
+        let raw = self
+            .on(&route.server, |conn| async move {
+                let uri = self.open(route_ref, &conn, doc_ref).await?;
+                request(
+                    &conn,
+                    "textDocument/prepareCallHierarchy",
+                    json!({ "textDocument": { "uri": uri }, "position": position_ref }),
+                )
+                .await
+            })
+            .await?;
+        let all: Vec<&Value> = as_list(&raw);
+        let mut lines = Lines::default();
+        let items: Vec<Value> = all
+            .iter()
+            .take(limit)
+            .filter_map(|item| self.item_out(&mut lines, item, &route.server))
+            .collect();
+        let at = self.at(&doc, args, &route.server);
+        let text = if items.is_empty() {
+            format!("No call hierarchy item at {at}.")
+        } else {
+            let mut text = format!("{} at {at}:", plural(all.len(), "call hierarchy item"));
+            for item in &items {
+                text.push('\n');
+                text.push_str(&item_line(item));
+            }
+            text.push_str(
+                "\nPass one of these items, unchanged, as callHierarchyItem to incomingCalls or outgoingCalls:\n",
+            );
+            text.push_str(&serde_json::to_string_pretty(&items).unwrap_or_default());
+            text
+        };
+        Ok(Answer {
+            text,
+            data: json!({ "server": route.server, "items": items }),
+        })
+    }
+
+    async fn calls(&self, op: Op, args: &Args, limit: usize) -> Result<Answer, Refused> {
+        let given = match args.call_hierarchy_item.clone().unwrap_or_default() {
+            // Some agents send the object as a JSON string.
+            Value::String(s) => serde_json::from_str(&s).map_err(|e| {
+                Refused(format!(
+                    "callHierarchyItem is not a call hierarchy item: {e}"
+                ))
+            })?,
+            other => other,
+        };
+        let server = args
+            .server_name
+            .clone()
+            .or_else(|| given["serverName"].as_str().map(str::to_owned))
+            .ok_or_else(|| {
+                Refused(
+                    "callHierarchyItem has no serverName: pass an item from prepareCallHierarchy, or name the server"
+                        .to_owned(),
+                )
+            })?;
+        let uri = given["uri"]
+            .as_str()
+            .ok_or_else(|| Refused("callHierarchyItem has no uri".to_owned()))?;
+        let doc = self.document(uri)?;
+        let route = self.route(Some(&server), Some(&doc.path))?;
+        let item = self.item_in(&given, &doc, &server)?;
+        let (method, key, noun) = match op {
+            Op::IncomingCalls => ("callHierarchy/incomingCalls", "from", "caller"),
+            _ => ("callHierarchy/outgoingCalls", "to", "callee"),
+        };
+        let (route_ref, doc_ref, item_ref) = (&route, &doc, &item);
+        let raw = self
+            .on(&route.server, |conn| async move {
+                self.open(route_ref, &conn, doc_ref).await?;
+                request(&conn, method, json!({ "item": item_ref })).await
+            })
+            .await?;
+        let all = as_list(&raw);
+        let mut lines = Lines::default();
+        let mut calls = Vec::new();
+        let mut text_lines = Vec::new();
+        for call in all.iter().take(limit) {
+            let Some(other) = self.item_out(&mut lines, &call[key], &route.server) else {
+                continue;
+            };
+            // Call sites are in the caller: the other item's file for
+            // incoming calls, this item's for outgoing ones.
+            let sites_uri = match op {
+                Op::IncomingCalls => call[key]["uri"].as_str().unwrap_or_default().to_owned(),
+                _ => item["uri"].as_str().unwrap_or_default().to_owned(),
+            };
+            let sites: Vec<Value> = call["fromRanges"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| self.place(&mut lines, &sites_uri, r))
+                .collect();
+            let mut line = item_line(&other);
+            for site in sites.iter().take(CALL_SITES_SHOWN) {
+                line.push_str("\n    called at ");
+                line.push_str(&place_line(site));
+            }
+            if sites.len() > CALL_SITES_SHOWN {
+                line.push_str(&format!(
+                    "\n    and {} more",
+                    sites.len() - CALL_SITES_SHOWN
+                ));
+            }
+            text_lines.push(line);
+            calls.push(json!({ key: other, "fromRanges": sites }));
+        }
+        let target = format!(
+            "{} ({}:{}:{})",
+            given["name"].as_str().unwrap_or("?"),
+            self.shown(&doc.path),
+            given["selectionRange"]["start"]["line"],
+            given["selectionRange"]["start"]["character"]
+        );
+        let text = if calls.is_empty() {
+            format!("No {noun}s of {target} [{}].", route.server)
+        } else {
+            let heading = match op {
+                Op::IncomingCalls => format!("{} of {target}", plural(all.len(), "caller")),
+                _ => format!("{} called by {target}", plural(all.len(), "function")),
+            };
+            let items: Vec<&Value> = calls.iter().map(|c| &c[key]).collect();
+            format!(
+                "{heading} [{}]{}:\n{}\nTheir items, for further incomingCalls / outgoingCalls:\n{}",
+                route.server,
+                shown_of(calls.len(), all.len()),
+                text_lines.join("\n"),
+                serde_json::to_string_pretty(&items).unwrap_or_default()
+            )
+        };
+        Ok(Answer {
+            text,
+            data: json!({ "server": route.server, "total": all.len(), "calls": calls }),
+        })
+    }
+
+    async fn diagnostics(&self, args: &Args) -> Result<Answer, Refused> {
+        let doc = self.document(args.file_path.as_deref().unwrap_or_default())?;
+        let route = self.route(args.server_name.as_deref(), Some(&doc.path))?;
+        let (route_ref, doc_ref) = (&route, &doc);
+        let (diagnostics, uri) = self
+            .on(&route.server, |conn| async move {
+                let uri = self.open(route_ref, &conn, doc_ref).await?;
+                Ok((document_diagnostics(&conn, &uri).await?, uri))
+            })
+            .await?;
+        let file = self.shown(&doc.path);
+        let mut lines = Lines::default();
+        let Some(diagnostics) = diagnostics else {
+            return Ok(Answer {
+                text: format!(
+                    "{} has not reported diagnostics for {file} yet (it may still be analysing it); call again shortly.",
+                    route.server
+                ),
+                data: json!({ "server": route.server, "path": file, "diagnostics": Value::Null }),
+            });
+        };
+        let shown: Vec<Value> = diagnostics
+            .iter()
+            .map(|d| self.diagnostic(&mut lines, uri.as_str(), d, &route.server))
+            .collect();
+        let text = if shown.is_empty() {
+            format!("No diagnostics for {file} [{}].", route.server)
+        } else {
+            let mut text = format!("{} in {file} [{}]:", tally(&shown), route.server);
+            for d in &shown {
+                text.push('\n');
+                text.push_str(&diagnostic_line(d));
+            }
+            text
+        };
+        Ok(Answer {
+            text,
+            data: json!({ "server": route.server, "path": file, "diagnostics": shown }),
+        })
+    }
+
+    async fn workspace_diagnostics(&self, args: &Args, limit: usize) -> Result<Answer, Refused> {
+        let mut files: Vec<Value> = Vec::new();
+        let mut failures = Vec::new();
+        let mut lines = Lines::default();
+        let mut total_files = 0;
+        for server in self.servers(args.server_name.as_deref())? {
+            let server_ref = &server;
+            let found = self
+                .on(&server, |conn| async move {
+                    self.collect_workspace_diagnostics(server_ref, &conn).await
+                })
+                .await;
+            match found {
+                Ok(found) => {
+                    for (uri, diagnostics) in found {
+                        if diagnostics.is_empty() {
+                            continue;
+                        }
+                        total_files += 1;
+                        if files.len() >= limit {
+                            continue;
+                        }
+                        let shown: Vec<Value> = diagnostics
+                            .iter()
+                            .map(|d| self.diagnostic(&mut lines, &uri, d, &server))
+                            .collect();
+                        files.push(json!({
+                            "path": self.uri_shown(&uri),
+                            "server": server,
+                            "diagnostics": shown,
+                        }));
+                    }
+                }
+                Err(Refused(why)) => failures.push(why),
+            }
+        }
+        if files.is_empty() && !failures.is_empty() {
+            return Err(Refused(failures.join("; ")));
+        }
+        let all: Vec<Value> = files
+            .iter()
+            .flat_map(|f| f["diagnostics"].as_array().cloned().unwrap_or_default())
+            .collect();
+        let mut text = if files.is_empty() {
+            "No diagnostics in the documents the language servers know.".to_owned()
+        } else {
+            let mut text = format!(
+                "{} in {}{}:",
+                tally(&all),
+                plural(total_files, "file"),
+                shown_of(files.len(), total_files)
+            );
+            for file in &files {
+                text.push_str(&format!(
+                    "\n{} [{}]:",
+                    file["path"].as_str().unwrap_or_default(),
+                    file["server"].as_str().unwrap_or_default()
+                ));
+                for d in file["diagnostics"].as_array().into_iter().flatten() {
+                    text.push('\n');
+                    text.push_str(&diagnostic_line(d));
+                }
+            }
+            text
+        };
+        for why in &failures {
+            text.push_str(&format!("\n(not asked: {why})"));
+        }
+        Ok(Answer {
+            text,
+            data: json!({ "totalFiles": total_files, "files": files }),
+        })
+    }
+
+    /// Every document `server` knows through Steward, refreshed from disk,
+    /// with its diagnostics (pulled when the server offers workspace
+    /// diagnostics, else what it published).
+    async fn collect_workspace_diagnostics(
+        &self,
+        server: &str,
+        conn: &LspConnection,
+    ) -> Result<Vec<(String, Vec<Value>)>, LspError> {
+        let tracked = self.gateway.lsp.tracked(server);
+        let mut synced = Vec::new();
+        for (uri, language) in tracked {
+            let Ok(path) = uri.to_file_path() else {
+                continue;
+            };
+            let Ok(text) = read(&path) else {
+                continue;
+            };
+            self.gateway
+                .lsp
+                .open(server, conn, &path, &language, text)
+                .await?;
+            synced.push(uri);
+        }
+        let pull = conn.capabilities()["diagnosticProvider"]["workspaceDiagnostics"] == json!(true);
+        if pull {
+            let raw = request(
+                conn,
+                "workspace/diagnostic",
+                json!({ "previousResultIds": [] }),
+            )
+            .await?;
+            return Ok(raw["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|report| {
+                    let uri = report["uri"].as_str()?.to_owned();
+                    let items = report["items"].as_array()?.clone();
+                    let inside = Url::parse(&uri)
+                        .ok()
+                        .and_then(|u| u.to_file_path().ok())
+                        .is_some_and(|p| p.starts_with(&self.workspace));
+                    inside.then_some((uri, items))
+                })
+                .collect());
+        }
+        let waits = synced.iter().map(|uri| async move {
+            let fresh = conn.wait_for_diagnostics(uri, DIAGNOSTICS_WAIT).await;
+            let diagnostics = fresh.or_else(|| conn.diagnostics(uri)).unwrap_or_default();
+            (
+                uri.to_string(),
+                diagnostics
+                    .iter()
+                    .filter_map(|d| serde_json::to_value(d).ok())
+                    .collect::<Vec<Value>>(),
+            )
+        });
+        Ok(futures::future::join_all(waits).await)
+    }
+
+    async fn code_actions(&self, args: &Args, limit: usize) -> Result<Answer, Refused> {
+        let doc = self.document(args.file_path.as_deref().unwrap_or_default())?;
+        let route = self.route(args.server_name.as_deref(), Some(&doc.path))?;
+        let start = self.position(&doc, args.line, args.character)?;
+        let end = self.position(
+            &doc,
+            args.end_line.or(args.line),
+            args.end_character.or(args.character),
+        )?;
+        let range = json!({ "start": start, "end": end });
+        let given = args.diagnostics.clone();
+        let only = args.code_action_kinds.clone();
+        let (route_ref, doc_ref, range_ref, given_ref, only_ref) =
+            (&route, &doc, &range, &given, &only);
+        let raw = self
+            .on(&route.server, |conn| async move {
+                let uri = self.open(route_ref, &conn, doc_ref).await?;
+                let known: Vec<Value> = conn
+                    .diagnostics(&uri)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|d| serde_json::to_value(d).ok())
+                    .collect();
+                let diagnostics = match given_ref {
+                    Some(given) => given
+                        .iter()
+                        .map(|d| self.diagnostic_in(doc_ref, d, &known))
+                        .collect(),
+                    None => known
+                        .into_iter()
+                        .filter(|d| overlaps(&d["range"], range_ref))
+                        .collect::<Vec<_>>(),
+                };
+                let mut context = json!({ "diagnostics": diagnostics, "triggerKind": 1 });
+                if let Some(only) = only_ref {
+                    context["only"] = json!(only);
+                }
+                request(
+                    &conn,
+                    "textDocument/codeAction",
+                    json!({ "textDocument": { "uri": uri }, "range": range_ref, "context": context }),
+                )
+                .await
+            })
+            .await?;
+        let all = as_list(&raw);
+        let mut lines = Lines::default();
+        let actions: Vec<Value> = all
+            .iter()
+            .take(limit)
+            .map(|a| self.action(&mut lines, a))
+            .collect();
+        let at = format!(
+            "{}:{}:{}-{}:{} [{}]",
+            self.shown(&doc.path),
+            whole(args.line).unwrap_or(1),
+            whole(args.character).unwrap_or(1),
+            whole(args.end_line.or(args.line)).unwrap_or(1),
+            whole(args.end_character.or(args.character)).unwrap_or(1),
+            route.server
+        );
+        let text = if actions.is_empty() {
+            format!("No code actions at {at}.")
+        } else {
+            let mut text = format!(
+                "{} at {at}{}:",
+                plural(all.len(), "code action"),
+                shown_of(actions.len(), all.len())
+            );
+            for (n, action) in actions.iter().enumerate() {
+                text.push_str(&format!("\n{}. {}", n + 1, action_lines(action)));
+            }
+            text.push_str("\nSteward does not apply them: make the edits yourself.");
+            text
+        };
+        Ok(Answer {
+            text,
+            data: json!({ "server": route.server, "total": all.len(), "actions": actions }),
+        })
+    }
+
+    // ---- answers in this tool's coordinates ----
+
+    fn uri_shown(&self, uri: &str) -> String {
+        match Url::parse(uri).ok().and_then(|u| u.to_file_path().ok()) {
+            Some(path) => self.shown(&path),
+            None => uri.to_owned(),
+        }
+    }
+
+    /// A location: workspace-relative path, 1-based positions (characters),
+    /// the trimmed source line.
+    fn place(&self, lines: &mut Lines, uri: &str, range: &Value) -> Value {
+        let path = Url::parse(uri).ok().and_then(|u| u.to_file_path().ok());
+        let (line, character) = self.point(lines, path.as_deref(), &range["start"]);
+        let (end_line, end_character) = self.point(lines, path.as_deref(), &range["end"]);
+        let text = path.as_deref().and_then(|p| {
+            lines
+                .line(p, range["start"]["line"].as_u64().unwrap_or(0) as usize)
+                .map(|l| l.trim().to_owned())
+        });
+        json!({
+            "path": self.uri_shown(uri),
+            "line": line,
+            "character": character,
+            "endLine": end_line,
+            "endCharacter": end_character,
+            "text": text,
+        })
+    }
+
+    /// A 0-based LSP position → 1-based line and character column.
+    fn point(&self, lines: &mut Lines, path: Option<&Path>, position: &Value) -> (u64, u64) {
+        let line = position["line"].as_u64().unwrap_or(0);
+        let units = position["character"].as_u64().unwrap_or(0);
+        let column = path
+            .and_then(|p| lines.line(p, line as usize))
+            .map_or(units + 1, |text| {
+                u64::from(column_of(&text, u32::try_from(units).unwrap_or(u32::MAX)))
+            });
+        (line + 1, column)
+    }
+
+    fn symbol(&self, lines: &mut Lines, s: &Symbol) -> Value {
+        let mut place = self.place(lines, &s.uri, &s.range);
+        place["name"] = json!(s.name);
+        place["kind"] = json!(s.kind);
+        if let Some(detail) = &s.detail {
+            place["detail"] = json!(detail);
+        }
+        if let Some(container) = &s.container {
+            place["container"] = json!(container);
+        }
+        place["server"] = json!(s.server);
+        place
+    }
+
+    fn diagnostic(&self, lines: &mut Lines, uri: &str, d: &Value, server: &str) -> Value {
+        let mut place = self.place(lines, uri, &d["range"]);
+        let severity = d["severity"]
+            .as_u64()
+            .and_then(|s| SEVERITIES.get((s as usize).wrapping_sub(1)))
+            .copied();
+        place["severity"] = json!(severity);
+        place["message"] = d["message"].clone();
+        place["source"] = d["source"].clone();
+        place["code"] = d["code"].clone();
+        place["server"] = json!(server);
+        place
+    }
+
+    /// A diagnostic argument → the server's own diagnostic when one matches
+    /// (by message and start, in this tool's coordinates or LSP's), else
+    /// converted from this tool's coordinates.
+    fn diagnostic_in(&self, doc: &Document, given: &Value, known: &[Value]) -> Value {
+        let (line, character) = (
+            given["range"]["start"]["line"].as_u64(),
+            given["range"]["start"]["character"].as_u64(),
+        );
+        let mut lines = Lines::default();
+        let matching = known.iter().find(|k| {
+            if k["message"] != given["message"] {
+                return false;
+            }
+            let ours = self.point(&mut lines, Some(&doc.path), &k["range"]["start"]);
+            let raw = (
+                k["range"]["start"]["line"].as_u64().unwrap_or(0),
+                k["range"]["start"]["character"].as_u64().unwrap_or(0),
+            );
+            let start = (line.unwrap_or(0), character.unwrap_or(0));
+            line.is_none() || start == ours || start == raw
+        });
+        if let Some(known) = matching {
+            return known.clone();
+        }
+        let convert = |p: &Value| -> Value {
+            let line = whole(p["line"].as_f64()).unwrap_or(1);
+            let column = whole(p["character"].as_f64()).unwrap_or(1);
+            let (line, character) = to_lsp_position(&doc.path, &doc.text, line, column)
+                .unwrap_or((line - 1, column - 1));
+            json!({ "line": line, "character": character })
+        };
+        let severity = given["severity"]
+            .as_str()
+            .and_then(|s| SEVERITIES.iter().position(|n| *n == s))
+            .map(|i| i + 1);
+        let mut d = json!({
+            "range": { "start": convert(&given["range"]["start"]), "end": convert(&given["range"]["end"]) },
+            "message": given["message"],
+        });
+        if let Some(severity) = severity {
+            d["severity"] = json!(severity);
+        }
+        for key in ["code", "source"] {
+            if !given[key].is_null() {
+                d[key] = given[key].clone();
+            }
+        }
+        d
+    }
+
+    /// A call hierarchy item from a server → this tool's form, signed.
+    fn item_out(&self, lines: &mut Lines, item: &Value, server: &str) -> Option<Value> {
+        let uri = item["uri"].as_str()?;
+        let name = item["name"].as_str()?;
+        let range = item.get("range").filter(|r| r.is_object())?;
+        let selection = item
+            .get("selectionRange")
+            .filter(|r| r.is_object())
+            .unwrap_or(range);
+        let path = Url::parse(uri).ok().and_then(|u| u.to_file_path().ok());
+        let convert = |lines: &mut Lines, r: &Value| {
+            let (sl, sc) = self.point(lines, path.as_deref(), &r["start"]);
+            let (el, ec) = self.point(lines, path.as_deref(), &r["end"]);
+            json!({ "start": { "line": sl, "character": sc }, "end": { "line": el, "character": ec } })
+        };
+        let mut out = json!({
+            "name": name,
+            "kind": symbol_kind(&item["kind"]),
+            "rawKind": item["kind"],
+            "uri": uri,
+            "range": convert(lines, range),
+            "selectionRange": convert(lines, selection),
+            "serverName": server,
+        });
+        if let Some(detail) = item["detail"].as_str() {
+            out["detail"] = json!(detail);
+        }
+        if !item["data"].is_null() {
+            out["data"] = item["data"].clone();
+        }
+        out["path"] = json!(self.uri_shown(uri));
+        out["text"] = json!(path.as_deref().and_then(|p| {
+            lines
+                .line(p, selection["start"]["line"].as_u64().unwrap_or(0) as usize)
+                .map(|l| l.trim().to_owned())
+        }));
+        if let Some(text) = path.as_deref().and_then(|p| lines.text(p)) {
+            out["documentRevision"] = json!(revision(server, item, &text));
+        }
+        Some(out)
+    }
+
+    /// A call hierarchy item argument → the item to send to `server`;
+    /// refused when it is stale (its file changed) or not one of ours.
+    fn item_in(&self, given: &Value, doc: &Document, server: &str) -> Result<Value, Refused> {
+        let stale = || {
+            Refused(format!(
+                "the callHierarchyItem for {} is stale or was not made by prepareCallHierarchy ({} changed since, or the item was edited): call prepareCallHierarchy again",
+                given["name"].as_str().unwrap_or("?"),
+                self.shown(&doc.path)
+            ))
+        };
+        let convert = |r: &Value| -> Result<Value, Refused> {
+            let point = |p: &Value| -> Result<Value, Refused> {
+                let line = whole(p["line"].as_f64()).ok_or_else(stale)?;
+                let column = whole(p["character"].as_f64()).ok_or_else(stale)?;
+                let (line, character) =
+                    to_lsp_position(&doc.path, &doc.text, line, column).map_err(|_| stale())?;
+                Ok(json!({ "line": line, "character": character }))
+            };
+            Ok(json!({ "start": point(&r["start"])?, "end": point(&r["end"])? }))
+        };
+        let mut item = json!({
+            "name": given["name"],
+            "kind": given["rawKind"].as_u64().unwrap_or(12),
+            "uri": given["uri"],
+            "range": convert(&given["range"])?,
+            "selectionRange": convert(&given["selectionRange"])?,
+        });
+        if let Some(detail) = given["detail"].as_str() {
+            item["detail"] = json!(detail);
+        }
+        if !given["data"].is_null() {
+            item["data"] = given["data"].clone();
+        }
+        let signed_by = given["serverName"].as_str().unwrap_or(server);
+        if given["documentRevision"].as_str() != Some(&revision(signed_by, &item, &doc.text)) {
+            return Err(stale());
+        }
+        Ok(item)
+    }
+
+    fn action(&self, lines: &mut Lines, action: &Value) -> Value {
+        // A bare `Command` has a string `command`.
+        if action["command"].is_string() {
+            return json!({
+                "title": action["title"],
+                "command": { "command": action["command"], "arguments": action["arguments"] },
+            });
+        }
+        let mut edits = Vec::new();
+        let mut add = |uri: &str, list: &Value, lines: &mut Lines| {
+            for edit in list.as_array().into_iter().flatten() {
+                let mut place = self.place(lines, uri, &edit["range"]);
+                place["newText"] = edit["newText"].clone();
+                edits.push(place);
+            }
+        };
+        if let Some(changes) = action["edit"]["changes"].as_object() {
+            for (uri, list) in changes {
+                add(uri, list, lines);
+            }
+        }
+        for change in action["edit"]["documentChanges"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if let Some(uri) = change["textDocument"]["uri"].as_str() {
+                add(uri, &change["edits"], lines);
+            }
+        }
+        let mut out = json!({ "title": action["title"], "kind": action["kind"] });
+        if action["isPreferred"] == json!(true) {
+            out["isPreferred"] = json!(true);
+        }
+        if !edits.is_empty() {
+            out["edits"] = json!(edits);
+        }
+        if action["command"].is_object() {
+            out["command"] = json!({
+                "command": action["command"]["command"],
+                "arguments": action["command"]["arguments"],
+            });
+        }
+        if let Some(reason) = action["disabled"]["reason"].as_str() {
+            out["disabled"] = json!(reason);
+        }
+        out
+    }
+}
+
+/// Send one request, bounded.
+async fn request(conn: &LspConnection, method: &str, params: Value) -> Result<Value, LspError> {
+    conn.request(method, params, REQUEST_TIMEOUT)
+        .await
+        .map_err(LspError::Protocol)
+}
+
+/// A document's diagnostics: pulled when the server offers it, else the
+/// ones it publishes after this sync (`None`: nothing came in time).
+async fn document_diagnostics(
+    conn: &LspConnection,
+    uri: &Url,
+) -> Result<Option<Vec<Value>>, LspError> {
+    if !conn.capabilities()["diagnosticProvider"].is_null() {
+        let raw = request(
+            conn,
+            "textDocument/diagnostic",
+            json!({ "textDocument": { "uri": uri } }),
+        )
+        .await?;
+        return Ok(Some(raw["items"].as_array().cloned().unwrap_or_default()));
+    }
+    let wait = if conn.diagnostics(uri).is_some() {
+        DIAGNOSTICS_WAIT
+    } else {
+        FIRST_DIAGNOSTICS_WAIT
     };
-    let path = workspace.join(file);
-    let path = steward_schema::load::normalize_lexically(&path);
-    if !path.starts_with(&workspace) {
-        return text_result(
-            format!("{file} is outside the workspace {}", workspace.display()),
-            Value::Null,
-            true,
+    let published = conn
+        .wait_for_diagnostics(uri, wait)
+        .await
+        .or_else(|| conn.diagnostics(uri));
+    Ok(published.map(|list| {
+        list.iter()
+            .filter_map(|d| serde_json::to_value(d).ok())
+            .collect()
+    }))
+}
+
+/// A freshness token for a call hierarchy item: its server, the item as
+/// LSP has it, and a digest of its file's text.
+fn revision(server: &str, item: &Value, text: &str) -> String {
+    let signed = json!([
+        server,
+        item["name"],
+        item["kind"],
+        item["uri"],
+        item["range"],
+        item["selectionRange"],
+        item["data"],
+        sha256_hex(text.as_bytes()),
+    ]);
+    sha256_hex(canonical_json(&signed).as_bytes())[..32].to_owned()
+}
+
+/// Lines of files, read once per call.
+#[derive(Default)]
+struct Lines {
+    files: HashMap<PathBuf, Option<Arc<String>>>,
+}
+
+impl Lines {
+    fn text(&mut self, path: &Path) -> Option<Arc<String>> {
+        self.files
+            .entry(path.to_owned())
+            .or_insert_with(|| std::fs::read_to_string(path).ok().map(Arc::new))
+            .clone()
+    }
+
+    fn line(&mut self, path: &Path, n: usize) -> Option<String> {
+        let text = self.text(path)?;
+        text.split('\n')
+            .nth(n)
+            .map(|l| l.strip_suffix('\r').unwrap_or(l).to_owned())
+    }
+}
+
+/// `Location`, `Location[]`, `LocationLink[]` or null → (uri, range).
+fn locations_of(raw: &Value) -> Vec<(String, Value)> {
+    as_list(raw)
+        .into_iter()
+        .filter_map(|l| {
+            let uri = l["uri"].as_str().or_else(|| l["targetUri"].as_str())?;
+            let range = ["range", "targetSelectionRange", "targetRange"]
+                .iter()
+                .map(|k| &l[*k])
+                .find(|r| r.is_object())?;
+            Some((uri.to_owned(), range.clone()))
+        })
+        .collect()
+}
+
+fn as_list(raw: &Value) -> Vec<&Value> {
+    match raw {
+        Value::Array(items) => items.iter().collect(),
+        Value::Null => Vec::new(),
+        one => vec![one],
+    }
+}
+
+/// Hover `contents` (`MarkupContent`, `MarkedString` or a list of them) as
+/// text, markdown kept.
+fn hover_text(contents: &Value) -> String {
+    match contents {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items
+            .iter()
+            .map(hover_text)
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        Value::Object(o) => {
+            let value = o.get("value").and_then(Value::as_str).unwrap_or_default();
+            match o.get("language").and_then(Value::as_str) {
+                Some(language) if !language.is_empty() => {
+                    format!("```{language}\n{value}\n```")
+                }
+                _ => value.to_owned(),
+            }
+        }
+        _ => String::new(),
+    }
+}
+
+/// A symbol in any of LSP's shapes.
+struct Symbol {
+    name: String,
+    kind: Option<String>,
+    detail: Option<String>,
+    container: Option<String>,
+    uri: String,
+    range: Value,
+    server: String,
+    depth: usize,
+}
+
+fn symbol_kind(kind: &Value) -> Option<String> {
+    match kind {
+        Value::Number(n) => n.as_u64().map(|k| {
+            SYMBOL_KINDS
+                .get((k as usize).wrapping_sub(1))
+                .map_or_else(|| k.to_string(), |s| (*s).to_owned())
+        }),
+        Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+        _ => None,
+    }
+}
+
+/// `DocumentSymbol` trees (depth-first, children after their parent) or
+/// `SymbolInformation` lists, flattened.
+fn flatten_symbols(
+    items: &[Value],
+    uri: &str,
+    container: Option<&str>,
+    depth: usize,
+    out: &mut Vec<Symbol>,
+) {
+    for item in items {
+        let Some(name) = item["name"].as_str() else {
+            continue;
+        };
+        let (uri, range) = if item["selectionRange"].is_object() {
+            (uri.to_owned(), item["selectionRange"].clone())
+        } else if item["range"].is_object() {
+            (uri.to_owned(), item["range"].clone())
+        } else if let Some(u) = item["location"]["uri"].as_str() {
+            (u.to_owned(), item["location"]["range"].clone())
+        } else {
+            continue;
+        };
+        out.push(Symbol {
+            name: name.to_owned(),
+            kind: symbol_kind(&item["kind"]),
+            detail: item["detail"]
+                .as_str()
+                .filter(|d| !d.is_empty())
+                .map(str::to_owned),
+            container: item["containerName"]
+                .as_str()
+                .map(str::to_owned)
+                .or_else(|| container.map(str::to_owned)),
+            uri: uri.clone(),
+            range,
+            server: String::new(),
+            depth,
+        });
+        if let Some(children) = item["children"].as_array() {
+            flatten_symbols(children, &uri, Some(name), depth + 1, out);
+        }
+    }
+}
+
+/// A `SymbolInformation` or `WorkspaceSymbol` (whose location may lack a
+/// range: the file's start).
+fn workspace_symbol(item: &Value, server: &str) -> Option<Symbol> {
+    let uri = item["location"]["uri"].as_str()?;
+    let range = if item["location"]["range"].is_object() {
+        item["location"]["range"].clone()
+    } else {
+        json!({ "start": { "line": 0, "character": 0 }, "end": { "line": 0, "character": 0 } })
+    };
+    Some(Symbol {
+        name: item["name"].as_str()?.to_owned(),
+        kind: symbol_kind(&item["kind"]),
+        detail: None,
+        container: item["containerName"]
+            .as_str()
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned),
+        uri: uri.to_owned(),
+        range,
+        server: server.to_owned(),
+        depth: 0,
+    })
+}
+
+/// Whether two LSP ranges share a position (touching counts).
+fn overlaps(a: &Value, b: &Value) -> bool {
+    let key = |p: &Value| {
+        (
+            p["line"].as_u64().unwrap_or(0),
+            p["character"].as_u64().unwrap_or(0),
+        )
+    };
+    key(&a["start"]) <= key(&b["end"]) && key(&b["start"]) <= key(&a["end"])
+}
+
+/// Usual file extensions of a language id (for finding a file to open).
+fn usual_extensions(language: &str) -> Vec<&'static str> {
+    match language {
+        "c" => vec!["c", "h"],
+        "cpp" => vec!["cpp", "cc", "cxx", "hpp", "h"],
+        "python" => vec!["py"],
+        "typescript" => vec!["ts", "tsx"],
+        "typescriptreact" => vec!["tsx"],
+        "javascript" => vec!["js", "jsx", "mjs"],
+        "javascriptreact" => vec!["jsx"],
+        "shellscript" => vec!["sh", "bash"],
+        "rust" => vec!["rs"],
+        "go" => vec!["go"],
+        "java" => vec!["java"],
+        _ => Vec::new(),
+    }
+}
+
+/// The first file (sorted, breadth-first, at most `depth` levels, hidden and
+/// build directories skipped) whose extension is one of `extensions`.
+fn find_file(root: &Path, extensions: &[String], depth: usize) -> Option<PathBuf> {
+    let mut level = vec![root.to_owned()];
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for dir in level {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut entries: Vec<_> = entries.flatten().collect();
+            entries.sort_by_key(std::fs::DirEntry::file_name);
+            for entry in entries {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                if kind.is_dir() {
+                    if !name.starts_with('.') && !SKIPPED_DIRS.contains(&name.as_str()) {
+                        next.push(entry.path());
+                    }
+                } else if kind.is_file()
+                    && let Some((_, ext)) = name.rsplit_once('.')
+                    && extensions.contains(&format!(".{}", ext.to_lowercase()))
+                {
+                    return Some(entry.path());
+                }
+            }
+        }
+        level = next;
+    }
+    None
+}
+
+// ---- text ----
+
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// " (first N shown; raise limit for more)" when results were cut.
+fn shown_of(shown: usize, total: usize) -> String {
+    if shown < total {
+        format!(" (first {shown} shown; raise limit for more)")
+    } else {
+        String::new()
+    }
+}
+
+/// `path:line:col: source line`.
+fn place_line(place: &Value) -> String {
+    let mut line = format!(
+        "{}:{}:{}",
+        place["path"].as_str().unwrap_or_default(),
+        place["line"],
+        place["character"]
+    );
+    if let Some(text) = place["text"].as_str().filter(|t| !t.is_empty()) {
+        line.push_str(": ");
+        line.push_str(text);
+    }
+    line
+}
+
+/// `name (Kind) in container — path:line:col: source line`.
+fn symbol_line(symbol: &Value) -> String {
+    let mut line = symbol["name"].as_str().unwrap_or_default().to_owned();
+    if let Some(kind) = symbol["kind"].as_str() {
+        line.push_str(&format!(" ({kind})"));
+    }
+    if let Some(container) = symbol["container"].as_str() {
+        line.push_str(&format!(" in {container}"));
+    }
+    line.push_str(" — ");
+    line.push_str(&place_line(symbol));
+    line
+}
+
+/// `name (Kind) detail — path:line:col: source line` of an item.
+fn item_line(item: &Value) -> String {
+    let mut line = item["name"].as_str().unwrap_or_default().to_owned();
+    if let Some(kind) = item["kind"].as_str() {
+        line.push_str(&format!(" ({kind})"));
+    }
+    if let Some(detail) = item["detail"].as_str() {
+        line.push(' ');
+        line.push_str(detail);
+    }
+    let start = &item["selectionRange"]["start"];
+    line.push_str(&format!(
+        " — {}:{}:{}",
+        item["path"].as_str().unwrap_or_default(),
+        start["line"],
+        start["character"]
+    ));
+    if let Some(text) = item["text"].as_str().filter(|t| !t.is_empty()) {
+        line.push_str(": ");
+        line.push_str(text);
+    }
+    line
+}
+
+/// `path:line:col: severity: message [source code]`, then the source line.
+fn diagnostic_line(d: &Value) -> String {
+    let mut line = format!(
+        "{}:{}:{}: {}: {}",
+        d["path"].as_str().unwrap_or_default(),
+        d["line"],
+        d["character"],
+        d["severity"].as_str().unwrap_or("diagnostic"),
+        d["message"].as_str().unwrap_or_default()
+    );
+    let code = match &d["code"] {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let origin: Vec<String> = [d["source"].as_str().map(str::to_owned), code]
+        .into_iter()
+        .flatten()
+        .collect();
+    if !origin.is_empty() {
+        line.push_str(&format!(" [{}]", origin.join(" ")));
+    }
+    if let Some(text) = d["text"].as_str().filter(|t| !t.is_empty()) {
+        line.push_str("\n    ");
+        line.push_str(text);
+    }
+    line
+}
+
+/// "2 errors, 1 warning" (only the severities present).
+fn tally(diagnostics: &[Value]) -> String {
+    let mut parts = Vec::new();
+    for severity in SEVERITIES {
+        let n = diagnostics
+            .iter()
+            .filter(|d| d["severity"].as_str() == Some(severity))
+            .count();
+        if n > 0 {
+            parts.push(plural(n, severity));
+        }
+    }
+    let other = diagnostics
+        .iter()
+        .filter(|d| d["severity"].is_null())
+        .count();
+    if other > 0 {
+        parts.push(plural(other, "diagnostic"));
+    }
+    parts.join(", ")
+}
+
+/// `title [kind, preferred]` and its edits / command, indented.
+fn action_lines(action: &Value) -> String {
+    let mut line = action["title"].as_str().unwrap_or_default().to_owned();
+    let mut tags: Vec<String> = action["kind"]
+        .as_str()
+        .map(str::to_owned)
+        .into_iter()
+        .collect();
+    if action["isPreferred"] == json!(true) {
+        tags.push("preferred".to_owned());
+    }
+    if let Some(reason) = action["disabled"].as_str() {
+        tags.push(format!("disabled: {reason}"));
+    }
+    if !tags.is_empty() {
+        line.push_str(&format!(" [{}]", tags.join(", ")));
+    }
+    for edit in action["edits"].as_array().into_iter().flatten() {
+        line.push_str(&format!(
+            "\n   replace {}:{}:{}-{}:{} with {}",
+            edit["path"].as_str().unwrap_or_default(),
+            edit["line"],
+            edit["character"],
+            edit["endLine"],
+            edit["endCharacter"],
+            edit["newText"]
+        ));
+    }
+    if let Some(command) = action["command"]["command"].as_str() {
+        line.push_str(&format!("\n   runs the server command {command}"));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(value: Value) -> JsonObject {
+        let Value::Object(map) = value else {
+            panic!("an object")
+        };
+        map
+    }
+
+    #[test]
+    fn the_input_schema_has_qwen_codes_property_names() {
+        let tool = tool();
+        let properties = tool.input_schema["properties"].as_object().unwrap();
+        let names: Vec<&str> = properties.keys().map(String::as_str).collect();
+        let mut expected = vec![
+            "operation",
+            "filePath",
+            "line",
+            "character",
+            "endLine",
+            "endCharacter",
+            "includeDeclaration",
+            "query",
+            "callHierarchyItem",
+            "serverName",
+            "limit",
+            "diagnostics",
+            "codeActionKinds",
+        ];
+        expected.sort_unstable();
+        let mut names = names;
+        names.sort_unstable();
+        assert_eq!(names, expected);
+        assert_eq!(properties["limit"]["type"], "integer");
+        assert_eq!(properties["line"]["type"], "number");
+        assert_eq!(
+            tool.input_schema["definitions"]["LspCallHierarchyItem"]["properties"]["documentRevision"]
+                ["type"],
+            "string"
         );
     }
-    let as_u32 = |key: &str| {
-        arguments
-            .get(key)
-            .and_then(Value::as_f64)
-            .map(|v| v.max(1.0) as u32)
-    };
-    let query = LspQuery {
-        op,
-        file: Some(path),
-        line: as_u32("line"),
-        column: as_u32("character").or(Some(1)),
-        server: arguments
-            .get("serverName")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        method: None,
-        params: None,
-    };
-    let snap = gateway.store.snapshot();
-    match gateway.lsp.query(&snap, &gateway.status, query).await {
-        Ok((server, result)) => text_result(
-            format!(
-                "{operation} ({server}):\n{}",
-                serde_json::to_string_pretty(&result).unwrap_or_default()
-            ),
-            json!({"server": server, "result": result}),
-            false,
-        ),
-        Err(e) => text_result(format!("LSP {operation} failed: {e}"), Value::Null, true),
+
+    #[test]
+    fn operations_parse_to_their_index() {
+        for (i, name) in OPERATIONS.iter().enumerate() {
+            assert_eq!(Op::parse(name).map(|op| op as usize), Some(i), "{name}");
+        }
+    }
+
+    #[test]
+    fn arguments_are_checked_per_operation() {
+        let refused = |value: Value| parse(args(value)).unwrap_err().0;
+        assert!(refused(json!({"operation": "hover"})).contains("needs filePath"));
+        assert!(refused(json!({"operation": "hover", "filePath": "a.py"})).contains("needs line"));
+        assert!(refused(json!({"operation": "workspaceSymbol", "query": " "})).contains("query"));
+        assert!(refused(json!({"operation": "incomingCalls"})).contains("prepareCallHierarchy"));
+        assert!(
+            refused(json!({"operation": "hover", "filePath": "a", "line": 0}))
+                .contains("line must be 1 or more")
+        );
+        assert!(refused(json!({"operation": "rename"})).contains("unknown operation"));
+        assert!(refused(json!({"operation": "hover", "line": "x"})).contains("invalid arguments"));
+        let (op, parsed) = parse(args(
+            json!({"operation": "documentSymbol", "filePath": " my\\ file.py "}),
+        ))
+        .unwrap();
+        assert_eq!(op, Op::DocumentSymbol);
+        assert_eq!(parsed.file_path.as_deref(), Some("my file.py"));
+        assert!(parse(args(json!({"operation": "workspaceDiagnostics"}))).is_ok());
+    }
+
+    #[test]
+    fn locations_read_every_lsp_shape() {
+        let range =
+            json!({"start": {"line": 1, "character": 2}, "end": {"line": 1, "character": 4}});
+        let one = json!({"uri": "file:///a", "range": range});
+        let link =
+            json!({"targetUri": "file:///b", "targetRange": {}, "targetSelectionRange": range});
+        assert_eq!(locations_of(&one).len(), 1);
+        assert_eq!(locations_of(&json!([one, link]))[1].0, "file:///b");
+        assert!(locations_of(&Value::Null).is_empty());
+    }
+
+    #[test]
+    fn hover_contents_of_every_shape_become_markdown_text() {
+        assert_eq!(
+            hover_text(&json!({"kind": "markdown", "value": "**x**"})),
+            "**x**"
+        );
+        assert_eq!(
+            hover_text(&json!([{"language": "c", "value": "int x"}, "doc"])),
+            "```c\nint x\n```\n\ndoc"
+        );
+        assert_eq!(hover_text(&Value::Null), "");
+    }
+
+    #[test]
+    fn symbol_kinds_and_severities_have_names() {
+        assert_eq!(symbol_kind(&json!(12)).as_deref(), Some("Function"));
+        assert_eq!(symbol_kind(&json!(26)).as_deref(), Some("TypeParameter"));
+        assert_eq!(symbol_kind(&json!(99)).as_deref(), Some("99"));
+        let tallied = tally(&[
+            json!({"severity": "error"}),
+            json!({"severity": "error"}),
+            json!({"severity": "hint"}),
+        ]);
+        assert_eq!(tallied, "2 errors, 1 hint");
+    }
+
+    #[test]
+    fn document_symbols_flatten_depth_first_with_their_container() {
+        let r = |l: u64| json!({"start": {"line": l, "character": 0}, "end": {"line": l, "character": 1}});
+        let tree = json!([{"name": "A", "kind": 5, "range": r(0), "selectionRange": r(0),
+                           "children": [{"name": "m", "kind": 6, "range": r(1), "selectionRange": r(1)}]},
+                          {"name": "f", "kind": 12, "range": r(3), "selectionRange": r(3)}]);
+        let mut out = Vec::new();
+        flatten_symbols(tree.as_array().unwrap(), "file:///x", None, 0, &mut out);
+        let seen: Vec<(&str, usize, Option<&str>)> = out
+            .iter()
+            .map(|s| (s.name.as_str(), s.depth, s.container.as_deref()))
+            .collect();
+        assert_eq!(seen, [("A", 0, None), ("m", 1, Some("A")), ("f", 0, None)]);
+    }
+
+    #[test]
+    fn a_revision_changes_with_the_file_text_and_the_item() {
+        let item =
+            json!({"name": "f", "kind": 12, "uri": "file:///x", "range": {}, "selectionRange": {}});
+        let one = revision("s", &item, "fn f");
+        assert_eq!(one, revision("s", &item, "fn f"));
+        assert_ne!(one, revision("s", &item, "fn f\n"));
+        assert_ne!(one, revision("t", &item, "fn f"));
+        let mut moved = item.clone();
+        moved["name"] = json!("g");
+        assert_ne!(one, revision("s", &moved, "fn f"));
+    }
+
+    #[test]
+    fn the_first_matching_file_is_found_breadth_first_skipping_build_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("node_modules/x")).unwrap();
+        std::fs::write(dir.path().join("node_modules/x/a.py"), "").unwrap();
+        std::fs::create_dir_all(dir.path().join("src/deep")).unwrap();
+        std::fs::write(dir.path().join("src/deep/b.py"), "").unwrap();
+        std::fs::write(dir.path().join("src/c.PY"), "").unwrap();
+        let found = find_file(dir.path(), &[".py".to_owned()], 5).unwrap();
+        assert_eq!(found, dir.path().join("src/c.PY"));
+        assert_eq!(find_file(dir.path(), &[".py".to_owned()], 1), None);
     }
 }
