@@ -40,6 +40,8 @@ use crate::status::StatusStore;
 const READY_MARGIN: Duration = Duration::from_secs(5);
 /// How long a request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How the runtime's messages end when the connection closed under them.
+const CLOSED: &str = "the connection is closed";
 /// How long `diagnostics` waits for the server to publish.
 pub const DIAGNOSTICS_WAIT: Duration = Duration::from_secs(5);
 
@@ -196,6 +198,18 @@ impl LspService {
         status: &StatusStore,
         name: &str,
     ) -> Result<Arc<LspConnection>, LspError> {
+        self.connection_other_than(snap, status, name, None).await
+    }
+
+    /// [`connection`](Self::connection), but one other than `old` (which
+    /// died or is being replaced).
+    async fn connection_other_than(
+        &self,
+        snap: &Snapshot,
+        status: &StatusStore,
+        name: &str,
+        old: Option<&Arc<LspConnection>>,
+    ) -> Result<Arc<LspConnection>, LspError> {
         let key = Key::lsp(name);
         let waited = snap.desired.lsp.get(name).map_or(READY_MARGIN, |d| {
             Duration::from_millis(d.spec.startup_timeout + d.spec.shutdown_timeout) + READY_MARGIN
@@ -206,7 +220,9 @@ impl LspService {
         loop {
             published.borrow_and_update();
             statuses.borrow_and_update();
-            if let Some(conn) = self.current(name) {
+            if let Some(conn) = self.current(name)
+                && old.is_none_or(|old| !Arc::ptr_eq(old, &conn))
+            {
                 return Ok(conn);
             }
             match status.get(&key) {
@@ -238,9 +254,9 @@ impl LspService {
     }
 
     /// Run `use_it` on the live connection of `name` (waiting for it as
-    /// [`connection`](Self::connection) does). When it fails because a
-    /// restart replaced the connection under it, run it once more on the new
-    /// one: a restart is never the caller's problem.
+    /// [`connection`](Self::connection) does). When it fails because the
+    /// connection closed or a restart replaced it under the use, run it once
+    /// more on the next one: a restart is never the caller's problem.
     pub async fn with_connection<T, F, Fut>(
         &self,
         snap: &Snapshot,
@@ -255,13 +271,16 @@ impl LspService {
         let conn = self.connection(snap, status, name).await?;
         match use_it(conn.clone()).await {
             Err(LspError::Protocol(e))
-                if self
-                    .current(name)
-                    .is_none_or(|now| !Arc::ptr_eq(&now, &conn)) =>
+                if e.ends_with(CLOSED)
+                    || self
+                        .current(name)
+                        .is_none_or(|now| !Arc::ptr_eq(&now, &conn)) =>
             {
-                tracing::debug!(server = name, %e, "the connection was replaced during a use; once more on the new one");
-                let conn = self.connection(snap, status, name).await?;
-                use_it(conn).await
+                tracing::debug!(server = name, %e, "the connection went away during a use; once more on the next one");
+                let next = self
+                    .connection_other_than(snap, status, name, Some(&conn))
+                    .await?;
+                use_it(next).await
             }
             other => other,
         }

@@ -93,6 +93,9 @@ pub struct Config {
     /// `textDocument/diagnostic` and `workspace/diagnostic` answer with the
     /// diagnostics it would publish.
     pub pull_diagnostics: bool,
+    /// Wait this long before answering `textDocument/hover` (the session
+    /// handles nothing else meanwhile).
+    pub hover_delay_ms: u64,
 }
 
 impl Default for Config {
@@ -118,6 +121,7 @@ impl Default for Config {
             exit_on_disconnect: false,
             record_env: Vec::new(),
             pull_diagnostics: false,
+            hover_delay_ms: 0,
         }
     }
 }

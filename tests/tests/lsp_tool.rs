@@ -208,6 +208,7 @@ fn the_lsp_tool_answers_every_operation_with_workspace_paths_and_source_lines() 
             ["1 symbol in b.aa [alpha]:", "other (Function) — b.aa:2:4: fn other"]
         );
         assert_eq!(data["symbols"][0]["kind"], "Function");
+        assert_eq!(data["symbols"][0]["server"], "alpha");
 
         // goToImplementation.
         let (body, _) = ok(
@@ -322,10 +323,9 @@ fn a_call_hierarchy_item_round_trips_with_its_server_name_and_goes_stale_with_it
         assert_eq!(item["serverName"], "alpha");
         assert_eq!(item["selectionRange"]["start"], json!({"line": 3, "character": 4}));
         assert!(item["documentRevision"].is_string(), "{item}");
-        // The text carries the item too, for agents that read only text.
-        let json_part = &body[body.find("\n[").unwrap()..];
-        let from_text: Value = serde_json::from_str(json_part).unwrap();
-        assert_eq!(from_text[0], item);
+        // The text carries the item too (one JSON line), for agents that read only text.
+        let from_text: Value = serde_json::from_str(body.lines().last().unwrap()).unwrap();
+        assert_eq!(from_text, item);
 
         let (body, data) = ok(&client, json!({"operation": "incomingCalls", "callHierarchyItem": item})).await;
         assert!(
@@ -404,7 +404,7 @@ fn paths_outside_the_workspace_missing_files_and_unhandled_types_are_refused_wit
         assert!(body.contains("missing.aa does not exist"), "{body}");
         let body = refused(&client, at("notes.zz")).await;
         assert!(
-            body.contains("no server handles \".zz\" files")
+            body.contains("handles \".zz\" files like notes.zz")
                 && body.contains("extensionToLanguage"),
             "{body}"
         );
@@ -444,6 +444,7 @@ fn a_server_that_cannot_run_is_named_with_its_reason() {
     let env = Env::new();
     env.write("a.aa", A);
     env.write("c.cc", "int x;\n");
+    env.write("g.gg", "fn g\n");
     let broken =
         json!({"command": "/nonexistent/steward-test-lsp", "extensionToLanguage": {".cc": "cpp"}});
     env.write(
@@ -451,11 +452,14 @@ fn a_server_that_cannot_run_is_named_with_its_reason() {
         &lsp_json(&[
             ("alpha", env.fake_lsp("alpha", Config::default(), &[".aa"])),
             ("broken", broken),
+            ("gated", env.fake_lsp("gated", Config::default(), &[".gg"])),
         ]),
     );
-    let c = env.start(&[]);
-    c.wait_for("alpha Ready, broken Failed", |s| {
-        lsp_ready(s, "alpha") && lsp(s, "broken").is_some_and(|l| l.status.phase == Phase::Failed)
+    let c = env.start(&["--allowed-lsp-server-names", "alpha,broken"]);
+    c.wait_for("alpha Ready, broken Failed, gated NotAllowed", |s| {
+        lsp_ready(s, "alpha")
+            && lsp(s, "broken").is_some_and(|l| l.status.phase == Phase::Failed)
+            && lsp(s, "gated").is_some_and(|l| l.status.reason == Some(Reason::NotAllowed))
     });
     let reason = lsp(&c.status(), "broken").unwrap().status.reason;
     assert_eq!(reason, Some(Reason::CommandNotFound));
@@ -472,9 +476,18 @@ fn a_server_that_cannot_run_is_named_with_its_reason() {
                 && body.contains("steward describe broken"),
             "{body}"
         );
+        let body = refused(
+            &client,
+            json!({"operation": "documentSymbol", "filePath": "g.gg"}),
+        )
+        .await;
+        assert!(
+            body.contains("language server \"gated\" is not allowed"),
+            "{body}"
+        );
         assert!(
             started.elapsed() < Duration::from_secs(5),
-            "a failed server is reported at once"
+            "a server that cannot run is reported at once"
         );
         client.cancel().await.unwrap();
     });
@@ -534,6 +547,87 @@ fn a_call_while_its_server_restarts_waits_and_is_served_by_the_new_process() {
         .map(|(pid, _)| pid)
         .collect();
     assert_eq!(opens, [old, new], "{opens:?}");
+}
+
+#[test]
+fn a_call_in_flight_when_its_server_dies_is_answered_by_the_restarted_server() {
+    let env = Env::new();
+    env.write("a.aa", A);
+    let slow = Config {
+        hover_delay_ms: 1500,
+        ..Config::default()
+    };
+    let mut alpha = env.fake_lsp("alpha", slow, &[".aa"]);
+    alpha["restartOnCrash"] = json!(true);
+    env.write(".lsp.json", &lsp_json(&[("alpha", alpha)]));
+    let c = env.start(&[]);
+    let s = c.wait_for("alpha Ready", |s| lsp_ready(s, "alpha"));
+    let old = lsp_pid(&s, "alpha").unwrap();
+    runtime().block_on(async {
+        let client = std::sync::Arc::new(attach(&env).await);
+        let call = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                ok(
+                    &client,
+                    json!({"operation": "hover", "filePath": "a.aa", "line": 2, "character": 5}),
+                )
+                .await
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while recv_methods(&env, "alpha", "textDocument/hover").is_empty() {
+            assert!(Instant::now() < deadline, "the hover never reached alpha");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(steward_tests::harness::signal(old as i32, libc::SIGKILL));
+        let (body, _) = call.await.unwrap();
+        assert!(body.contains("word=helper"), "{body}");
+    });
+    let new = lsp_pid(&c.status(), "alpha").unwrap();
+    assert_ne!(new, old);
+    let hovers: Vec<u32> = recv_methods(&env, "alpha", "textDocument/hover")
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .collect();
+    assert_eq!(hovers, [old, new], "asked again on the restarted server");
+}
+
+#[test]
+fn a_server_with_pull_diagnostics_is_asked_for_them() {
+    let env = Env::new();
+    let pull = Config {
+        pull_diagnostics: true,
+        ..Config::default()
+    };
+    let _c = toy(&env, pull);
+    runtime().block_on(async {
+        let client = attach(&env).await;
+        let (body, _) = ok(
+            &client,
+            json!({"operation": "diagnostics", "filePath": "a.aa"}),
+        )
+        .await;
+        assert!(
+            body.ends_with("a.aa:2:12: error: fake error [alpha E1]\n    helper ERROR"),
+            "{body}"
+        );
+        ok(
+            &client,
+            json!({"operation": "documentSymbol", "filePath": "b.aa"}),
+        )
+        .await;
+        let (_, data) = ok(&client, json!({"operation": "workspaceDiagnostics"})).await;
+        assert_eq!(data["totalFiles"], 1, "{data}");
+        client.cancel().await.unwrap();
+    });
+    assert_eq!(
+        recv_methods(&env, "alpha", "textDocument/diagnostic").len(),
+        1
+    );
+    let workspace = recv_methods(&env, "alpha", "workspace/diagnostic");
+    assert_eq!(workspace.len(), 1);
+    assert_eq!(workspace[0].1, json!({"previousResultIds": []}));
 }
 
 // ---- real peers ----

@@ -466,7 +466,16 @@ impl Call<'_> {
     // ---- servers ----
 
     fn route(&self, named: Option<&str>, file: Option<&Path>) -> Result<Route, Refused> {
-        Ok(self.gateway.lsp.route(&self.snap, named, file)?)
+        self.gateway
+            .lsp
+            .route(&self.snap, named, file)
+            .map_err(|e| match e {
+                LspError::NoServerFor { file, ext } => Refused(format!(
+                    "no language server of this workspace handles \"{ext}\" files like {}: map the extension in extensionToLanguage of .lsp.json, or name a server with serverName",
+                    self.shown(&file)
+                )),
+                other => other.into(),
+            })
     }
 
     /// Run `use_it` on `server`'s connection, waiting for it and retrying
@@ -639,6 +648,7 @@ impl Call<'_> {
             .await?;
         let mut flat = Vec::new();
         flatten_symbols(
+            &route.server,
             raw.as_array().map_or(&[][..], Vec::as_slice),
             uri.as_str(),
             None,
@@ -884,7 +894,7 @@ impl Call<'_> {
             text.push_str(
                 "\nPass one of these items, unchanged, as callHierarchyItem to incomingCalls or outgoingCalls:\n",
             );
-            text.push_str(&serde_json::to_string_pretty(&items).unwrap_or_default());
+            text.push_str(&json_lines(items.iter()));
             text
         };
         Ok(Answer {
@@ -984,7 +994,7 @@ impl Call<'_> {
                 route.server,
                 shown_of(calls.len(), all.len()),
                 text_lines.join("\n"),
-                serde_json::to_string_pretty(&items).unwrap_or_default()
+                json_lines(items.iter().copied())
             )
         };
         Ok(Answer {
@@ -1652,6 +1662,7 @@ fn symbol_kind(kind: &Value) -> Option<String> {
 /// `DocumentSymbol` trees (depth-first, children after their parent) or
 /// `SymbolInformation` lists, flattened.
 fn flatten_symbols(
+    server: &str,
     items: &[Value],
     uri: &str,
     container: Option<&str>,
@@ -1684,11 +1695,11 @@ fn flatten_symbols(
                 .or_else(|| container.map(str::to_owned)),
             uri: uri.clone(),
             range,
-            server: String::new(),
+            server: server.to_owned(),
             depth,
         });
         if let Some(children) = item["children"].as_array() {
-            flatten_symbols(children, &uri, Some(name), depth + 1, out);
+            flatten_symbols(server, children, &uri, Some(name), depth + 1, out);
         }
     }
 }
@@ -1781,6 +1792,11 @@ fn find_file(root: &Path, extensions: &[String], depth: usize) -> Option<PathBuf
 }
 
 // ---- text ----
+
+/// One compact JSON value per line.
+fn json_lines<'a>(values: impl Iterator<Item = &'a Value>) -> String {
+    values.map(Value::to_string).collect::<Vec<_>>().join("\n")
+}
 
 fn plural(n: usize, noun: &str) -> String {
     if n == 1 {
@@ -2055,7 +2071,14 @@ mod tests {
                            "children": [{"name": "m", "kind": 6, "range": r(1), "selectionRange": r(1)}]},
                           {"name": "f", "kind": 12, "range": r(3), "selectionRange": r(3)}]);
         let mut out = Vec::new();
-        flatten_symbols(tree.as_array().unwrap(), "file:///x", None, 0, &mut out);
+        flatten_symbols(
+            "s",
+            tree.as_array().unwrap(),
+            "file:///x",
+            None,
+            0,
+            &mut out,
+        );
         let seen: Vec<(&str, usize, Option<&str>)> = out
             .iter()
             .map(|s| (s.name.as_str(), s.depth, s.container.as_deref()))

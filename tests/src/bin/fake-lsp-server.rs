@@ -613,7 +613,12 @@ impl Session {
                 self.shutdown = true;
                 Value::Null
             }
-            "textDocument/hover" => self.hover(&params),
+            "textDocument/hover" => {
+                if self.config.hover_delay_ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(self.config.hover_delay_ms)).await;
+                }
+                self.hover(&params)
+            }
             "textDocument/definition" => self.definition(&params),
             "textDocument/references" => self.references(&params),
             "textDocument/documentSymbol" => self.document_symbols(&params),
