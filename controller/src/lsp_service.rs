@@ -38,6 +38,9 @@ use crate::status::StatusStore;
 /// Added to a server's shutdown + startup timeouts for how long a use waits
 /// for it (the reconcile has to get to it, and replay documents).
 const READY_MARGIN: Duration = Duration::from_secs(5);
+/// How long a crashed server may stay `Failed` before a use waiting for it
+/// calls the crash final (a restart on crash begins at once).
+const CRASH_SETTLE: Duration = Duration::from_secs(2);
 /// How long a request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How the runtime's messages end when the connection closed under them.
@@ -105,6 +108,15 @@ pub enum LspError {
 pub struct Route {
     pub server: String,
     pub language: String,
+}
+
+/// A document brought up to date on a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Synced {
+    pub uri: Url,
+    pub version: i32,
+    /// First opened on this server just now (it may still be analysing it).
+    pub fresh: bool,
 }
 
 /// Ready language-server connections and the documents tracked per server.
@@ -217,6 +229,7 @@ impl LspService {
         let deadline = Instant::now() + waited;
         let mut published = self.changes.subscribe();
         let mut statuses = status.subscribe();
+        let mut settle: Option<Instant> = None;
         loop {
             published.borrow_and_update();
             statuses.borrow_and_update();
@@ -225,13 +238,23 @@ impl LspService {
             {
                 return Ok(conn);
             }
+            let mut wake = deadline;
             match status.get(&key) {
                 Some(s) if matches!(s.phase, Phase::Failed | Phase::Blocked) => {
-                    return Err(LspError::Unavailable {
-                        name: name.to_owned(),
-                        status: Box::new(s),
-                    });
+                    // A crash is followed at once by a restart when the
+                    // server has restartOnCrash: give the controller a
+                    // moment to begin it before calling the crash final.
+                    let crashed = s.phase == Phase::Failed && s.reason == Some(Reason::Crashed);
+                    let until = *settle.get_or_insert_with(|| Instant::now() + CRASH_SETTLE);
+                    if !crashed || Instant::now() >= until {
+                        return Err(LspError::Unavailable {
+                            name: name.to_owned(),
+                            status: Box::new(s),
+                        });
+                    }
+                    wake = wake.min(until);
                 }
+                Some(_) => settle = None,
                 None => {
                     if let Some(b) = snap.blocked(&key) {
                         return Err(LspError::Blocked {
@@ -241,14 +264,17 @@ impl LspService {
                         });
                     }
                 }
-                Some(_) => {}
             }
+            let gone = || LspError::NotReadyInTime {
+                name: name.to_owned(),
+                waited,
+            };
             tokio::select! {
-                () = tokio::time::sleep_until(deadline) => {
-                    return Err(LspError::NotReadyInTime { name: name.to_owned(), waited });
-                }
-                changed = published.changed() => if changed.is_err() { return Err(LspError::NotReadyInTime { name: name.to_owned(), waited }) },
-                changed = statuses.changed() => if changed.is_err() { return Err(LspError::NotReadyInTime { name: name.to_owned(), waited }) },
+                () = tokio::time::sleep_until(wake) => if Instant::now() >= deadline {
+                    return Err(gone());
+                },
+                changed = published.changed() => if changed.is_err() { return Err(gone()) },
+                changed = statuses.changed() => if changed.is_err() { return Err(gone()) },
             }
         }
     }
@@ -359,7 +385,7 @@ impl LspService {
     }
 
     /// Open or refresh `path` (with `text`, its current content) on
-    /// `server`'s connection and track it; returns its URI and version.
+    /// `server`'s connection and track it.
     pub async fn open(
         &self,
         server: &str,
@@ -367,17 +393,22 @@ impl LspService {
         path: &Path,
         language: &str,
         text: String,
-    ) -> Result<(Url, i32), LspError> {
+    ) -> Result<Synced, LspError> {
         let uri = Url::from_file_path(path).map_err(|()| LspError::Uri(path.to_owned()))?;
-        lock(&self.tracked)
+        let fresh = lock(&self.tracked)
             .entry(server.to_owned())
             .or_default()
-            .insert(uri.clone(), language.to_owned());
+            .insert(uri.clone(), language.to_owned())
+            .is_none();
         let version = conn
             .sync_document(uri.clone(), language, text)
             .await
             .map_err(LspError::Protocol)?;
-        Ok((uri, version))
+        Ok(Synced {
+            uri,
+            version,
+            fresh,
+        })
     }
 
     /// Answer one `steward lsp` query: (server used, result JSON).
@@ -426,7 +457,7 @@ impl LspService {
         }
         let path = file.ok_or(LspError::NoTarget)?;
         let text = read(path)?;
-        let (uri, version) = self
+        let Synced { uri, version, .. } = self
             .open(&route.server, conn, path, &route.language, text.clone())
             .await?;
         let doc = json!({ "uri": uri });

@@ -96,6 +96,10 @@ pub struct Config {
     /// Wait this long before answering `textDocument/hover` (the session
     /// handles nothing else meanwhile).
     pub hover_delay_ms: u64,
+    /// Answer hover, definition, implementation, references, document
+    /// symbols and prepareCallHierarchy with nothing until this long after
+    /// the document's `didOpen`, like a server still analysing it.
+    pub warmup_ms: u64,
 }
 
 impl Default for Config {
@@ -122,6 +126,7 @@ impl Default for Config {
             record_env: Vec::new(),
             pull_diagnostics: false,
             hover_delay_ms: 0,
+            warmup_ms: 0,
         }
     }
 }

@@ -594,6 +594,41 @@ fn a_call_in_flight_when_its_server_dies_is_answered_by_the_restarted_server() {
 }
 
 #[test]
+fn an_empty_answer_on_a_document_just_opened_is_asked_again_once() {
+    let env = Env::new();
+    let warming = Config {
+        warmup_ms: 1000,
+        ..Config::default()
+    };
+    let _c = toy(&env, warming);
+    runtime().block_on(async {
+        let client = attach(&env).await;
+        let (body, _) = ok(
+            &client,
+            json!({"operation": "goToDefinition", "filePath": "a.aa", "line": 2, "character": 5}),
+        )
+        .await;
+        assert!(body.ends_with("a.aa:3:4: fn helper"), "{body}");
+        // Once the document is open, an empty answer stands.
+        let (body, _) = ok(
+            &client,
+            json!({"operation": "findReferences", "filePath": "a.aa", "line": 6}),
+        )
+        .await;
+        assert_eq!(body, "No reference found at a.aa:6:1 [alpha].");
+        client.cancel().await.unwrap();
+    });
+    assert_eq!(
+        recv_methods(&env, "alpha", "textDocument/definition").len(),
+        2
+    );
+    assert_eq!(
+        recv_methods(&env, "alpha", "textDocument/references").len(),
+        1
+    );
+}
+
+#[test]
 fn a_server_with_pull_diagnostics_is_asked_for_them() {
     let env = Env::new();
     let pull = Config {

@@ -35,7 +35,7 @@ use steward_schema::canonical::{canonical_json, sha256_hex};
 use super::Gateway;
 use super::session::{explain, explain_blocked};
 use crate::lsp_service::{
-    DIAGNOSTICS_WAIT, LspError, REQUEST_TIMEOUT, Route, column_of, read, to_lsp_position,
+    DIAGNOSTICS_WAIT, LspError, REQUEST_TIMEOUT, Route, Synced, column_of, read, to_lsp_position,
 };
 use crate::runtime::lsp::LspConnection;
 use crate::snapshot::Snapshot;
@@ -65,6 +65,9 @@ const FIRST_DIAGNOSTICS_WAIT: Duration = Duration::from_secs(15);
 /// After a `workspaceSymbol` had to open a file first, how long before it
 /// asks once more when the first answer was empty (the server was indexing).
 const WARMUP_RETRY: Duration = Duration::from_millis(1500);
+/// When a document was only just opened and the answer is empty, how long
+/// before asking once more (Qwen Code's document retry delay).
+const RETRY_AFTER_OPEN: Duration = Duration::from_secs(2);
 /// How deep `workspaceSymbol` looks for a file to open first.
 const WARMUP_DEPTH: usize = 5;
 /// Directories never searched for that file.
@@ -498,9 +501,8 @@ impl Call<'_> {
         route: &Route,
         conn: &LspConnection,
         doc: &Document,
-    ) -> Result<Url, LspError> {
-        let (uri, _) = self
-            .gateway
+    ) -> Result<Synced, LspError> {
+        self.gateway
             .lsp
             .open(
                 &route.server,
@@ -509,8 +511,31 @@ impl Call<'_> {
                 &route.language,
                 doc.text.clone(),
             )
-            .await?;
-        Ok(uri)
+            .await
+    }
+
+    /// Open `doc` on `route`'s server and send `method` with `params(uri)`.
+    /// When the document was only just opened and the answer is empty, ask
+    /// once more after [`RETRY_AFTER_OPEN`] (the server may still be
+    /// analysing it), as Qwen Code does.
+    async fn ask(
+        &self,
+        route: &Route,
+        doc: &Document,
+        method: &str,
+        params: &(dyn Fn(&Url) -> Value + Sync),
+    ) -> Result<(Value, Url), Refused> {
+        self.on(&route.server, |conn| async move {
+            let synced = self.open(route, &conn, doc).await?;
+            let params = params(&synced.uri);
+            let mut answer = request(&conn, method, params.clone()).await?;
+            if synced.fresh && is_empty(&answer) {
+                tokio::time::sleep(RETRY_AFTER_OPEN).await;
+                answer = request(&conn, method, params).await?;
+            }
+            Ok((answer, synced.uri))
+        })
+        .await
     }
 
     /// The 0-based LSP position of the `line` / `character` arguments.
@@ -555,16 +580,13 @@ impl Call<'_> {
             _ => ("textDocument/references", "reference"),
         };
         let include_declaration = args.include_declaration.unwrap_or(false);
-        let (route_ref, doc_ref, position_ref) = (&route, &doc, &position);
-        let raw = self
-            .on(&route.server, |conn| async move {
-                let uri = self.open(route_ref, &conn, doc_ref).await?;
-                let mut params =
-                    json!({ "textDocument": { "uri": uri }, "position": position_ref });
+        let (raw, _) = self
+            .ask(&route, &doc, method, &|uri| {
+                let mut params = json!({ "textDocument": { "uri": uri }, "position": position });
                 if op == Op::References {
                     params["context"] = json!({ "includeDeclaration": include_declaration });
                 }
-                request(&conn, method, params).await
+                params
             })
             .await?;
         let found = locations_of(&raw);
@@ -599,26 +621,20 @@ impl Call<'_> {
         let doc = self.document(args.file_path.as_deref().unwrap_or_default())?;
         let route = self.route(args.server_name.as_deref(), Some(&doc.path))?;
         let position = self.position(&doc, args.line, args.character)?;
-        let (route_ref, doc_ref, position_ref) = (&route, &doc, &position);
-        let raw = self
-            .on(&route.server, |conn| async move {
-                let uri = self.open(route_ref, &conn, doc_ref).await?;
-                request(
-                    &conn,
-                    "textDocument/hover",
-                    json!({ "textDocument": { "uri": uri }, "position": position_ref }),
-                )
-                .await
-            })
+        let (raw, uri) = self
+            .ask(
+                &route,
+                &doc,
+                "textDocument/hover",
+                &|uri| json!({ "textDocument": { "uri": uri }, "position": position }),
+            )
             .await?;
         let contents = hover_text(&raw["contents"]);
         let at = self.at(&doc, args, &route.server);
-        let range = raw.get("range").filter(|r| r.is_object()).map(|r| {
-            let uri = Url::from_file_path(&doc.path)
-                .map(|u| u.to_string())
-                .unwrap_or_default();
-            self.place(&mut Lines::default(), &uri, r)
-        });
+        let range = raw
+            .get("range")
+            .filter(|r| r.is_object())
+            .map(|r| self.place(&mut Lines::default(), uri.as_str(), r));
         let text = if contents.trim().is_empty() {
             format!("No hover information at {at}.")
         } else {
@@ -633,18 +649,13 @@ impl Call<'_> {
     async fn document_symbols(&self, args: &Args, limit: usize) -> Result<Answer, Refused> {
         let doc = self.document(args.file_path.as_deref().unwrap_or_default())?;
         let route = self.route(args.server_name.as_deref(), Some(&doc.path))?;
-        let (route_ref, doc_ref) = (&route, &doc);
         let (raw, uri) = self
-            .on(&route.server, |conn| async move {
-                let uri = self.open(route_ref, &conn, doc_ref).await?;
-                let raw = request(
-                    &conn,
-                    "textDocument/documentSymbol",
-                    json!({ "textDocument": { "uri": uri } }),
-                )
-                .await?;
-                Ok((raw, uri))
-            })
+            .ask(
+                &route,
+                &doc,
+                "textDocument/documentSymbol",
+                &|uri| json!({ "textDocument": { "uri": uri } }),
+            )
             .await?;
         let mut flat = Vec::new();
         flatten_symbols(
@@ -779,20 +790,14 @@ impl Call<'_> {
             && let Ok(route) = self.route(Some(&top.server), Some(&doc.path))
         {
             let refs_limit = limit.clamp(5, 20);
-            let (route_ref, doc_ref, range) = (&route, &doc, &top.range);
+            let start = &top.range["start"];
             let raw = self
-                .on(&route.server, |conn| async move {
-                    let uri = self.open(route_ref, &conn, doc_ref).await?;
-                    request(
-                        &conn,
-                        "textDocument/references",
-                        json!({ "textDocument": { "uri": uri }, "position": range["start"],
-                                "context": { "includeDeclaration": false } }),
-                    )
-                    .await
+                .ask(&route, &doc, "textDocument/references", &|uri| {
+                    json!({ "textDocument": { "uri": uri }, "position": start,
+                            "context": { "includeDeclaration": false } })
                 })
                 .await;
-            if let Ok(raw) = raw {
+            if let Ok((raw, _)) = raw {
                 let refs = locations_of(&raw);
                 let places: Vec<Value> = refs
                     .iter()
@@ -863,17 +868,13 @@ impl Call<'_> {
         let doc = self.document(args.file_path.as_deref().unwrap_or_default())?;
         let route = self.route(args.server_name.as_deref(), Some(&doc.path))?;
         let position = self.position(&doc, args.line, args.character)?;
-        let (route_ref, doc_ref, position_ref) = (&route, &doc, &position);
-        let raw = self
-            .on(&route.server, |conn| async move {
-                let uri = self.open(route_ref, &conn, doc_ref).await?;
-                request(
-                    &conn,
-                    "textDocument/prepareCallHierarchy",
-                    json!({ "textDocument": { "uri": uri }, "position": position_ref }),
-                )
-                .await
-            })
+        let (raw, _) = self
+            .ask(
+                &route,
+                &doc,
+                "textDocument/prepareCallHierarchy",
+                &|uri| json!({ "textDocument": { "uri": uri }, "position": position }),
+            )
             .await?;
         let all: Vec<&Value> = as_list(&raw);
         let mut lines = Lines::default();
@@ -1009,7 +1010,7 @@ impl Call<'_> {
         let (route_ref, doc_ref) = (&route, &doc);
         let (diagnostics, uri) = self
             .on(&route.server, |conn| async move {
-                let uri = self.open(route_ref, &conn, doc_ref).await?;
+                let uri = self.open(route_ref, &conn, doc_ref).await?.uri;
                 Ok((document_diagnostics(&conn, &uri).await?, uri))
             })
             .await?;
@@ -1194,7 +1195,7 @@ impl Call<'_> {
             (&route, &doc, &range, &given, &only);
         let raw = self
             .on(&route.server, |conn| async move {
-                let uri = self.open(route_ref, &conn, doc_ref).await?;
+                let uri = self.open(route_ref, &conn, doc_ref).await?.uri;
                 let known: Vec<Value> = conn
                     .diagnostics(&uri)
                     .unwrap_or_default()
@@ -1600,6 +1601,18 @@ fn locations_of(raw: &Value) -> Vec<(String, Value)> {
             Some((uri.to_owned(), range.clone()))
         })
         .collect()
+}
+
+/// An answer with nothing in it (null, `[]`, a hover without contents).
+fn is_empty(answer: &Value) -> bool {
+    match answer {
+        Value::Null => true,
+        Value::Array(items) => items.is_empty(),
+        Value::Object(o) if o.contains_key("contents") => {
+            hover_text(&answer["contents"]).trim().is_empty()
+        }
+        _ => false,
+    }
 }
 
 fn as_list(raw: &Value) -> Vec<&Value> {

@@ -460,6 +460,7 @@ struct Document {
     language_id: String,
     version: i64,
     text: String,
+    opened: tokio::time::Instant,
 }
 
 /// One LSP session: from a connection's first byte to its close or `exit`.
@@ -604,7 +605,21 @@ impl Session {
             }
             _ => {}
         }
+        let warming = params["textDocument"]["uri"]
+            .as_str()
+            .and_then(|uri| self.docs.get(uri))
+            .is_some_and(|d| d.opened.elapsed() < Duration::from_millis(self.config.warmup_ms));
         let result = match method {
+            "textDocument/hover"
+            | "textDocument/definition"
+            | "textDocument/implementation"
+            | "textDocument/references"
+            | "textDocument/documentSymbol"
+            | "textDocument/prepareCallHierarchy"
+                if warming =>
+            {
+                Value::Null
+            }
             "shutdown" => {
                 if self.config.ignore_shutdown {
                     eprintln!("fake-lsp-server {}: ignoring shutdown", self.config.name);
@@ -728,6 +743,7 @@ impl Session {
                     language_id: doc["languageId"].as_str().unwrap_or_default().to_owned(),
                     version: doc["version"].as_i64().unwrap_or_default(),
                     text: doc["text"].as_str().unwrap_or_default().to_owned(),
+                    opened: tokio::time::Instant::now(),
                 };
                 self.docs.insert(uri.to_owned(), document);
                 self.publish_diagnostics(uri).await?;
