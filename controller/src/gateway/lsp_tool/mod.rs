@@ -20,8 +20,12 @@
 //! `incomingCalls` / `outgoingCalls` take one back, send it to that server
 //! (unless `serverName` says otherwise) and refuse it when its file changed
 //! since, as Qwen Code does.
+//!
+//! - `coordinates`: LSP URIs and positions ↔ this tool's paths, 1-based
+//!   columns and source lines.
+//! - `shapes`: the shapes LSP answers come in, read into plain data.
+//! - `text`: the readable text of the answers.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,15 +34,28 @@ use lsp_types::Url;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use steward_schema::canonical::{canonical_json, sha256_hex};
 
 use super::Gateway;
 use super::session::{explain, explain_blocked};
 use crate::lsp_service::{
-    DIAGNOSTICS_WAIT, LspError, REQUEST_TIMEOUT, Route, Synced, column_of, read, to_lsp_position,
+    DIAGNOSTICS_WAIT, LspError, REQUEST_TIMEOUT, Route, Synced, read, to_lsp_position,
 };
 use crate::runtime::lsp::LspConnection;
 use crate::snapshot::Snapshot;
+
+mod coordinates;
+mod shapes;
+mod text;
+
+use coordinates::Lines;
+use shapes::{
+    SEVERITIES, Symbol, as_list, flatten_symbols, hover_text, is_empty, locations_of, overlaps,
+    workspace_symbol,
+};
+use text::{
+    action_lines, diagnostic_line, item_line, json_lines, place_line, plural, shown_of,
+    symbol_line, tally,
+};
 
 /// The tool's name.
 pub const NAME: &str = "lsp";
@@ -74,39 +91,6 @@ const WARMUP_DEPTH: usize = 5;
 const SKIPPED_DIRS: [&str; 5] = ["node_modules", "dist", "build", "target", "out"];
 /// Call sites shown per call hierarchy entry in the text.
 const CALL_SITES_SHOWN: usize = 3;
-
-/// The LSP `SymbolKind` names, 1-based.
-const SYMBOL_KINDS: [&str; 26] = [
-    "File",
-    "Module",
-    "Namespace",
-    "Package",
-    "Class",
-    "Method",
-    "Property",
-    "Field",
-    "Constructor",
-    "Enum",
-    "Interface",
-    "Function",
-    "Variable",
-    "Constant",
-    "String",
-    "Number",
-    "Boolean",
-    "Array",
-    "Object",
-    "Key",
-    "Null",
-    "EnumMember",
-    "Struct",
-    "Event",
-    "Operator",
-    "TypeParameter",
-];
-
-/// The LSP `DiagnosticSeverity` names, 1-based.
-const SEVERITIES: [&str; 4] = ["error", "warning", "information", "hint"];
 
 /// The tool definition: Qwen Code's input schema (same property names and
 /// types), our own descriptions.
@@ -979,8 +963,8 @@ impl Call<'_> {
             "{} ({}:{}:{})",
             given["name"].as_str().unwrap_or("?"),
             self.shown(&doc.path),
-            given["selectionRange"]["start"]["line"],
-            given["selectionRange"]["start"]["character"]
+            whole(given["selectionRange"]["start"]["line"].as_f64()).unwrap_or(1),
+            whole(given["selectionRange"]["start"]["character"].as_f64()).unwrap_or(1)
         );
         let text = if calls.is_empty() {
             format!("No {noun}s of {target} [{}].", route.server)
@@ -1259,257 +1243,6 @@ impl Call<'_> {
             data: json!({ "server": route.server, "total": all.len(), "actions": actions }),
         })
     }
-
-    // ---- answers in this tool's coordinates ----
-
-    fn uri_shown(&self, uri: &str) -> String {
-        match Url::parse(uri).ok().and_then(|u| u.to_file_path().ok()) {
-            Some(path) => self.shown(&path),
-            None => uri.to_owned(),
-        }
-    }
-
-    /// A location: workspace-relative path, 1-based positions (characters),
-    /// the trimmed source line.
-    fn place(&self, lines: &mut Lines, uri: &str, range: &Value) -> Value {
-        let path = Url::parse(uri).ok().and_then(|u| u.to_file_path().ok());
-        let (line, character) = self.point(lines, path.as_deref(), &range["start"]);
-        let (end_line, end_character) = self.point(lines, path.as_deref(), &range["end"]);
-        let text = path.as_deref().and_then(|p| {
-            lines
-                .line(p, range["start"]["line"].as_u64().unwrap_or(0) as usize)
-                .map(|l| l.trim().to_owned())
-        });
-        json!({
-            "path": self.uri_shown(uri),
-            "line": line,
-            "character": character,
-            "endLine": end_line,
-            "endCharacter": end_character,
-            "text": text,
-        })
-    }
-
-    /// A 0-based LSP position → 1-based line and character column.
-    fn point(&self, lines: &mut Lines, path: Option<&Path>, position: &Value) -> (u64, u64) {
-        let line = position["line"].as_u64().unwrap_or(0);
-        let units = position["character"].as_u64().unwrap_or(0);
-        let column = path
-            .and_then(|p| lines.line(p, line as usize))
-            .map_or(units + 1, |text| {
-                u64::from(column_of(&text, u32::try_from(units).unwrap_or(u32::MAX)))
-            });
-        (line + 1, column)
-    }
-
-    fn symbol(&self, lines: &mut Lines, s: &Symbol) -> Value {
-        let mut place = self.place(lines, &s.uri, &s.range);
-        place["name"] = json!(s.name);
-        place["kind"] = json!(s.kind);
-        if let Some(detail) = &s.detail {
-            place["detail"] = json!(detail);
-        }
-        if let Some(container) = &s.container {
-            place["container"] = json!(container);
-        }
-        place["server"] = json!(s.server);
-        place
-    }
-
-    fn diagnostic(&self, lines: &mut Lines, uri: &str, d: &Value, server: &str) -> Value {
-        let mut place = self.place(lines, uri, &d["range"]);
-        let severity = d["severity"]
-            .as_u64()
-            .and_then(|s| SEVERITIES.get((s as usize).wrapping_sub(1)))
-            .copied();
-        place["severity"] = json!(severity);
-        place["message"] = d["message"].clone();
-        place["source"] = d["source"].clone();
-        place["code"] = d["code"].clone();
-        place["server"] = json!(server);
-        place
-    }
-
-    /// A diagnostic argument → the server's own diagnostic when one matches
-    /// (by message and start, in this tool's coordinates or LSP's), else
-    /// converted from this tool's coordinates.
-    fn diagnostic_in(&self, doc: &Document, given: &Value, known: &[Value]) -> Value {
-        let (line, character) = (
-            given["range"]["start"]["line"].as_u64(),
-            given["range"]["start"]["character"].as_u64(),
-        );
-        let mut lines = Lines::default();
-        let matching = known.iter().find(|k| {
-            if k["message"] != given["message"] {
-                return false;
-            }
-            let ours = self.point(&mut lines, Some(&doc.path), &k["range"]["start"]);
-            let raw = (
-                k["range"]["start"]["line"].as_u64().unwrap_or(0),
-                k["range"]["start"]["character"].as_u64().unwrap_or(0),
-            );
-            let start = (line.unwrap_or(0), character.unwrap_or(0));
-            line.is_none() || start == ours || start == raw
-        });
-        if let Some(known) = matching {
-            return known.clone();
-        }
-        let convert = |p: &Value| -> Value {
-            let line = whole(p["line"].as_f64()).unwrap_or(1);
-            let column = whole(p["character"].as_f64()).unwrap_or(1);
-            let (line, character) = to_lsp_position(&doc.path, &doc.text, line, column)
-                .unwrap_or((line - 1, column - 1));
-            json!({ "line": line, "character": character })
-        };
-        let severity = given["severity"]
-            .as_str()
-            .and_then(|s| SEVERITIES.iter().position(|n| *n == s))
-            .map(|i| i + 1);
-        let mut d = json!({
-            "range": { "start": convert(&given["range"]["start"]), "end": convert(&given["range"]["end"]) },
-            "message": given["message"],
-        });
-        if let Some(severity) = severity {
-            d["severity"] = json!(severity);
-        }
-        for key in ["code", "source"] {
-            if !given[key].is_null() {
-                d[key] = given[key].clone();
-            }
-        }
-        d
-    }
-
-    /// A call hierarchy item from a server → this tool's form, signed.
-    fn item_out(&self, lines: &mut Lines, item: &Value, server: &str) -> Option<Value> {
-        let uri = item["uri"].as_str()?;
-        let name = item["name"].as_str()?;
-        let range = item.get("range").filter(|r| r.is_object())?;
-        let selection = item
-            .get("selectionRange")
-            .filter(|r| r.is_object())
-            .unwrap_or(range);
-        let path = Url::parse(uri).ok().and_then(|u| u.to_file_path().ok());
-        let convert = |lines: &mut Lines, r: &Value| {
-            let (sl, sc) = self.point(lines, path.as_deref(), &r["start"]);
-            let (el, ec) = self.point(lines, path.as_deref(), &r["end"]);
-            json!({ "start": { "line": sl, "character": sc }, "end": { "line": el, "character": ec } })
-        };
-        let mut out = json!({
-            "name": name,
-            "kind": symbol_kind(&item["kind"]),
-            "rawKind": item["kind"],
-            "uri": uri,
-            "range": convert(lines, range),
-            "selectionRange": convert(lines, selection),
-            "serverName": server,
-        });
-        if let Some(detail) = item["detail"].as_str() {
-            out["detail"] = json!(detail);
-        }
-        if !item["data"].is_null() {
-            out["data"] = item["data"].clone();
-        }
-        out["path"] = json!(self.uri_shown(uri));
-        out["text"] = json!(path.as_deref().and_then(|p| {
-            lines
-                .line(p, selection["start"]["line"].as_u64().unwrap_or(0) as usize)
-                .map(|l| l.trim().to_owned())
-        }));
-        if let Some(text) = path.as_deref().and_then(|p| lines.text(p)) {
-            out["documentRevision"] = json!(revision(server, item, &text));
-        }
-        Some(out)
-    }
-
-    /// A call hierarchy item argument → the item to send to `server`;
-    /// refused when it is stale (its file changed) or not one of ours.
-    fn item_in(&self, given: &Value, doc: &Document, server: &str) -> Result<Value, Refused> {
-        let stale = || {
-            Refused(format!(
-                "the callHierarchyItem for {} is stale or was not made by prepareCallHierarchy ({} changed since, or the item was edited): call prepareCallHierarchy again",
-                given["name"].as_str().unwrap_or("?"),
-                self.shown(&doc.path)
-            ))
-        };
-        let convert = |r: &Value| -> Result<Value, Refused> {
-            let point = |p: &Value| -> Result<Value, Refused> {
-                let line = whole(p["line"].as_f64()).ok_or_else(stale)?;
-                let column = whole(p["character"].as_f64()).ok_or_else(stale)?;
-                let (line, character) =
-                    to_lsp_position(&doc.path, &doc.text, line, column).map_err(|_| stale())?;
-                Ok(json!({ "line": line, "character": character }))
-            };
-            Ok(json!({ "start": point(&r["start"])?, "end": point(&r["end"])? }))
-        };
-        let mut item = json!({
-            "name": given["name"],
-            "kind": given["rawKind"].as_u64().unwrap_or(12),
-            "uri": given["uri"],
-            "range": convert(&given["range"])?,
-            "selectionRange": convert(&given["selectionRange"])?,
-        });
-        if let Some(detail) = given["detail"].as_str() {
-            item["detail"] = json!(detail);
-        }
-        if !given["data"].is_null() {
-            item["data"] = given["data"].clone();
-        }
-        let signed_by = given["serverName"].as_str().unwrap_or(server);
-        if given["documentRevision"].as_str() != Some(&revision(signed_by, &item, &doc.text)) {
-            return Err(stale());
-        }
-        Ok(item)
-    }
-
-    fn action(&self, lines: &mut Lines, action: &Value) -> Value {
-        // A bare `Command` has a string `command`.
-        if action["command"].is_string() {
-            return json!({
-                "title": action["title"],
-                "command": { "command": action["command"], "arguments": action["arguments"] },
-            });
-        }
-        let mut edits = Vec::new();
-        let mut add = |uri: &str, list: &Value, lines: &mut Lines| {
-            for edit in list.as_array().into_iter().flatten() {
-                let mut place = self.place(lines, uri, &edit["range"]);
-                place["newText"] = edit["newText"].clone();
-                edits.push(place);
-            }
-        };
-        if let Some(changes) = action["edit"]["changes"].as_object() {
-            for (uri, list) in changes {
-                add(uri, list, lines);
-            }
-        }
-        for change in action["edit"]["documentChanges"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            if let Some(uri) = change["textDocument"]["uri"].as_str() {
-                add(uri, &change["edits"], lines);
-            }
-        }
-        let mut out = json!({ "title": action["title"], "kind": action["kind"] });
-        if action["isPreferred"] == json!(true) {
-            out["isPreferred"] = json!(true);
-        }
-        if !edits.is_empty() {
-            out["edits"] = json!(edits);
-        }
-        if action["command"].is_object() {
-            out["command"] = json!({
-                "command": action["command"]["command"],
-                "arguments": action["command"]["arguments"],
-            });
-        }
-        if let Some(reason) = action["disabled"]["reason"].as_str() {
-            out["disabled"] = json!(reason);
-        }
-        out
-    }
 }
 
 /// Send one request, bounded.
@@ -1549,209 +1282,6 @@ async fn document_diagnostics(
             .collect()
     }))
 }
-
-/// A freshness token for a call hierarchy item: its server, the item as
-/// LSP has it, and a digest of its file's text.
-fn revision(server: &str, item: &Value, text: &str) -> String {
-    let signed = json!([
-        server,
-        item["name"],
-        item["kind"],
-        item["uri"],
-        item["range"],
-        item["selectionRange"],
-        item["data"],
-        sha256_hex(text.as_bytes()),
-    ]);
-    sha256_hex(canonical_json(&signed).as_bytes())[..32].to_owned()
-}
-
-/// Lines of files, read once per call.
-#[derive(Default)]
-struct Lines {
-    files: HashMap<PathBuf, Option<Arc<String>>>,
-}
-
-impl Lines {
-    fn text(&mut self, path: &Path) -> Option<Arc<String>> {
-        self.files
-            .entry(path.to_owned())
-            .or_insert_with(|| std::fs::read_to_string(path).ok().map(Arc::new))
-            .clone()
-    }
-
-    fn line(&mut self, path: &Path, n: usize) -> Option<String> {
-        let text = self.text(path)?;
-        text.split('\n')
-            .nth(n)
-            .map(|l| l.strip_suffix('\r').unwrap_or(l).to_owned())
-    }
-}
-
-/// `Location`, `Location[]`, `LocationLink[]` or null → (uri, range).
-fn locations_of(raw: &Value) -> Vec<(String, Value)> {
-    as_list(raw)
-        .into_iter()
-        .filter_map(|l| {
-            let uri = l["uri"].as_str().or_else(|| l["targetUri"].as_str())?;
-            let range = ["range", "targetSelectionRange", "targetRange"]
-                .iter()
-                .map(|k| &l[*k])
-                .find(|r| r.is_object())?;
-            Some((uri.to_owned(), range.clone()))
-        })
-        .collect()
-}
-
-/// An answer with nothing in it (null, `[]`, a hover without contents).
-fn is_empty(answer: &Value) -> bool {
-    match answer {
-        Value::Null => true,
-        Value::Array(items) => items.is_empty(),
-        Value::Object(o) if o.contains_key("contents") => {
-            hover_text(&answer["contents"]).trim().is_empty()
-        }
-        _ => false,
-    }
-}
-
-fn as_list(raw: &Value) -> Vec<&Value> {
-    match raw {
-        Value::Array(items) => items.iter().collect(),
-        Value::Null => Vec::new(),
-        one => vec![one],
-    }
-}
-
-/// Hover `contents` (`MarkupContent`, `MarkedString` or a list of them) as
-/// text, markdown kept.
-fn hover_text(contents: &Value) -> String {
-    match contents {
-        Value::String(s) => s.clone(),
-        Value::Array(items) => items
-            .iter()
-            .map(hover_text)
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty())
-            .collect::<Vec<_>>()
-            .join("\n\n"),
-        Value::Object(o) => {
-            let value = o.get("value").and_then(Value::as_str).unwrap_or_default();
-            match o.get("language").and_then(Value::as_str) {
-                Some(language) if !language.is_empty() => {
-                    format!("```{language}\n{value}\n```")
-                }
-                _ => value.to_owned(),
-            }
-        }
-        _ => String::new(),
-    }
-}
-
-/// A symbol in any of LSP's shapes.
-struct Symbol {
-    name: String,
-    kind: Option<String>,
-    detail: Option<String>,
-    container: Option<String>,
-    uri: String,
-    range: Value,
-    server: String,
-    depth: usize,
-}
-
-fn symbol_kind(kind: &Value) -> Option<String> {
-    match kind {
-        Value::Number(n) => n.as_u64().map(|k| {
-            SYMBOL_KINDS
-                .get((k as usize).wrapping_sub(1))
-                .map_or_else(|| k.to_string(), |s| (*s).to_owned())
-        }),
-        Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
-        _ => None,
-    }
-}
-
-/// `DocumentSymbol` trees (depth-first, children after their parent) or
-/// `SymbolInformation` lists, flattened.
-fn flatten_symbols(
-    server: &str,
-    items: &[Value],
-    uri: &str,
-    container: Option<&str>,
-    depth: usize,
-    out: &mut Vec<Symbol>,
-) {
-    for item in items {
-        let Some(name) = item["name"].as_str() else {
-            continue;
-        };
-        let (uri, range) = if item["selectionRange"].is_object() {
-            (uri.to_owned(), item["selectionRange"].clone())
-        } else if item["range"].is_object() {
-            (uri.to_owned(), item["range"].clone())
-        } else if let Some(u) = item["location"]["uri"].as_str() {
-            (u.to_owned(), item["location"]["range"].clone())
-        } else {
-            continue;
-        };
-        out.push(Symbol {
-            name: name.to_owned(),
-            kind: symbol_kind(&item["kind"]),
-            detail: item["detail"]
-                .as_str()
-                .filter(|d| !d.is_empty())
-                .map(str::to_owned),
-            container: item["containerName"]
-                .as_str()
-                .map(str::to_owned)
-                .or_else(|| container.map(str::to_owned)),
-            uri: uri.clone(),
-            range,
-            server: server.to_owned(),
-            depth,
-        });
-        if let Some(children) = item["children"].as_array() {
-            flatten_symbols(server, children, &uri, Some(name), depth + 1, out);
-        }
-    }
-}
-
-/// A `SymbolInformation` or `WorkspaceSymbol` (whose location may lack a
-/// range: the file's start).
-fn workspace_symbol(item: &Value, server: &str) -> Option<Symbol> {
-    let uri = item["location"]["uri"].as_str()?;
-    let range = if item["location"]["range"].is_object() {
-        item["location"]["range"].clone()
-    } else {
-        json!({ "start": { "line": 0, "character": 0 }, "end": { "line": 0, "character": 0 } })
-    };
-    Some(Symbol {
-        name: item["name"].as_str()?.to_owned(),
-        kind: symbol_kind(&item["kind"]),
-        detail: None,
-        container: item["containerName"]
-            .as_str()
-            .filter(|c| !c.is_empty())
-            .map(str::to_owned),
-        uri: uri.to_owned(),
-        range,
-        server: server.to_owned(),
-        depth: 0,
-    })
-}
-
-/// Whether two LSP ranges share a position (touching counts).
-fn overlaps(a: &Value, b: &Value) -> bool {
-    let key = |p: &Value| {
-        (
-            p["line"].as_u64().unwrap_or(0),
-            p["character"].as_u64().unwrap_or(0),
-        )
-    };
-    key(&a["start"]) <= key(&b["end"]) && key(&b["start"]) <= key(&a["end"])
-}
-
 /// Usual file extensions of a language id (for finding a file to open).
 fn usual_extensions(language: &str) -> Vec<&'static str> {
     match language {
@@ -1802,168 +1332,6 @@ fn find_file(root: &Path, extensions: &[String], depth: usize) -> Option<PathBuf
         level = next;
     }
     None
-}
-
-// ---- text ----
-
-/// One compact JSON value per line.
-fn json_lines<'a>(values: impl Iterator<Item = &'a Value>) -> String {
-    values.map(Value::to_string).collect::<Vec<_>>().join("\n")
-}
-
-fn plural(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
-}
-
-/// " (first N shown; raise limit for more)" when results were cut.
-fn shown_of(shown: usize, total: usize) -> String {
-    if shown < total {
-        format!(" (first {shown} shown; raise limit for more)")
-    } else {
-        String::new()
-    }
-}
-
-/// `path:line:col: source line`.
-fn place_line(place: &Value) -> String {
-    let mut line = format!(
-        "{}:{}:{}",
-        place["path"].as_str().unwrap_or_default(),
-        place["line"],
-        place["character"]
-    );
-    if let Some(text) = place["text"].as_str().filter(|t| !t.is_empty()) {
-        line.push_str(": ");
-        line.push_str(text);
-    }
-    line
-}
-
-/// `name (Kind) in container — path:line:col: source line`.
-fn symbol_line(symbol: &Value) -> String {
-    let mut line = symbol["name"].as_str().unwrap_or_default().to_owned();
-    if let Some(kind) = symbol["kind"].as_str() {
-        line.push_str(&format!(" ({kind})"));
-    }
-    if let Some(container) = symbol["container"].as_str() {
-        line.push_str(&format!(" in {container}"));
-    }
-    line.push_str(" — ");
-    line.push_str(&place_line(symbol));
-    line
-}
-
-/// `name (Kind) detail — path:line:col: source line` of an item.
-fn item_line(item: &Value) -> String {
-    let mut line = item["name"].as_str().unwrap_or_default().to_owned();
-    if let Some(kind) = item["kind"].as_str() {
-        line.push_str(&format!(" ({kind})"));
-    }
-    if let Some(detail) = item["detail"].as_str() {
-        line.push(' ');
-        line.push_str(detail);
-    }
-    let start = &item["selectionRange"]["start"];
-    line.push_str(&format!(
-        " — {}:{}:{}",
-        item["path"].as_str().unwrap_or_default(),
-        start["line"],
-        start["character"]
-    ));
-    if let Some(text) = item["text"].as_str().filter(|t| !t.is_empty()) {
-        line.push_str(": ");
-        line.push_str(text);
-    }
-    line
-}
-
-/// `path:line:col: severity: message [source code]`, then the source line.
-fn diagnostic_line(d: &Value) -> String {
-    let mut line = format!(
-        "{}:{}:{}: {}: {}",
-        d["path"].as_str().unwrap_or_default(),
-        d["line"],
-        d["character"],
-        d["severity"].as_str().unwrap_or("diagnostic"),
-        d["message"].as_str().unwrap_or_default()
-    );
-    let code = match &d["code"] {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    };
-    let origin: Vec<String> = [d["source"].as_str().map(str::to_owned), code]
-        .into_iter()
-        .flatten()
-        .collect();
-    if !origin.is_empty() {
-        line.push_str(&format!(" [{}]", origin.join(" ")));
-    }
-    if let Some(text) = d["text"].as_str().filter(|t| !t.is_empty()) {
-        line.push_str("\n    ");
-        line.push_str(text);
-    }
-    line
-}
-
-/// "2 errors, 1 warning" (only the severities present).
-fn tally(diagnostics: &[Value]) -> String {
-    let mut parts = Vec::new();
-    for severity in SEVERITIES {
-        let n = diagnostics
-            .iter()
-            .filter(|d| d["severity"].as_str() == Some(severity))
-            .count();
-        if n > 0 {
-            parts.push(plural(n, severity));
-        }
-    }
-    let other = diagnostics
-        .iter()
-        .filter(|d| d["severity"].is_null())
-        .count();
-    if other > 0 {
-        parts.push(plural(other, "diagnostic"));
-    }
-    parts.join(", ")
-}
-
-/// `title [kind, preferred]` and its edits / command, indented.
-fn action_lines(action: &Value) -> String {
-    let mut line = action["title"].as_str().unwrap_or_default().to_owned();
-    let mut tags: Vec<String> = action["kind"]
-        .as_str()
-        .map(str::to_owned)
-        .into_iter()
-        .collect();
-    if action["isPreferred"] == json!(true) {
-        tags.push("preferred".to_owned());
-    }
-    if let Some(reason) = action["disabled"].as_str() {
-        tags.push(format!("disabled: {reason}"));
-    }
-    if !tags.is_empty() {
-        line.push_str(&format!(" [{}]", tags.join(", ")));
-    }
-    for edit in action["edits"].as_array().into_iter().flatten() {
-        line.push_str(&format!(
-            "\n   replace {}:{}:{}-{}:{} with {}",
-            edit["path"].as_str().unwrap_or_default(),
-            edit["line"],
-            edit["character"],
-            edit["endLine"],
-            edit["endCharacter"],
-            edit["newText"]
-        ));
-    }
-    if let Some(command) = action["command"]["command"].as_str() {
-        line.push_str(&format!("\n   runs the server command {command}"));
-    }
-    line
 }
 
 #[cfg(test)]
@@ -2037,79 +1405,6 @@ mod tests {
         assert_eq!(op, Op::DocumentSymbol);
         assert_eq!(parsed.file_path.as_deref(), Some("my file.py"));
         assert!(parse(args(json!({"operation": "workspaceDiagnostics"}))).is_ok());
-    }
-
-    #[test]
-    fn locations_read_every_lsp_shape() {
-        let range =
-            json!({"start": {"line": 1, "character": 2}, "end": {"line": 1, "character": 4}});
-        let one = json!({"uri": "file:///a", "range": range});
-        let link =
-            json!({"targetUri": "file:///b", "targetRange": {}, "targetSelectionRange": range});
-        assert_eq!(locations_of(&one).len(), 1);
-        assert_eq!(locations_of(&json!([one, link]))[1].0, "file:///b");
-        assert!(locations_of(&Value::Null).is_empty());
-    }
-
-    #[test]
-    fn hover_contents_of_every_shape_become_markdown_text() {
-        assert_eq!(
-            hover_text(&json!({"kind": "markdown", "value": "**x**"})),
-            "**x**"
-        );
-        assert_eq!(
-            hover_text(&json!([{"language": "c", "value": "int x"}, "doc"])),
-            "```c\nint x\n```\n\ndoc"
-        );
-        assert_eq!(hover_text(&Value::Null), "");
-    }
-
-    #[test]
-    fn symbol_kinds_and_severities_have_names() {
-        assert_eq!(symbol_kind(&json!(12)).as_deref(), Some("Function"));
-        assert_eq!(symbol_kind(&json!(26)).as_deref(), Some("TypeParameter"));
-        assert_eq!(symbol_kind(&json!(99)).as_deref(), Some("99"));
-        let tallied = tally(&[
-            json!({"severity": "error"}),
-            json!({"severity": "error"}),
-            json!({"severity": "hint"}),
-        ]);
-        assert_eq!(tallied, "2 errors, 1 hint");
-    }
-
-    #[test]
-    fn document_symbols_flatten_depth_first_with_their_container() {
-        let r = |l: u64| json!({"start": {"line": l, "character": 0}, "end": {"line": l, "character": 1}});
-        let tree = json!([{"name": "A", "kind": 5, "range": r(0), "selectionRange": r(0),
-                           "children": [{"name": "m", "kind": 6, "range": r(1), "selectionRange": r(1)}]},
-                          {"name": "f", "kind": 12, "range": r(3), "selectionRange": r(3)}]);
-        let mut out = Vec::new();
-        flatten_symbols(
-            "s",
-            tree.as_array().unwrap(),
-            "file:///x",
-            None,
-            0,
-            &mut out,
-        );
-        let seen: Vec<(&str, usize, Option<&str>)> = out
-            .iter()
-            .map(|s| (s.name.as_str(), s.depth, s.container.as_deref()))
-            .collect();
-        assert_eq!(seen, [("A", 0, None), ("m", 1, Some("A")), ("f", 0, None)]);
-    }
-
-    #[test]
-    fn a_revision_changes_with_the_file_text_and_the_item() {
-        let item =
-            json!({"name": "f", "kind": 12, "uri": "file:///x", "range": {}, "selectionRange": {}});
-        let one = revision("s", &item, "fn f");
-        assert_eq!(one, revision("s", &item, "fn f"));
-        assert_ne!(one, revision("s", &item, "fn f\n"));
-        assert_ne!(one, revision("t", &item, "fn f"));
-        let mut moved = item.clone();
-        moved["name"] = json!("g");
-        assert_ne!(one, revision("s", &moved, "fn f"));
     }
 
     #[test]
