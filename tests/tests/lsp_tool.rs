@@ -878,6 +878,36 @@ fn the_lsp_tool_against_clangd_and_pyright_gives_exact_locations() {
             ],
             "{body}"
         );
+
+        // Beyond the five: a clangd call hierarchy item round-trips, and
+        // pyright finds a workspace symbol.
+        let (_, data) = ok(
+            &client,
+            json!({"operation": "prepareCallHierarchy", "filePath": "main.c", "line": 3, "character": 12}),
+        )
+        .await;
+        let item = data["items"][0].clone();
+        assert_eq!(item["serverName"], "clangd", "{data}");
+        let (body, _) = ok(
+            &client,
+            json!({"operation": "incomingCalls", "callHierarchyItem": item}),
+        )
+        .await;
+        assert!(
+            body.starts_with(
+                "1 caller of add_numbers (main.c:3:12) [clangd]:\nmain (Function)"
+            ) && body.contains("    called at main.c:8:17: int total = add_numbers(2, 3);"),
+            "{body}"
+        );
+        let (body, _) = ok(
+            &client,
+            json!({"operation": "workspaceSymbol", "query": "greet", "serverName": "pyright"}),
+        )
+        .await;
+        assert!(
+            body.contains("greet (Function) — app.py:1:5: def greet(name: str) -> str: [pyright]"),
+            "{body}"
+        );
         client.cancel().await.unwrap();
     });
     assert_eq!(
