@@ -1371,11 +1371,40 @@ mod tests {
         assert_eq!(names, expected);
         assert_eq!(properties["limit"]["type"], "integer");
         assert_eq!(properties["line"]["type"], "number");
+        // The definitions, without descriptions, are Qwen Code's.
+        let mut definitions =
+            Value::Object(tool.input_schema.as_ref().clone())["definitions"].clone();
+        strip_descriptions(&mut definitions);
         assert_eq!(
-            tool.input_schema["definitions"]["LspCallHierarchyItem"]["properties"]["documentRevision"]
-                ["type"],
-            "string"
+            definitions,
+            json!({
+                "LspPosition": {"type": "object", "properties": {"line": {"type": "number"}, "character": {"type": "number"}}, "required": ["line", "character"]},
+                "LspRange": {"type": "object", "properties": {"start": {"$ref": "#/definitions/LspPosition"}, "end": {"$ref": "#/definitions/LspPosition"}}, "required": ["start", "end"]},
+                "LspCallHierarchyItem": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "kind": {"type": "string"}, "rawKind": {"type": "number"},
+                    "documentRevision": {"type": "string"}, "detail": {"type": "string"}, "uri": {"type": "string"},
+                    "range": {"$ref": "#/definitions/LspRange"}, "selectionRange": {"$ref": "#/definitions/LspRange"},
+                    "data": {}, "serverName": {"type": "string"}
+                }, "required": ["name", "uri", "range", "selectionRange"]},
+                "LspDiagnostic": {"type": "object", "properties": {
+                    "range": {"$ref": "#/definitions/LspRange"},
+                    "severity": {"type": "string", "enum": ["error", "warning", "information", "hint"]},
+                    "code": {"type": ["string", "number"]}, "source": {"type": "string"},
+                    "message": {"type": "string"}, "serverName": {"type": "string"}
+                }, "required": ["range", "message"]}
+            })
         );
+    }
+
+    fn strip_descriptions(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                map.remove("description");
+                map.values_mut().for_each(strip_descriptions);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip_descriptions),
+            _ => {}
+        }
     }
 
     #[test]
