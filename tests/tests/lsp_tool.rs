@@ -226,7 +226,7 @@ fn the_lsp_tool_answers_every_operation_with_workspace_paths_and_source_lines() 
         assert_eq!(
             lines(&body),
             [
-                "1 symbol match \"help\":",
+                "1 symbol matching \"help\":",
                 "helper (Function) in fake — a.aa:3:4: fn helper [alpha]",
                 "2 references of helper:",
                 "a.aa:2:5: helper ERROR",

@@ -748,7 +748,7 @@ impl Call<'_> {
             format!("No symbols match \"{query}\".")
         } else {
             let mut text = format!(
-                "{} match \"{query}\"{}:",
+                "{} matching \"{query}\"{}:",
                 plural(found.len(), "symbol"),
                 shown_of(symbols.len(), found.len())
             );
@@ -763,7 +763,7 @@ impl Call<'_> {
             text
         };
         for why in &failures {
-            text.push_str(&format!("\n(not asked: {why})"));
+            text.push_str(&format!("\n(skipped: {why})"));
         }
         // As Qwen Code does: the references of the best match.
         let mut references = Value::Null;
@@ -1095,7 +1095,7 @@ impl Call<'_> {
             text
         };
         for why in &failures {
-            text.push_str(&format!("\n(not asked: {why})"));
+            text.push_str(&format!("\n(skipped: {why})"));
         }
         Ok(Answer {
             text,
