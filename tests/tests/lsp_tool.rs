@@ -692,6 +692,9 @@ int main(void) {
 
 const BAD_C: &str = "int broken(void) {\n    return undefined_var;\n}\n";
 
+/// clangd offers two fixes for the assignment in the condition.
+const FIX_C: &str = "int f(int x) {\n    if (x = 2) return 1;\n    return 0;\n}\n";
+
 const APP_PY: &str = "def greet(name: str) -> str:
     return \"hello \" + name
 
@@ -740,6 +743,7 @@ fn the_lsp_tool_against_clangd_and_pyright_gives_exact_locations() {
     let env = Env::new();
     env.write("main.c", MAIN_C);
     env.write("bad.c", BAD_C);
+    env.write("fix.c", FIX_C);
     env.write("app.py", APP_PY);
     let pyright = peer("pyright", "node_modules/.bin/pyright-langserver");
     env.write(
@@ -879,8 +883,19 @@ fn the_lsp_tool_against_clangd_and_pyright_gives_exact_locations() {
             "{body}"
         );
 
-        // Beyond the five: a clangd call hierarchy item round-trips, and
-        // pyright finds a workspace symbol.
+        // Beyond the five: clangd's fixes (commands carrying their edit)
+        // show what they change, a clangd call hierarchy item round-trips,
+        // and pyright finds a workspace symbol.
+        let (body, _) = ok(
+            &client,
+            json!({"operation": "codeActions", "filePath": "fix.c", "line": 2, "character": 11,
+                   "endCharacter": 12}),
+        )
+        .await;
+        assert!(
+            body.contains("replace fix.c:2:11-2:12 with \"==\""),
+            "{body}"
+        );
         let (_, data) = ok(
             &client,
             json!({"operation": "prepareCallHierarchy", "filePath": "main.c", "line": 3, "character": 12}),

@@ -232,53 +232,65 @@ impl Call<'_> {
         Ok(item)
     }
 
+    /// A `CodeAction` or a bare `Command`: its title, kind, and the edits
+    /// it makes — its `edit`, or a `WorkspaceEdit` among its command's
+    /// arguments (clangd's `applyFix` carries its fix that way).
     pub(super) fn action(&self, lines: &mut Lines, action: &Value) -> Value {
         // A bare `Command` has a string `command`.
-        if action["command"].is_string() {
-            return json!({
-                "title": action["title"],
-                "command": { "command": action["command"], "arguments": action["arguments"] },
-            });
-        }
-        let mut edits = Vec::new();
-        let mut add = |uri: &str, list: &Value, lines: &mut Lines| {
-            for edit in list.as_array().into_iter().flatten() {
-                let mut place = self.place(lines, uri, &edit["range"]);
-                place["newText"] = edit["newText"].clone();
-                edits.push(place);
-            }
+        let command = if action["command"].is_string() {
+            Some(action)
+        } else {
+            Some(&action["command"]).filter(|c| c.is_object())
         };
-        if let Some(changes) = action["edit"]["changes"].as_object() {
-            for (uri, list) in changes {
-                add(uri, list, lines);
-            }
-        }
-        for change in action["edit"]["documentChanges"]
-            .as_array()
+        let carried = command
+            .and_then(|c| c["arguments"].as_array())
             .into_iter()
             .flatten()
-        {
-            if let Some(uri) = change["textDocument"]["uri"].as_str() {
-                add(uri, &change["edits"], lines);
-            }
+            .filter(|a| a["changes"].is_object() || a["documentChanges"].is_array());
+        let mut edits = Vec::new();
+        for edit in std::iter::once(&action["edit"]).chain(carried) {
+            self.edits(lines, edit, &mut edits);
         }
-        let mut out = json!({ "title": action["title"], "kind": action["kind"] });
+        let mut out = json!({ "title": action["title"] });
+        if let Some(kind) = action["kind"].as_str() {
+            out["kind"] = json!(kind);
+        }
         if action["isPreferred"] == json!(true) {
             out["isPreferred"] = json!(true);
         }
         if !edits.is_empty() {
             out["edits"] = json!(edits);
         }
-        if action["command"].is_object() {
+        if let Some(command) = command {
             out["command"] = json!({
-                "command": action["command"]["command"],
-                "arguments": action["command"]["arguments"],
+                "command": command["command"],
+                "arguments": command["arguments"],
             });
         }
         if let Some(reason) = action["disabled"]["reason"].as_str() {
             out["disabled"] = json!(reason);
         }
         out
+    }
+
+    /// The text edits of a `WorkspaceEdit` (`changes` or `documentChanges`),
+    /// each a location with its `newText`.
+    fn edits(&self, lines: &mut Lines, edit: &Value, out: &mut Vec<Value>) {
+        let mut add = |uri: &str, list: &Value| {
+            for edit in list.as_array().into_iter().flatten() {
+                let mut place = self.place(lines, uri, &edit["range"]);
+                place["newText"] = edit["newText"].clone();
+                out.push(place);
+            }
+        };
+        for (uri, list) in edit["changes"].as_object().into_iter().flatten() {
+            add(uri, list);
+        }
+        for change in edit["documentChanges"].as_array().into_iter().flatten() {
+            if let Some(uri) = change["textDocument"]["uri"].as_str() {
+                add(uri, &change["edits"]);
+            }
+        }
     }
 }
 

@@ -131,7 +131,7 @@ pub(super) fn tally(diagnostics: &[Value]) -> String {
     parts.join(", ")
 }
 
-/// `title [kind, preferred]` and its edits / command, indented.
+/// `title [kind, preferred]` and its edits (else its command), indented.
 pub(super) fn action_lines(action: &Value) -> String {
     let mut line = action["title"].as_str().unwrap_or_default().to_owned();
     let mut tags: Vec<String> = action["kind"]
@@ -159,8 +159,12 @@ pub(super) fn action_lines(action: &Value) -> String {
             edit["newText"]
         ));
     }
-    if let Some(command) = action["command"]["command"].as_str() {
-        line.push_str(&format!("\n   runs the server command {command}"));
+    if let Some(command) = action["command"]["command"].as_str()
+        && action["edits"].is_null()
+    {
+        line.push_str(&format!(
+            "\n   runs the server command {command} (what it changes is not known)"
+        ));
     }
     line
 }
