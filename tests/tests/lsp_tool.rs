@@ -629,6 +629,45 @@ fn an_empty_answer_on_a_document_just_opened_is_asked_again_once() {
 }
 
 #[test]
+fn the_tool_is_listed_only_while_a_language_server_is_ready() {
+    let env = Env::new();
+    let c = toy(&env, Config::default());
+    runtime().block_on(async {
+        let client = attach(&env).await;
+        let listed = async || -> Vec<String> {
+            client
+                .list_all_tools()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| t.name.into_owned())
+                .collect()
+        };
+        assert_eq!(listed().await, ["lsp"]);
+        env.write(".lsp.json", "{}");
+        tokio::task::block_in_place(|| c.wait_for("alpha removed", |s| lsp(s, "alpha").is_none()));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !listed().await.is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "lsp still listed without a server"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let body = refused(
+            &client,
+            json!({"operation": "hover", "filePath": "a.aa", "line": 1}),
+        )
+        .await;
+        assert!(
+            body.contains("no language server of this workspace handles \".aa\" files"),
+            "{body}"
+        );
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
 fn a_server_with_pull_diagnostics_is_asked_for_them() {
     let env = Env::new();
     let pull = Config {
