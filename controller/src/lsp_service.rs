@@ -88,7 +88,7 @@ pub enum LspError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{}: has no line {line} (it has {lines})", path.display())]
+    #[error("find line {line} in {}: it has {lines} lines", path.display())]
     NoSuchLine {
         path: PathBuf,
         line: u32,
@@ -550,7 +550,9 @@ pub fn to_lsp_position(
     column: u32,
 ) -> Result<(u32, u32), LspError> {
     if line == 0 || column == 0 {
-        return Err(LspError::Usage("LINE and COL are 1-based".to_owned()));
+        return Err(LspError::Usage(
+            "read the position: LINE and COL count from 1".to_owned(),
+        ));
     }
     let Some(line_text) = text.split('\n').nth(line as usize - 1) else {
         return Err(LspError::NoSuchLine {
