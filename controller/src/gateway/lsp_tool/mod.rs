@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lsp_types::Url;
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -145,6 +145,12 @@ pub fn tool() -> Tool {
          filePath + line (+ character, endLine, endCharacter) and optionally diagnostics and \
          codeActionKinds. Locations come back as path:line:col with the source line.",
         Arc::new(schema),
+    )
+    // It reads; code actions are listed, never applied.
+    .annotate(
+        ToolAnnotations::with_title("Code intelligence (LSP)")
+            .read_only(true)
+            .open_world(false),
     )
 }
 
@@ -1370,6 +1376,8 @@ mod tests {
         names.sort_unstable();
         assert_eq!(names, expected);
         assert_eq!(properties["limit"]["type"], "integer");
+        let annotations = tool.annotations.as_ref().unwrap();
+        assert_eq!(annotations.read_only_hint, Some(true));
         assert_eq!(properties["line"]["type"], "number");
         // The definitions, without descriptions, are Qwen Code's.
         let mut definitions =
