@@ -9,9 +9,10 @@
 //!   else one whose `languages` include the extension's usual language.
 //! - **Waiting for a server**: a use of a server that is starting or
 //!   restarting waits for its connection (bounded by its own shutdown and
-//!   startup timeouts); one that cannot run fails at once with its status.
-//!   A use whose connection is replaced under it (a restart) runs once more
-//!   on the new one ([`LspService::with_connection`]).
+//!   startup timeouts); one that cannot run fails at once with its status
+//!   (a crash gets a moment first: `restartOnCrash` restarts at once). A use
+//!   whose connection closes or is replaced under it (a crash, a restart)
+//!   runs once more on the next one ([`LspService::with_connection`]).
 //! - **Document tracking**: which documents were opened through Steward, by
 //!   server name, independent of any one connection. A restarted server gets
 //!   `didOpen` replayed for every tracked document (with the file's current
