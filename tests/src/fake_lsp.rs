@@ -89,6 +89,17 @@ pub struct Config {
     pub exit_on_disconnect: bool,
     /// Environment variables to include (value or null) in the `start` event.
     pub record_env: Vec<String>,
+    /// Also offer pull diagnostics (`diagnosticProvider`):
+    /// `textDocument/diagnostic` and `workspace/diagnostic` answer with the
+    /// diagnostics it would publish.
+    pub pull_diagnostics: bool,
+    /// Wait this long before answering `textDocument/hover` (the session
+    /// handles nothing else meanwhile).
+    pub hover_delay_ms: u64,
+    /// Answer hover, definition, implementation, references, document
+    /// symbols and prepareCallHierarchy with nothing until this long after
+    /// the document's `didOpen`, like a server still analysing it.
+    pub warmup_ms: u64,
 }
 
 impl Default for Config {
@@ -113,6 +124,9 @@ impl Default for Config {
             diagnostics_delay_ms: 0,
             exit_on_disconnect: false,
             record_env: Vec::new(),
+            pull_diagnostics: false,
+            hover_delay_ms: 0,
+            warmup_ms: 0,
         }
     }
 }

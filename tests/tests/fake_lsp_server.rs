@@ -312,6 +312,11 @@ fn position(uri: &str, line: u32, character: u32) -> Value {
     json!({ "textDocument": { "uri": uri }, "position": { "line": line, "character": character } })
 }
 
+fn range(start_line: u32, start: u32, end_line: u32, end: u32) -> Value {
+    json!({ "start": { "line": start_line, "character": start },
+            "end": { "line": end_line, "character": end } })
+}
+
 fn lines_of(locations: &Value) -> Vec<u64> {
     let locations = locations.as_array().expect("array");
     locations
@@ -374,6 +379,97 @@ fn record_path(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("lsp.jsonl")
 }
 
+/// The toy language: `fn`/`def` define, `impl` implements, other
+/// occurrences call; across every open document.
+const TOY_A: &str = "fn main\n    helper ERROR\nfn helper\n    leaf\nfn leaf\n";
+const TOY_B: &str = "impl helper\nfn other\n    helper\n";
+const DOC_B: &str = "file:///ws/b.rs";
+
+#[test]
+fn the_toy_language_serves_implementation_workspace_symbols_call_hierarchy_and_code_actions() {
+    let mut server = Server::start(json!({ "name": "toy", "pullDiagnostics": true }));
+    let mut conn = server.stdio();
+    let caps = conn.initialize()["capabilities"].clone();
+    for provider in [
+        "implementationProvider",
+        "workspaceSymbolProvider",
+        "callHierarchyProvider",
+    ] {
+        assert_eq!(caps[provider], true, "{provider}");
+    }
+    assert_eq!(caps["diagnosticProvider"]["workspaceDiagnostics"], true);
+    conn.open(DOC, 1, TOY_A);
+    conn.open(DOC_B, 1, TOY_B);
+
+    let definition = conn.call("textDocument/definition", position(DOC_B, 2, 5));
+    assert_eq!(
+        (definition["uri"].clone(), definition["range"].clone()),
+        (json!(DOC), range(2, 3, 2, 9))
+    );
+    let implementation = conn.call("textDocument/implementation", position(DOC, 2, 4));
+    assert_eq!(
+        implementation,
+        json!([{ "uri": DOC_B, "range": range(0, 5, 0, 11) }])
+    );
+    let symbols = conn.call("workspace/symbol", json!({ "query": "HEL" }));
+    assert_eq!(symbols.as_array().map(Vec::len), Some(1), "{symbols}");
+    assert_eq!(symbols[0]["location"]["range"], range(2, 3, 2, 9));
+
+    let items = conn.call("textDocument/prepareCallHierarchy", position(DOC, 1, 6));
+    let helper = items[0].clone();
+    assert_eq!(helper["name"], "helper");
+    assert_eq!(
+        helper["range"],
+        range(2, 0, 3, 8),
+        "the body runs to the next fn"
+    );
+    let incoming = conn.call("callHierarchy/incomingCalls", json!({ "item": helper }));
+    let callers: Vec<(&str, &Value)> = incoming
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["from"]["name"].as_str().unwrap(), &c["fromRanges"][0]))
+        .collect();
+    assert_eq!(
+        callers,
+        [
+            ("main", &range(1, 4, 1, 10)),
+            ("other", &range(2, 4, 2, 10))
+        ]
+    );
+    let outgoing = conn.call("callHierarchy/outgoingCalls", json!({ "item": helper }));
+    assert_eq!(outgoing[0]["to"]["name"], "leaf", "{outgoing}");
+    assert_eq!(outgoing[0]["fromRanges"], json!([range(3, 4, 3, 8)]));
+
+    let diagnostic = conn.call(
+        "textDocument/diagnostic",
+        json!({ "textDocument": { "uri": DOC } }),
+    )["items"][0]
+        .clone();
+    assert_eq!(diagnostic["range"], range(1, 11, 1, 16));
+    let actions = conn.call(
+        "textDocument/codeAction",
+        json!({ "textDocument": { "uri": DOC }, "range": range(1, 11, 1, 16),
+                "context": { "diagnostics": [diagnostic] } }),
+    );
+    assert_eq!(actions[0]["kind"], "quickfix");
+    assert_eq!(
+        actions[0]["edit"]["changes"][DOC][0]["newText"], "OK",
+        "{actions}"
+    );
+    assert_eq!(actions[1]["kind"], "refactor.rewrite");
+    let only = conn.call(
+        "textDocument/codeAction",
+        json!({ "textDocument": { "uri": DOC }, "range": range(1, 11, 1, 16),
+                "context": { "diagnostics": [diagnostic], "only": ["refactor"] } }),
+    );
+    assert_eq!(only.as_array().map(Vec::len), Some(1), "{only}");
+    let workspace = conn.call("workspace/diagnostic", json!({ "previousResultIds": [] }));
+    assert_eq!(workspace["items"].as_array().map(Vec::len), Some(2));
+    conn.shutdown_and_exit();
+    assert_eq!(server.wait_exit().code(), Some(0));
+}
+
 #[test]
 fn stdio_session_serves_documents_and_exits_0_after_shutdown() {
     let dir = tempfile::tempdir().unwrap();
@@ -433,9 +529,10 @@ fn stdio_session_serves_documents_and_exits_0_after_shutdown() {
         format!("fake-hover alpha {DOC} 1:6 v1 word=helper")
     );
 
+    // `helper` is defined by `def helper` on line 3.
     let definition = conn.call("textDocument/definition", position(DOC, 1, 6));
     assert_eq!(definition["uri"], DOC);
-    assert_eq!(definition["range"]["start"]["line"], 0);
+    assert_eq!(definition["range"], range(3, 4, 3, 10), "{definition}");
 
     let references = conn.call(
         "textDocument/references",

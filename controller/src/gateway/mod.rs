@@ -13,6 +13,8 @@
 //! - [`registry`]: live connections, their filtered catalogs, the union.
 //! - [`session`]: one client's MCP session (lists, calls, pass-through).
 //! - [`serve`]: the transports (stdio bridge, Unix socket, streamable HTTP).
+//! - [`lsp_tool`]: the `lsp` tool (Qwen Code's interface) over the language
+//!   servers.
 //!
 //! Every client shares the same server processes.
 

@@ -219,7 +219,7 @@ fn last_stderr_line(message: &str) -> Option<&str> {
     tail.lines().rev().find(|l| !l.trim().is_empty())
 }
 
-fn explain_blocked(server: &str, reason: Reason, message: &str) -> String {
+pub(super) fn explain_blocked(server: &str, reason: Reason, message: &str) -> String {
     let first = message.lines().next().unwrap_or_default();
     match reason {
         Reason::PendingApproval => format!(
@@ -247,7 +247,7 @@ fn explain_blocked(server: &str, reason: Reason, message: &str) -> String {
 }
 
 /// Why a server that is not live cannot serve a call, and what to do.
-fn explain(server: &str, status: &ServerStatus) -> String {
+pub(super) fn explain(server: &str, status: &ServerStatus) -> String {
     let message = status.message.as_deref().unwrap_or_default();
     let Some(reason) = status.reason else {
         return format!("server \"{server}\" is {:?}", status.phase);

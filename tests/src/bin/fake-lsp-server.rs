@@ -6,8 +6,14 @@
 //! `--config <json>` (the flag wins; other arguments are ignored, so it can be
 //! started like a real server, e.g. with `--stdio`). It keeps open documents
 //! in memory and answers `initialize`, `shutdown`, hover, definition,
-//! references, document symbols and the test hook `fake/state`; it publishes
-//! one diagnostic per line containing `ERROR`; and it can hang, crash,
+//! implementation, references, document and workspace symbols, the call
+//! hierarchy, code actions and the test hook `fake/state`, from a toy
+//! language over its open documents: `fn <name>` / `def <name>` defines a
+//! function whose body runs to the next definition, `impl <name>` implements
+//! it, and any other occurrence of the name uses (calls) it. It publishes one
+//! diagnostic per line containing `ERROR` (and serves the same ones on
+//! `textDocument/diagnostic` / `workspace/diagnostic` with
+//! `pullDiagnostics`), with a quick fix that replaces it; and it can hang, crash,
 //! ignore `shutdown` or SIGTERM, and send the server→client requests real
 //! servers send. Every message in and out, and every lifecycle event, is
 //! appended to the record file (see [`fake_lsp::Record`]).
@@ -454,6 +460,7 @@ struct Document {
     language_id: String,
     version: i64,
     text: String,
+    opened: tokio::time::Instant,
 }
 
 /// One LSP session: from a connection's first byte to its close or `exit`.
@@ -598,7 +605,21 @@ impl Session {
             }
             _ => {}
         }
+        let warming = params["textDocument"]["uri"]
+            .as_str()
+            .and_then(|uri| self.docs.get(uri))
+            .is_some_and(|d| d.opened.elapsed() < Duration::from_millis(self.config.warmup_ms));
         let result = match method {
+            "textDocument/hover"
+            | "textDocument/definition"
+            | "textDocument/implementation"
+            | "textDocument/references"
+            | "textDocument/documentSymbol"
+            | "textDocument/prepareCallHierarchy"
+                if warming =>
+            {
+                Value::Null
+            }
             "shutdown" => {
                 if self.config.ignore_shutdown {
                     eprintln!("fake-lsp-server {}: ignoring shutdown", self.config.name);
@@ -607,10 +628,25 @@ impl Session {
                 self.shutdown = true;
                 Value::Null
             }
-            "textDocument/hover" => self.hover(&params),
+            "textDocument/hover" => {
+                if self.config.hover_delay_ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(self.config.hover_delay_ms)).await;
+                }
+                self.hover(&params)
+            }
             "textDocument/definition" => self.definition(&params),
             "textDocument/references" => self.references(&params),
             "textDocument/documentSymbol" => self.document_symbols(&params),
+            "textDocument/implementation" => self.implementation(&params),
+            "workspace/symbol" => self.workspace_symbols(&params),
+            "textDocument/prepareCallHierarchy" => self.prepare_call_hierarchy(&params),
+            "callHierarchy/incomingCalls" => self.incoming_calls(&params),
+            "callHierarchy/outgoingCalls" => self.outgoing_calls(&params),
+            "textDocument/codeAction" => self.code_actions(&params),
+            "textDocument/diagnostic" if self.config.pull_diagnostics => {
+                self.document_diagnostic(&params)
+            }
+            "workspace/diagnostic" if self.config.pull_diagnostics => self.workspace_diagnostic(),
             _ => {
                 return self
                     .error(id, METHOD_NOT_FOUND, &format!("method not found: {method}"))
@@ -656,16 +692,24 @@ impl Session {
             tokio::time::sleep(Duration::from_millis(self.config.initialize_delay_ms)).await;
         }
         self.initialized = true;
-        let result = json!({
+        let mut result = json!({
             "capabilities": {
                 "textDocumentSync": { "openClose": true, "change": 1 },
                 "hoverProvider": true,
                 "definitionProvider": true,
+                "implementationProvider": true,
                 "referencesProvider": true,
                 "documentSymbolProvider": true,
+                "workspaceSymbolProvider": true,
+                "callHierarchyProvider": true,
+                "codeActionProvider": { "codeActionKinds": ["quickfix", "refactor.rewrite"] },
             },
             "serverInfo": { "name": self.config.name, "version": env!("CARGO_PKG_VERSION") },
         });
+        if self.config.pull_diagnostics {
+            result["capabilities"]["diagnosticProvider"] =
+                json!({ "interFileDependencies": false, "workspaceDiagnostics": true });
+        }
         self.respond(id, result).await
     }
 
@@ -699,6 +743,7 @@ impl Session {
                     language_id: doc["languageId"].as_str().unwrap_or_default().to_owned(),
                     version: doc["version"].as_i64().unwrap_or_default(),
                     text: doc["text"].as_str().unwrap_or_default().to_owned(),
+                    opened: tokio::time::Instant::now(),
                 };
                 self.docs.insert(uri.to_owned(), document);
                 self.publish_diagnostics(uri).await?;
@@ -850,18 +895,7 @@ impl Session {
         let Some(document) = self.docs.get(uri) else {
             return Ok(());
         };
-        let diagnostics: Vec<Value> = lines(&document.text)
-            .enumerate()
-            .filter_map(|(number, line)| {
-                let start = utf16_len(&line[..line.find("ERROR")?]);
-                Some(json!({
-                    "range": range(number, start, number, start + 5),
-                    "severity": 1,
-                    "source": self.config.name,
-                    "message": "fake error",
-                }))
-            })
-            .collect();
+        let diagnostics = self.diagnostics_of(document);
         let message = json!({
             "jsonrpc": "2.0",
             "method": "textDocument/publishDiagnostics",
@@ -909,11 +943,244 @@ impl Session {
         hover
     }
 
+    /// The name of the function defined by `fn <name>` / `def <name>` in an
+    /// open document, else the document's start.
     fn definition(&self, params: &Value) -> Value {
-        match self.position(params) {
-            Some((uri, ..)) => json!({ "uri": uri, "range": range(0, 0, 0, 0) }),
-            None => Value::Null,
+        let Some((uri, document, line, character)) = self.position(params) else {
+            return Value::Null;
+        };
+        let word = lines(&document.text)
+            .nth(line)
+            .and_then(|text| word_at(text, character));
+        match word.and_then(|w| self.function(&w.text)) {
+            Some(function) => json!({ "uri": function.uri, "range": function.selection }),
+            None => json!({ "uri": uri, "range": range(0, 0, 0, 0) }),
         }
+    }
+
+    /// Every `impl <name>` line of the open documents, for the name under
+    /// the cursor.
+    fn implementation(&self, params: &Value) -> Value {
+        let Some((_, document, line, character)) = self.position(params) else {
+            return Value::Null;
+        };
+        let Some(target) = lines(&document.text)
+            .nth(line)
+            .and_then(|text| word_at(text, character))
+        else {
+            return json!([]);
+        };
+        let mut found = Vec::new();
+        for (uri, document) in &self.docs {
+            for (number, text) in lines(&document.text).enumerate() {
+                let all = words(text);
+                for pair in all.windows(2) {
+                    if pair[0].text == "impl" && pair[1].text == target.text {
+                        found.push(json!({
+                            "uri": uri,
+                            "range": range(number, pair[1].start, number, pair[1].end),
+                        }));
+                    }
+                }
+            }
+        }
+        json!(found)
+    }
+
+    /// `SymbolInformation` for every function whose name contains the query
+    /// (case-insensitive), across the open documents.
+    fn workspace_symbols(&self, params: &Value) -> Value {
+        let query = params["query"].as_str().unwrap_or_default().to_lowercase();
+        let found: Vec<Value> = self
+            .functions()
+            .into_iter()
+            .filter(|f| f.name.to_lowercase().contains(&query))
+            .map(|f| {
+                json!({
+                    "name": f.name,
+                    "kind": 12,
+                    "location": { "uri": f.uri, "range": f.selection },
+                    "containerName": "fake",
+                })
+            })
+            .collect();
+        json!(found)
+    }
+
+    fn prepare_call_hierarchy(&self, params: &Value) -> Value {
+        let Some((_, document, line, character)) = self.position(params) else {
+            return Value::Null;
+        };
+        let word = lines(&document.text)
+            .nth(line)
+            .and_then(|text| word_at(text, character));
+        match word.and_then(|w| self.function(&w.text)) {
+            Some(function) => json!([function.item()]),
+            None => json!([]),
+        }
+    }
+
+    /// Every function whose body uses the item's name.
+    fn incoming_calls(&self, params: &Value) -> Value {
+        let Some(target) = params["item"]["name"].as_str() else {
+            return Value::Null;
+        };
+        let calls: Vec<Value> = self
+            .functions()
+            .into_iter()
+            .filter_map(|caller| {
+                let ranges = self.uses_in_body(&caller, target);
+                (!ranges.is_empty()).then(|| json!({ "from": caller.item(), "fromRanges": ranges }))
+            })
+            .collect();
+        json!(calls)
+    }
+
+    /// Every function the item's body uses.
+    fn outgoing_calls(&self, params: &Value) -> Value {
+        let Some(caller) = params["item"]["name"]
+            .as_str()
+            .and_then(|name| self.function(name))
+        else {
+            return Value::Null;
+        };
+        let calls: Vec<Value> = self
+            .functions()
+            .into_iter()
+            .filter_map(|callee| {
+                let ranges = self.uses_in_body(&caller, &callee.name);
+                (!ranges.is_empty()).then(|| json!({ "to": callee.item(), "fromRanges": ranges }))
+            })
+            .collect();
+        json!(calls)
+    }
+
+    /// A quick fix ("ERROR" → "OK") per diagnostic of the context, and a
+    /// `refactor.rewrite` that upper-cases the range's first line; filtered
+    /// by `context.only` (kind prefixes).
+    fn code_actions(&self, params: &Value) -> Value {
+        let Some(uri) = params["textDocument"]["uri"].as_str() else {
+            return Value::Null;
+        };
+        let mut actions: Vec<Value> = params["context"]["diagnostics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|diagnostic| {
+                json!({
+                    "title": "Replace ERROR with OK",
+                    "kind": "quickfix",
+                    "isPreferred": true,
+                    "diagnostics": [diagnostic],
+                    "edit": { "changes": { uri: [{ "range": diagnostic["range"], "newText": "OK" }] } },
+                })
+            })
+            .collect();
+        let start = params["range"]["start"]["line"].as_u64().unwrap_or(0);
+        actions.push(json!({
+            "title": "Shout this line",
+            "kind": "refactor.rewrite",
+            "command": { "title": "Shout", "command": "fake.shout", "arguments": [uri, start] },
+        }));
+        if let Some(only) = params["context"]["only"].as_array() {
+            actions.retain(|action| {
+                let kind = action["kind"].as_str().unwrap_or_default();
+                only.iter()
+                    .filter_map(Value::as_str)
+                    .any(|prefix| kind == prefix || kind.starts_with(&format!("{prefix}.")))
+            });
+        }
+        json!(actions)
+    }
+
+    fn document_diagnostic(&self, params: &Value) -> Value {
+        let items = params["textDocument"]["uri"]
+            .as_str()
+            .and_then(|uri| self.docs.get(uri))
+            .map(|document| self.diagnostics_of(document))
+            .unwrap_or_default();
+        json!({ "kind": "full", "items": items })
+    }
+
+    fn workspace_diagnostic(&self) -> Value {
+        let items: Vec<Value> = self
+            .docs
+            .iter()
+            .map(|(uri, document)| {
+                json!({
+                    "kind": "full",
+                    "uri": uri,
+                    "version": document.version,
+                    "items": self.diagnostics_of(document),
+                })
+            })
+            .collect();
+        json!({ "items": items })
+    }
+
+    /// One error per line containing `ERROR`.
+    fn diagnostics_of(&self, document: &Document) -> Vec<Value> {
+        lines(&document.text)
+            .enumerate()
+            .filter_map(|(number, line)| {
+                let start = utf16_len(&line[..line.find("ERROR")?]);
+                Some(json!({
+                    "range": range(number, start, number, start + 5),
+                    "severity": 1,
+                    "source": self.config.name,
+                    "code": "E1",
+                    "message": "fake error",
+                }))
+            })
+            .collect()
+    }
+
+    /// Every function defined in the open documents, in document order.
+    fn functions(&self) -> Vec<Function> {
+        let mut found = Vec::new();
+        for (uri, document) in &self.docs {
+            let all: Vec<&str> = lines(&document.text).collect();
+            let heads: Vec<(usize, Word)> = all
+                .iter()
+                .enumerate()
+                .filter_map(|(number, text)| function_name(text).map(|name| (number, name)))
+                .collect();
+            for (index, (number, name)) in heads.iter().enumerate() {
+                let end = heads.get(index + 1).map_or(all.len(), |(next, _)| *next);
+                let last = end.saturating_sub(1).max(*number);
+                found.push(Function {
+                    uri: uri.clone(),
+                    name: name.text.clone(),
+                    line: *number,
+                    end: end.max(number + 1),
+                    range: range(*number, 0, last, utf16_len(all[last])),
+                    selection: range(*number, name.start, *number, name.end),
+                });
+            }
+        }
+        found
+    }
+
+    fn function(&self, name: &str) -> Option<Function> {
+        self.functions().into_iter().find(|f| f.name == name)
+    }
+
+    /// Where `function`'s body (the lines after its definition) uses `name`.
+    fn uses_in_body(&self, function: &Function, name: &str) -> Vec<Value> {
+        let Some(document) = self.docs.get(&function.uri) else {
+            return Vec::new();
+        };
+        lines(&document.text)
+            .enumerate()
+            .take(function.end)
+            .skip(function.line + 1)
+            .flat_map(|(number, text)| {
+                words(text)
+                    .into_iter()
+                    .filter(|w| w.text == name)
+                    .map(move |w| range(number, w.start, number, w.end))
+            })
+            .collect()
     }
 
     fn references(&self, params: &Value) -> Value {
@@ -980,6 +1247,31 @@ impl Session {
             "workspaceFolders": self.workspace_folders,
             "serverRequestAnswers": self.answers,
             "shutdown": self.shutdown,
+        })
+    }
+}
+
+/// A function of the toy language (see the module doc).
+struct Function {
+    uri: String,
+    name: String,
+    /// The definition's line, and the line after the body.
+    line: usize,
+    end: usize,
+    range: Value,
+    selection: Value,
+}
+
+impl Function {
+    fn item(&self) -> Value {
+        json!({
+            "name": self.name,
+            "kind": 12,
+            "detail": "fake function",
+            "uri": self.uri,
+            "range": self.range,
+            "selectionRange": self.selection,
+            "data": { "fake": self.name },
         })
     }
 }
