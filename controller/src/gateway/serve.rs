@@ -200,7 +200,15 @@ async fn route(
             return response;
         }
     }
-    service.handle(request).await
+    let delete = request.method() == http::Method::DELETE;
+    let mut response = service.handle(request).await;
+    // rmcp answers a session's DELETE with 202; the MCP SDKs expect 200 or
+    // 204 (the Python SDK logs "Session termination failed: 202" on every
+    // clean close), as the reference servers answer.
+    if delete && response.status() == http::StatusCode::ACCEPTED {
+        *response.status_mut() = http::StatusCode::OK;
+    }
+    response
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
