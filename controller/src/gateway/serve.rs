@@ -250,7 +250,12 @@ pub async fn serve_stream<R, W>(
     W: AsyncWrite + Send + Unpin + 'static,
 {
     let session = Session::new(&gateway, transport);
-    match session.serve_with_ct((read, write), cancel).await {
+    // A child token: rmcp cancels the token it is given when the session
+    // ends, and that must not end every other session (nor the listeners).
+    match session
+        .serve_with_ct((read, write), cancel.child_token())
+        .await
+    {
         Ok(running) => {
             let _ = running.waiting().await;
         }

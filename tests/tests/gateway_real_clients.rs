@@ -1,0 +1,223 @@
+//! The agent endpoint (`steward mcp`, product.md §6) with the real clients
+//! agents use: the PyPI `mcp` SDK's `ClientSession` over stdio, the MCP
+//! Inspector CLI and `qwen mcp list` from Qwen Code, against fake servers
+//! and the real `server-everything`. Every wait is a condition with a
+//! deadline; every client and controller a test starts is stopped by it.
+
+mod common;
+mod real_clients;
+
+use std::process::Command;
+
+use real_clients::{
+    CLIENT_DEADLINE, PyClient, everything, http_url, inspector, output_within, steward_mcp_argv,
+    text_of,
+};
+use serde_json::{Value, json};
+use steward_schema::resource::{Phase, Reason};
+use steward_tests::harness::{Env, fake_tools as tools, mcp, ready, wait_until};
+
+#[test]
+fn the_inspector_cli_lists_and_calls_through_steward_mcp_and_http() {
+    let env = Env::new();
+    env.user_mcp_servers(&[
+        ("alpha", env.fake_mcp("alpha", tools(&["t1"]))),
+        ("everything", everything()),
+    ]);
+    let c = env.start(&["--mcp-listen", "127.0.0.1:0"]);
+    let s = c.wait_for_within("alpha and everything Ready", CLIENT_DEADLINE, |s| {
+        ready(s, "alpha") && ready(s, "everything")
+    });
+    let url = http_url(&s);
+    let names = |listed: &Value| -> Vec<String> {
+        listed["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    for target in [steward_mcp_argv(&env), vec![url.clone()]] {
+        let listed = inspector(&env, &target, &["--method", "tools/list"]);
+        let listed = names(&listed);
+        assert!(listed.contains(&"alpha__t1".to_owned()), "{listed:?}");
+        assert!(
+            listed.contains(&"everything__get-sum".to_owned()),
+            "{listed:?}"
+        );
+        let sum = inspector(
+            &env,
+            &target,
+            &[
+                "--method",
+                "tools/call",
+                "--tool-name",
+                "everything__get-sum",
+                "--tool-arg",
+                "a=1",
+                "b=2",
+            ],
+        );
+        assert_eq!(text_of(&sum), "The sum of 1 and 2 is 3.", "{sum}");
+        let echoed = inspector(
+            &env,
+            &target,
+            &[
+                "--method",
+                "tools/call",
+                "--tool-name",
+                "alpha__t1",
+                "--tool-arg",
+                "k=v",
+            ],
+        );
+        assert_eq!(text_of(&echoed), r#"{"k":"v"}"#, "{echoed}");
+    }
+    let read = inspector(
+        &env,
+        std::slice::from_ref(&url),
+        &[
+            "--method",
+            "resources/read",
+            "--uri",
+            "demo://resource/dynamic/text/1",
+        ],
+    );
+    assert!(
+        read["contents"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Resource 1:")),
+        "{read}"
+    );
+    let prompt = inspector(
+        &env,
+        &[url],
+        &[
+            "--method",
+            "prompts/get",
+            "--prompt-name",
+            "everything__args-prompt",
+            "--prompt-args",
+            "city=Paris",
+        ],
+    );
+    assert!(prompt.to_string().contains("Paris"), "{prompt}");
+    let s = c.status();
+    assert_eq!(mcp(&s, "everything").unwrap().status.restarts, 0);
+    assert_eq!(
+        mcp(&s, "alpha").unwrap().status.calls.unwrap().failed,
+        0,
+        "{s:?}"
+    );
+}
+
+/// `qwen ARGS` in the workspace, with the test's HOME and QWEN_HOME.
+fn qwen(env: &Env, args: &[&str]) -> String {
+    let qwen = common::peer("@qwen-code/qwen-code", "node_modules/.bin/qwen");
+    let mut command = Command::new(qwen);
+    command
+        .args(args)
+        .current_dir(&env.ws)
+        .env_clear()
+        .envs(common::steward_env(env))
+        .env("NO_COLOR", "1");
+    let out = output_within(command, CLIENT_DEADLINE);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "qwen {args:?} failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The status `qwen mcp list` prints for `name` (after the ` - `).
+fn qwen_says<'a>(listing: &'a str, name: &str) -> Option<&'a str> {
+    listing
+        .lines()
+        .find(|l| l.contains(&format!(" {name}: ")))
+        .and_then(|l| l.rsplit_once(" - "))
+        .map(|(_, status)| status.trim())
+}
+
+#[test]
+fn qwen_mcp_list_shows_steward_connected_and_steward_never_runs_its_own_entry() {
+    let env = Env::new();
+    let argv = steward_mcp_argv(&env);
+    // What the README tells a Qwen Code user to register, in the same user
+    // settings Steward reads its servers from.
+    env.user_mcp_servers(&[
+        ("steward", json!({"command": argv[0], "args": argv[1..]})),
+        ("alpha", env.fake_mcp("alpha", tools(&["t1"]))),
+    ]);
+
+    // No controller: Qwen Code's `steward mcp` becomes it for the check,
+    // and stops when Qwen Code hangs up.
+    let listing = qwen(&env, &["mcp", "list"]);
+    let line = format!("steward: {} (stdio) - Connected", argv.join(" "));
+    assert!(listing.contains(&line), "{listing}");
+    assert_eq!(qwen_says(&listing, "alpha"), Some("Connected"), "{listing}");
+    wait_until("the controller Qwen Code started has exited", || {
+        let out = env.steward(&["status", "-o", "json"]);
+        String::from_utf8_lossy(&out.stderr).contains("no controller is running")
+    });
+    let offline = env.steward(&["status", "--offline", "-o", "json"]);
+    let doc: Value = serde_json::from_slice(&offline.stdout).unwrap();
+    let item = doc["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["metadata"]["name"] == "steward")
+        .unwrap();
+    assert_eq!(item["status"]["reason"], "SelfReference", "{item}");
+
+    // A running controller: the same entry is blocked, never spawned, and
+    // Qwen Code's `steward mcp` attaches to it.
+    let c = env.start(&[]);
+    let s = c.wait_for("alpha Ready, steward blocked", |s| {
+        ready(s, "alpha")
+            && mcp(s, "steward").is_some_and(|m| {
+                m.status.phase == Phase::Blocked && m.status.reason == Some(Reason::SelfReference)
+            })
+    });
+    assert_eq!(mcp(&s, "steward").unwrap().status.pid, None);
+    let listing = qwen(&env, &["mcp", "list"]);
+    assert_eq!(
+        qwen_says(&listing, "steward"),
+        Some("Connected"),
+        "{listing}"
+    );
+    let log = c.log_text();
+    assert!(log.contains("agent client attached"), "{log}");
+    wait_until("Qwen Code's session detached", || {
+        c.status().controller.gateway.unwrap().clients.is_empty()
+    });
+    assert!(c.status().controller.running);
+}
+
+#[test]
+fn an_agent_leaving_never_disconnects_the_others_nor_stops_new_ones_from_attaching() {
+    let env = Env::new();
+    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["t1"])))]);
+    let c = env.start(&["--mcp-listen", "127.0.0.1:0"]);
+    let s = c.wait_for("alpha Ready", |s| ready(s, "alpha"));
+    let url = http_url(&s);
+    let mut staying = PyClient::stdio(&env, &steward_mcp_argv(&env));
+    let mut over_http = PyClient::http(&env, &url, &[]);
+    let leaving = PyClient::stdio(&env, &steward_mcp_argv(&env));
+    leaving.close();
+    wait_until("the leaving agent detached", || {
+        c.status().controller.gateway.unwrap().clients.get("unix") == Some(&1)
+    });
+    for client in [&mut staying, &mut over_http] {
+        let (result, _) = client.call("alpha__t1", json!({"still": "here"}));
+        assert_eq!(text_of(&result), r#"{"still":"here"}"#);
+    }
+    let mut later = PyClient::stdio(&env, &steward_mcp_argv(&env));
+    assert_eq!(later.tool_names(), ["alpha__t1"]);
+    let mut later_http = PyClient::http(&env, &url, &[]);
+    assert_eq!(later_http.tool_names(), ["alpha__t1"]);
+    for client in [staying, over_http, later, later_http] {
+        client.close();
+    }
+}
