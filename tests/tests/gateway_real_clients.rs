@@ -15,7 +15,34 @@ use real_clients::{
 };
 use serde_json::{Value, json};
 use steward_schema::resource::{Phase, Reason};
-use steward_tests::harness::{Env, fake_tools as tools, mcp, ready, wait_until};
+use steward_tests::harness::{
+    Env, alive, fake_tools as tools, mcp, ready, recorded_pids, wait_until,
+};
+
+#[test]
+fn the_first_list_of_an_agent_that_starts_steward_mcp_shows_the_servers_of_the_cold_start() {
+    // Agents list once when they connect (Qwen Code drops a server whose
+    // lists are all empty); `steward mcp` answers `initialize` before any
+    // server of the cold start is Ready.
+    let env = Env::new();
+    let mut slow = tools(&["t1"]);
+    slow.initialize_delay_ms = 1000;
+    env.user_mcp_servers(&[
+        ("alpha", env.fake_mcp("alpha", slow)),
+        ("beta", env.fake_mcp("beta", tools(&["b1"]))),
+    ]);
+    let mut client = PyClient::stdio(&env, &steward_mcp_argv(&env));
+    let mut names = client.tool_names();
+    names.sort();
+    assert_eq!(names, ["alpha__t1", "beta__b1"], "{}", client.stderr_text());
+    let stderr = client.close();
+    let pids = recorded_pids(&env.records());
+    assert_eq!(pids.len(), 2, "one process per server");
+    wait_until("the servers stop when the agent leaves", || {
+        pids.iter().all(|p| !alive(*p))
+    });
+    assert!(stderr.contains("controller stopped"), "{stderr}");
+}
 
 #[test]
 fn the_inspector_cli_lists_and_calls_through_steward_mcp_and_http() {

@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
@@ -86,6 +87,8 @@ pub struct Gateway {
     attached: watch::Sender<usize>,
     listen: OnceLock<String>,
     last_list_changed: Mutex<Option<String>>,
+    /// The cold start has finished (see [`Gateway::cold_start`]).
+    started: AtomicBool,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -118,6 +121,7 @@ impl Gateway {
             attached: watch::Sender::new(0),
             listen: OnceLock::new(),
             last_list_changed: Mutex::new(None),
+            started: AtomicBool::new(false),
         })
     }
 
@@ -170,6 +174,31 @@ impl Gateway {
         Ticket {
             gateway: self.clone(),
             id,
+        }
+    }
+
+    /// Wait (at most the start wait) for the controller's cold start to
+    /// finish, so that a list answered while the servers are still starting
+    /// does not show an empty workspace. Agents list once when they connect
+    /// (Qwen Code even drops a server whose lists are all empty), and an
+    /// agent that runs `steward mcp` connects before any server is Ready.
+    pub async fn cold_start(&self) {
+        if self.started.load(Ordering::Relaxed) {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + self.config.start_wait;
+        let mut changes = self.status.subscribe();
+        loop {
+            changes.borrow_and_update();
+            if self.status.reloaded_once() {
+                self.started.store(true, Ordering::Relaxed);
+                return;
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                // Closed, or waited long enough: answer with what is Ready.
+                Ok(Err(_)) | Err(_) => return,
+            }
         }
     }
 

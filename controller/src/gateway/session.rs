@@ -1,6 +1,7 @@
 //! One client's MCP session with the agent endpoint.
 //!
-//! Lists come from the registry's union (paginated); calls are routed by
+//! Lists come from the registry's union (paginated; during the cold start
+//! they wait for it, see [`Gateway::cold_start`]); calls are routed by
 //! exposed name (tools, prompts) or URI (resources) to the live connection
 //! of their server and forwarded through its relay, so progress,
 //! cancellation and the server's own requests (sampling, elicitation) reach
@@ -491,6 +492,7 @@ impl ServerHandler for Session {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.gateway.cold_start().await;
         let union = self.gateway.registry.union();
         let (tools, next) = if union.lsp {
             let mut all = union.tools.clone();
@@ -526,6 +528,7 @@ impl ServerHandler for Session {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        self.gateway.cold_start().await;
         let union = self.gateway.registry.union();
         let (prompts, next) = page(
             &union.prompts,
@@ -581,6 +584,7 @@ impl ServerHandler for Session {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        self.gateway.cold_start().await;
         let union = self.gateway.registry.union();
         let (resources, next) = page(
             &union.resources,
@@ -597,6 +601,7 @@ impl ServerHandler for Session {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.gateway.cold_start().await;
         let union = self.gateway.registry.union();
         let (templates, next) = page(
             &union.templates,
