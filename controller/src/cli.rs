@@ -341,6 +341,10 @@ pub struct RunArgs {
     /// Items per page of the agent endpoint's lists (for tests)
     #[arg(long, value_name = "N", default_value_t = 100, hide = true)]
     pub mcp_page_size: usize,
+
+    /// The agent endpoint's list_changed coalescing window, in milliseconds (for tests)
+    #[arg(long, value_name = "MS", default_value_t = 50, hide = true)]
+    pub mcp_coalesce_ms: u64,
 }
 
 /// `steward schema`.

@@ -15,9 +15,31 @@ use real_clients::{
 };
 use serde_json::{Value, json};
 use steward_schema::resource::{Phase, Reason};
+use steward_tests::fake_mcp::FakeMcpConfig;
 use steward_tests::harness::{
-    Env, alive, fake_tools as tools, mcp, ready, recorded_pids, wait_until,
+    Controller, Env, alive, fake_tools as tools, mcp, ready, recorded_pids, wait_until,
 };
+
+/// How many times the controller (`--log-format json`) applied a change of
+/// the source file `path`.
+fn applied_changes(c: &Controller, path: &std::path::Path) -> usize {
+    let path = path.to_string_lossy();
+    c.log_text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| {
+            l.pointer("/fields/message") == Some(&json!("source changed"))
+                && l.pointer("/fields/source").and_then(Value::as_str) == Some(&path)
+        })
+        .count()
+}
+
+fn list_changed(notifications: &[String]) -> Vec<&String> {
+    notifications
+        .iter()
+        .filter(|n| n.ends_with("/list_changed"))
+        .collect()
+}
 
 #[test]
 fn the_first_list_of_an_agent_that_starts_steward_mcp_shows_the_servers_of_the_cold_start() {
@@ -42,6 +64,70 @@ fn the_first_list_of_an_agent_that_starts_steward_mcp_shows_the_servers_of_the_c
         pids.iter().all(|p| !alive(*p))
     });
     assert!(stderr.contains("controller stopped"), "{stderr}");
+}
+
+#[test]
+fn python_sdk_over_stdio_lists_calls_every_content_type_and_sees_list_changed_only_for_real_edits()
+{
+    let env = Env::new();
+    let alpha = env.fake_mcp("alpha", tools(&["t1"]));
+    env.user_mcp_servers(&[("alpha", alpha.clone()), ("everything", everything())]);
+    let c = env.start(&["--log-format", "json"]);
+    c.wait_for_within("alpha and everything Ready", CLIENT_DEADLINE, |s| {
+        ready(s, "alpha") && ready(s, "everything")
+    });
+    // `steward mcp` attaches to the running controller.
+    let mut client = PyClient::stdio(&env, &steward_mcp_argv(&env));
+    let names = client.tool_names();
+    for name in ["alpha__t1", "everything__echo", "everything__get-sum"] {
+        assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+    }
+    let gateway = c.status().controller.gateway.unwrap();
+    assert_eq!(gateway.clients.get("unix"), Some(&1), "{gateway:?}");
+
+    // Every content type, as the server sent it.
+    let content = json!([
+        {"type": "text", "text": "hello", "annotations": {"audience": ["user"], "priority": 0.5}},
+        {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+        {"type": "audio", "data": "UklGRiQAAABXQVZF", "mimeType": "audio/wav",
+         "annotations": {"audience": ["assistant"]}, "_meta": {"x-steward-test": 1}},
+        {"type": "resource_link", "uri": "file:///tmp/a.txt", "name": "a.txt", "mimeType": "text/plain"},
+        {"type": "resource", "resource": {"uri": "file:///tmp/b.bin", "mimeType": "application/octet-stream", "blob": "AAEC"}},
+    ]);
+    let (result, _) = client.call("alpha__t1", json!({"content": content}));
+    assert_eq!(result["isError"], json!(false), "{result}");
+    assert_eq!(result["content"], content, "content unchanged");
+    let (result, _) = client.call("everything__echo", json!({"message": "hi"}));
+    assert_eq!(text_of(&result), "Echo: hi");
+
+    // A formatting-only save: applied (the controller saw it), nothing sent.
+    let settings = env.home.join("settings.json");
+    let before = applied_changes(&c, &settings);
+    let compact = json!({"mcpServers": {"alpha": alpha, "everything": everything()}});
+    env.write_home("settings.json", &serde_json::to_string(&compact).unwrap());
+    wait_until("the formatting-only save is applied", || {
+        applied_changes(&c, &settings) > before
+    });
+    // A real edit: alpha offers one more tool.
+    let mut config: FakeMcpConfig =
+        serde_json::from_str(alpha["env"]["FAKE_MCP_CONFIG"].as_str().unwrap()).unwrap();
+    config.tools.push("t2".into());
+    let mut edited = alpha.clone();
+    edited["env"]["FAKE_MCP_CONFIG"] = json!(config.to_json());
+    env.user_mcp_servers(&[("alpha", edited), ("everything", everything())]);
+    let seen = client.wait_notification("notifications/tools/list_changed", 1);
+    assert!(client.tool_names().iter().any(|n| n == "alpha__t2"));
+    let seen_after = client.notifications();
+    assert_eq!(
+        list_changed(&seen_after),
+        ["notifications/tools/list_changed"],
+        "one tools/list_changed for the edit, none for the formatting save (first seen: {seen:?})"
+    );
+    let stderr = client.close();
+    assert!(!stderr.contains("Traceback"), "{stderr}");
+    wait_until("the agent detached", || {
+        c.status().controller.gateway.unwrap().clients.is_empty()
+    });
 }
 
 #[test]
@@ -247,4 +333,41 @@ fn an_agent_leaving_never_disconnects_the_others_nor_stops_new_ones_from_attachi
     for client in [staying, over_http, later, later_http] {
         client.close();
     }
+}
+
+#[test]
+fn an_agent_that_attaches_after_a_change_is_not_told_about_it() {
+    // A change is announced one coalescing window after it; an agent that
+    // connects inside that window already lists the new union.
+    let env = Env::new();
+    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["t1"])))]);
+    let c = env.start(&["--mcp-coalesce-ms", "10000"]);
+    c.wait_for("alpha Ready", |s| ready(s, "alpha"));
+    let announced = |s: &steward_schema::resource::WorkspaceStatus| {
+        s.controller.gateway.clone().unwrap().last_list_changed
+    };
+    let before = announced(&c.status());
+    let mut config = tools(&["t1", "t2"]);
+    config.name = "alpha".into();
+    config.record = Some(env.record("alpha"));
+    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", config))]);
+    c.wait_for("alpha offers t2", |s| {
+        mcp(s, "alpha").is_some_and(|m| {
+            m.status.phase == Phase::Ready
+                && m.status.tools.as_deref().unwrap_or_default().len() == 2
+        })
+    });
+    let mut client = PyClient::stdio(&env, &steward_mcp_argv(&env));
+    assert_eq!(
+        announced(&c.status()),
+        before,
+        "the agent attached within the window (the test is meaningful)"
+    );
+    assert_eq!(client.tool_names(), ["alpha__t1", "alpha__t2"]);
+    c.wait_for_within("the change is announced", CLIENT_DEADLINE, |s| {
+        announced(s) != before
+    });
+    // The announcement went out before this round trip's answer.
+    assert_eq!(list_changed(&client.notifications()), Vec::<&String>::new());
+    client.close();
 }

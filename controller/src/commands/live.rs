@@ -332,6 +332,7 @@ fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOptions {
             stdio: false,
             config: GatewayConfig {
                 page_size: args.mcp_page_size.max(1),
+                coalesce: ms(args.mcp_coalesce_ms),
                 ..GatewayConfig::default()
             },
         },

@@ -67,6 +67,9 @@ impl Default for GatewayConfig {
 struct ClientEntry {
     transport: &'static str,
     peer: Option<Peer<RoleServer>>,
+    /// The union's fingerprints this client was last told about (at
+    /// `initialize`, then at each `list_changed`).
+    seen: [u64; 3],
 }
 
 #[derive(Debug, Default)]
@@ -164,6 +167,7 @@ impl Gateway {
                 ClientEntry {
                     transport,
                     peer: None,
+                    seen: [0; 3],
                 },
             );
             self.attached.send_replace(clients.by_id.len());
@@ -252,7 +256,9 @@ impl Gateway {
     }
 
     /// Send `notifications/{tools,prompts,resources}/list_changed` to every
-    /// client when the union changed, coalesced; never when it did not.
+    /// client when the union changed since it was last told, coalesced;
+    /// never when it did not (a client that connected after a change, while
+    /// the notification was being coalesced, is not told about it).
     pub async fn run_broadcaster(self: Arc<Self>, cancel: CancellationToken) {
         let mut changes = self.registry.subscribe();
         let mut sent = self.registry.union().fingerprints;
@@ -267,20 +273,32 @@ impl Gateway {
             }
             changes.mark_unchanged();
             let now = self.registry.union().fingerprints;
-            let kinds = [now[0] != sent[0], now[1] != sent[1], now[2] != sent[2]];
+            let kinds = [0, 1, 2].map(|i| now[i] != sent[i]);
             sent = now;
-            if !kinds.iter().any(|k| *k) {
+            // Per client: one that connected while the union was between
+            // two states may be behind even when the union is back where it was.
+            let told: Vec<(Peer<RoleServer>, [bool; 3])> = self
+                .lock_clients()
+                .by_id
+                .values_mut()
+                .filter_map(|c| {
+                    let peer = c.peer.clone()?;
+                    let kinds = [0, 1, 2].map(|i| now[i] != c.seen[i]);
+                    c.seen = now;
+                    kinds.iter().any(|k| *k).then_some((peer, kinds))
+                })
+                .collect();
+            if !kinds.iter().any(|k| *k) && told.is_empty() {
                 continue;
             }
-            let peers = self.peers();
             tracing::info!(
                 tools = kinds[0],
                 prompts = kinds[1],
                 resources = kinds[2],
-                clients = peers.len(),
+                clients = told.len(),
                 "list changed"
             );
-            for peer in peers {
+            for (peer, kinds) in told {
                 tokio::spawn(async move {
                     if kinds[0] {
                         let _ = peer.notify_tool_list_changed().await;
@@ -309,8 +327,10 @@ pub struct Ticket {
 impl Ticket {
     /// The client finished `initialize`: notifications may go to it.
     pub fn set_peer(&self, peer: Peer<RoleServer>) {
+        let seen = self.gateway.registry.union().fingerprints;
         if let Some(entry) = self.gateway.lock_clients().by_id.get_mut(&self.id) {
             entry.peer = Some(peer);
+            entry.seen = seen;
         }
     }
 }
