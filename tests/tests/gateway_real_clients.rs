@@ -7,6 +7,7 @@
 mod common;
 mod real_clients;
 
+use std::collections::BTreeMap;
 use std::process::Command;
 
 use real_clients::{
@@ -128,6 +129,234 @@ fn python_sdk_over_stdio_lists_calls_every_content_type_and_sees_list_changed_on
     wait_until("the agent detached", || {
         c.status().controller.gateway.unwrap().clients.is_empty()
     });
+}
+
+/// Times such as `9:27:42 AM` (server-everything stamps resources with the
+/// time they were made) replaced by `<time>`.
+fn mask_times(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let digits = |at: usize, n: usize| {
+            (0..n).all(|k| chars.get(at + k).is_some_and(char::is_ascii_digit))
+        };
+        let hour = if digits(i, 2) {
+            2
+        } else if digits(i, 1) {
+            1
+        } else {
+            0
+        };
+        let preceded_by_digit = i > 0 && chars[i - 1].is_ascii_digit();
+        if hour > 0
+            && !preceded_by_digit
+            && chars.get(i + hour) == Some(&':')
+            && digits(i + hour + 1, 2)
+            && chars.get(i + hour + 3) == Some(&':')
+            && digits(i + hour + 4, 2)
+        {
+            out.push_str("<time>");
+            i += hour + 6;
+        } else {
+            out.push(chars[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits = 0u32;
+    let mut n = 0;
+    let mut out = Vec::new();
+    for c in s.bytes().filter(|c| *c != b'=') {
+        let v = ALPHABET.iter().position(|a| *a == c)? as u32;
+        bits = (bits << 6) | v;
+        n += 6;
+        if n >= 8 {
+            n -= 8;
+            out.push((bits >> n) as u8);
+        }
+    }
+    Some(out)
+}
+
+/// `v` with times masked, in text and in base64 blobs.
+fn normalize(v: &Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(mask_times(s)),
+        Value::Array(a) => Value::Array(a.iter().map(normalize).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v) {
+                        ("blob", Value::String(b)) => match base64_decode(b) {
+                            Some(bytes) => json!(format!(
+                                "decoded: {}",
+                                mask_times(&String::from_utf8_lossy(&bytes))
+                            )),
+                            None => v.clone(),
+                        },
+                        _ => normalize(v),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn masking_hides_times_and_nothing_else() {
+    assert_eq!(
+        mask_times("created at 9:27:42 AM, 12:00:01 PM"),
+        "created at <time> AM, <time> PM"
+    );
+    assert_eq!(mask_times("v1:2:3 and 10:5"), "v1:2:3 and 10:5");
+    assert_eq!(
+        base64_decode("UmVzb3VyY2UgMw==").unwrap(),
+        b"Resource 3".to_vec()
+    );
+}
+
+#[test]
+fn pass_through_with_server_everything_is_what_the_server_itself_answers() {
+    let env = Env::new();
+    env.user_mcp_servers(&[("everything", everything())]);
+    let c = env.start(&[]);
+    c.wait_for_within("everything Ready", CLIENT_DEADLINE, |s| {
+        ready(s, "everything")
+    });
+    let mut gateway = PyClient::stdio(&env, &steward_mcp_argv(&env));
+    let entry = everything();
+    let direct_argv: Vec<String> = std::iter::once(entry["command"].as_str().unwrap().to_owned())
+        .chain(["stdio".to_owned()])
+        .collect();
+    let mut direct = PyClient::stdio(&env, &direct_argv);
+    const P: &str = "everything__";
+
+    // Tools: every tool the server offers this client is offered through
+    // the gateway, identical but for the name. (The server adds tools for
+    // client capabilities; Steward declares roots, so it may see more.)
+    // One field is not carried: `execution` (protocol 2025-11-25 tasks),
+    // which rmcp 3's model no longer has; the endpoint offers no tasks, and
+    // a call to a tool that requires one gets the server's own refusal.
+    let through: BTreeMap<String, Value> = gateway
+        .list("list_tools")
+        .into_iter()
+        .map(|mut t| {
+            let name = t["name"].as_str().unwrap().to_owned();
+            let original = name.strip_prefix(P).expect("prefixed").to_owned();
+            t["name"] = json!(original);
+            (original, t)
+        })
+        .collect();
+    let own = direct.list("list_tools");
+    assert!(own.len() >= 10, "{own:?}");
+    let mut task_tools = Vec::new();
+    for tool in &own {
+        let mut tool = tool.clone();
+        let name = tool["name"].as_str().unwrap().to_owned();
+        match tool.as_object_mut().unwrap().remove("execution") {
+            None => {}
+            Some(e) if e == json!({"taskSupport": "forbidden"}) => {}
+            Some(_) => task_tools.push(name.clone()),
+        }
+        assert_eq!(through.get(&name), Some(&tool), "tool {name}");
+    }
+    for tool in task_tools {
+        let arguments = json!({"topic": "steward"});
+        let (want, _) = direct.call(&tool, arguments.clone());
+        let (got, _) = gateway.call(&format!("{P}{tool}"), arguments);
+        assert_eq!(got, want, "tools/call {tool} (it requires a task)");
+    }
+
+    // Calls: text, structured content, images, annotations, resource links,
+    // embedded resources, progress.
+    let calls = [
+        ("echo", json!({"message": "hi"})),
+        ("get-sum", json!({"a": 1, "b": 2})),
+        ("get-structured-content", json!({"location": "New York"})),
+        ("get-tiny-image", json!({})),
+        (
+            "get-annotated-message",
+            json!({"messageType": "error", "includeImage": true}),
+        ),
+        ("get-resource-links", json!({"count": 3})),
+        (
+            "get-resource-reference",
+            json!({"resourceType": "Text", "resourceId": 2}),
+        ),
+        (
+            "trigger-long-running-operation",
+            json!({"duration": 1, "steps": 3}),
+        ),
+    ];
+    for (tool, arguments) in calls {
+        let (want, want_progress) = direct.call(tool, arguments.clone());
+        let (got, got_progress) = gateway.call(&format!("{P}{tool}"), arguments);
+        assert_eq!(normalize(&got), normalize(&want), "tools/call {tool}");
+        assert_eq!(got_progress, want_progress, "progress of {tool}");
+    }
+    let (_, progress) = gateway.call(
+        &format!("{P}trigger-long-running-operation"),
+        json!({"duration": 1, "steps": 3}),
+    );
+    assert_eq!(progress.len(), 3, "{progress:?}");
+
+    // Resources and templates: listed alike, read by URI through the gateway.
+    for op in ["list_resources", "list_resource_templates"] {
+        assert_eq!(gateway.list(op), direct.list(op), "{op}");
+    }
+    let templates = gateway.list("list_resource_templates");
+    assert!(templates.len() >= 2, "{templates:?}");
+    for uri in [
+        "demo://resource/static/document/architecture.md",
+        "demo://resource/dynamic/text/3",
+        "demo://resource/dynamic/blob/3",
+    ] {
+        let read = json!({"op": "read_resource", "uri": uri});
+        let want = direct.run(read.clone());
+        let got = gateway.run(read);
+        assert_eq!(normalize(&got), normalize(&want), "resources/read {uri}");
+        assert!(got["contents"][0]["uri"] == json!(uri), "{got}");
+    }
+
+    // Prompts: listed alike but for the names, got alike.
+    let through: Vec<Value> = gateway
+        .list("list_prompts")
+        .into_iter()
+        .map(|mut p| {
+            let name = p["name"]
+                .as_str()
+                .unwrap()
+                .strip_prefix(P)
+                .unwrap()
+                .to_owned();
+            p["name"] = json!(name);
+            p
+        })
+        .collect();
+    assert_eq!(through, direct.list("list_prompts"));
+    for (prompt, arguments) in [
+        ("simple-prompt", json!({})),
+        ("args-prompt", json!({"city": "Paris", "state": "TX"})),
+        (
+            "resource-prompt",
+            json!({"resourceType": "Text", "resourceId": "2"}),
+        ),
+    ] {
+        let want = direct.run(json!({"op": "get_prompt", "name": prompt, "arguments": arguments}));
+        let got = gateway.run(
+            json!({"op": "get_prompt", "name": format!("{P}{prompt}"), "arguments": arguments}),
+        );
+        assert_eq!(normalize(&got), normalize(&want), "prompts/get {prompt}");
+    }
+    gateway.close();
+    direct.close();
 }
 
 #[test]
@@ -369,5 +598,26 @@ fn an_agent_that_attaches_after_a_change_is_not_told_about_it() {
     });
     // The announcement went out before this round trip's answer.
     assert_eq!(list_changed(&client.notifications()), Vec::<&String>::new());
+    client.close();
+}
+
+#[test]
+fn progress_reaches_the_agent_complete_and_in_order_before_the_answer() {
+    // The server sends its progress and answers at once: the answer must
+    // not overtake the progress, nor one notification another.
+    let env = Env::new();
+    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["t1"])))]);
+    let c = env.start(&[]);
+    c.wait_for("alpha Ready", |s| ready(s, "alpha"));
+    let mut client = PyClient::stdio(&env, &steward_mcp_argv(&env));
+    for call in 0..40 {
+        let (result, progress) = client.call("alpha__t1", json!({"progress": 5}));
+        assert_eq!(result["isError"], json!(false), "{result}");
+        let seen: Vec<f64> = progress
+            .iter()
+            .map(|p| p["progress"].as_f64().unwrap())
+            .collect();
+        assert_eq!(seen, [1.0, 2.0, 3.0, 4.0, 5.0], "call {call}");
+    }
     client.close();
 }
