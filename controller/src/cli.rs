@@ -345,6 +345,10 @@ pub struct RunArgs {
     /// The agent endpoint's list_changed coalescing window, in milliseconds (for tests)
     #[arg(long, value_name = "MS", default_value_t = 50, hide = true)]
     pub mcp_coalesce_ms: u64,
+
+    /// How long an HTTP session with no open stream and no request lives, in milliseconds (for tests)
+    #[arg(long, value_name = "MS", default_value_t = 300_000, hide = true)]
+    pub mcp_http_idle_ms: u64,
 }
 
 /// `steward schema`.

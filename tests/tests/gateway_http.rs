@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt as _;
 use std::time::Duration;
 
-use real_clients::{PyClient, http_url};
+use real_clients::{PyClient, http_url, inspector, text_of};
 use serde_json::json;
 use steward_tests::harness::{Env, fake_tools as tools, ready, wait_until};
 
@@ -202,4 +202,42 @@ fn with_a_token_a_wrong_or_missing_bearer_gets_401_and_the_right_one_is_served()
     let mut client = PyClient::http(&env, &url, &["Authorization: Bearer s3cret"]);
     assert_eq!(client.tool_names(), ["alpha__t1"]);
     client.close();
+}
+
+#[test]
+fn an_idle_http_agent_keeps_its_session_while_connected_and_one_that_left_is_closed() {
+    let env = Env::new();
+    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["t1"])))]);
+    let c = env.start(&["--mcp-listen", "127.0.0.1:0", "--mcp-http-idle-ms", "1500"]);
+    let url = http_url(&c.wait_for("alpha Ready", |s| ready(s, "alpha")));
+    let http_clients = |s: &steward_schema::resource::WorkspaceStatus| {
+        s.controller
+            .gateway
+            .clone()
+            .unwrap()
+            .clients
+            .get("http")
+            .copied()
+    };
+    // An agent that stays connected (its GET stream open) but goes quiet.
+    let mut quiet = PyClient::http(&env, &url, &[]);
+    let (result, _) = quiet.call("alpha__t1", json!({"n": 1}));
+    assert_eq!(text_of(&result), r#"{"n":1}"#);
+    // An agent that leaves without a DELETE (the Inspector CLI does).
+    let listed = inspector(
+        &env,
+        std::slice::from_ref(&url),
+        &["--method", "tools/list"],
+    );
+    assert_eq!(listed["tools"][0]["name"], "alpha__t1", "{listed}");
+    c.wait_for("the session whose client left is closed", |s| {
+        http_clients(s) == Some(1)
+    });
+    // The quiet one has been idle longer than the one closed, yet is served.
+    let (result, _) = quiet.call("alpha__t1", json!({"n": 2}));
+    assert_eq!(text_of(&result), r#"{"n":2}"#, "{}", quiet.stderr_text());
+    quiet.close();
+    wait_until("no HTTP session is left", || {
+        http_clients(&c.status()).is_none()
+    });
 }

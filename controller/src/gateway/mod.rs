@@ -51,6 +51,9 @@ pub struct GatewayConfig {
     /// `list_changed` notifications of one moment are sent once, this long
     /// after the first change.
     pub coalesce: Duration,
+    /// An HTTP session with no open response (GET stream) and no request
+    /// for this long is closed: its client left without a DELETE.
+    pub http_idle: Duration,
 }
 
 impl Default for GatewayConfig {
@@ -59,6 +62,7 @@ impl Default for GatewayConfig {
             page_size: 100,
             start_wait: Duration::from_secs(35),
             coalesce: Duration::from_millis(50),
+            http_idle: Duration::from_secs(300),
         }
     }
 }
