@@ -2,8 +2,12 @@
 line so that a Rust test can act between steps (edit a file, then wait for a
 notification).
 
-    python mcp_client.py stdio COMMAND [ARG...]
-    python mcp_client.py http URL [HEADER: VALUE]...
+    python mcp_client.py [--sampling] [--elicitation] stdio COMMAND [ARG...]
+    python mcp_client.py [--sampling] [--elicitation] http URL [HEADER: VALUE]...
+
+`--sampling` declares the capability and answers every
+`sampling/createMessage` with "sampled by the agent: <first message text>";
+`--elicitation` declares it and accepts every form with `{"name": "Agent"}`.
 
 Each stdin line is one JSON command; each answer is one stdout line,
 `{"ok": ...}` or `{"error": "..."}`. Commands (`op`):
@@ -27,6 +31,7 @@ import os
 import sys
 
 import anyio
+import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -102,13 +107,32 @@ class Driver:
         raise ValueError(f"unknown op {op!r}")
 
 
-async def serve(read, write):
+async def sample(context, params):
+    first = params.messages[0].content if params.messages else None
+    asked = getattr(first, "text", "")
+    return types.CreateMessageResult(
+        role="assistant",
+        content=types.TextContent(type="text", text=f"sampled by the agent: {asked}"),
+        model="test-model",
+    )
+
+
+async def elicit(context, params):
+    return types.ElicitResult(action="accept", content={"name": "Agent"})
+
+
+async def serve(read, write, options):
     driver = None
 
     async def handler(message):
         await driver.on_message(message)
 
-    async with ClientSession(read, write, message_handler=handler) as session:
+    callbacks = {}
+    if "--sampling" in options:
+        callbacks["sampling_callback"] = sample
+    if "--elicitation" in options:
+        callbacks["elicitation_callback"] = elicit
+    async with ClientSession(read, write, message_handler=handler, **callbacks) as session:
         driver = Driver(session)
         await session.initialize()
         print(json.dumps({"ok": "initialized"}), flush=True)
@@ -124,6 +148,9 @@ async def serve(read, write):
 
 
 async def main(argv):
+    options = []
+    while argv and argv[0].startswith("--"):
+        options.append(argv.pop(0))
     if len(argv) < 2 or argv[0] not in ("stdio", "http"):
         sys.exit(__doc__)
     if argv[0] == "stdio":
@@ -131,12 +158,12 @@ async def main(argv):
         # that register Steward pass QWEN_HOME and friends the same way.
         params = StdioServerParameters(command=argv[1], args=argv[2:], env=dict(os.environ))
         async with stdio_client(params) as (read, write):
-            await serve(read, write)
+            await serve(read, write, options)
     else:
         headers = dict(h.split(": ", 1) for h in argv[2:])
         async with create_mcp_http_client(headers=headers) as http:
             async with streamable_http_client(argv[1], http_client=http) as (read, write):
-                await serve(read, write)
+                await serve(read, write, options)
 
 
 if __name__ == "__main__":

@@ -621,3 +621,47 @@ fn progress_reaches_the_agent_complete_and_in_order_before_the_answer() {
     }
     client.close();
 }
+
+#[test]
+fn server_sampling_and_elicitation_reach_the_calling_agent_over_stdio_and_http() {
+    let env = Env::new();
+    env.user_mcp_servers(&[("everything", everything())]);
+    let c = env.start(&["--mcp-listen", "127.0.0.1:0"]);
+    let s = c.wait_for_within("everything Ready", CLIENT_DEADLINE, |s| {
+        ready(s, "everything")
+    });
+    let url = http_url(&s);
+    let both = ["--sampling", "--elicitation"];
+    let sample = json!({"prompt": "hello"});
+    for mut agent in [
+        PyClient::stdio_with(&env, &both, &steward_mcp_argv(&env)),
+        PyClient::http_with(&env, &both, &url, &[]),
+    ] {
+        let (result, _) = agent.call("everything__trigger-sampling-request", sample.clone());
+        let text = text_of(&result);
+        assert!(
+            text.contains("sampled by the agent: Resource trigger-sampling-request context: hello"),
+            "{result}"
+        );
+        let (result, _) = agent.call("everything__trigger-elicitation-request", json!({}));
+        assert!(text_of(&result).contains("- Name: Agent"), "{result}");
+        agent.close();
+    }
+    // Agents that did not declare the capabilities are told so (each on its
+    // first call, when the server asks at once).
+    for (what, tool) in [
+        ("sampling", "everything__trigger-sampling-request"),
+        ("elicitation", "everything__trigger-elicitation-request"),
+    ] {
+        for mut agent in [
+            PyClient::stdio(&env, &steward_mcp_argv(&env)),
+            PyClient::http(&env, &url, &[]),
+        ] {
+            let (result, _) = agent.call(tool, sample.clone());
+            assert_eq!(result["isError"], json!(true), "{result}");
+            let wanted = format!("did not declare the {what} capability");
+            assert!(text_of(&result).contains(&wanted), "{result}");
+            agent.close();
+        }
+    }
+}

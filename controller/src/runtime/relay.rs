@@ -78,7 +78,8 @@ pub enum CallError {
 const PROGRESS_GRACE: Duration = Duration::from_secs(2);
 
 struct InFlight {
-    progress: ProgressToken,
+    /// The token rmcp put on the request (set once it is sent).
+    progress: Option<ProgressToken>,
     /// The caller's own progress token (none: it asked for no progress).
     caller_token: Option<ProgressToken>,
     caller: Arc<dyn Caller>,
@@ -150,7 +151,7 @@ impl Relay {
         let route = self
             .lock()
             .values()
-            .find(|c| c.progress == params.progress_token)
+            .find(|c| c.progress.as_ref() == Some(&params.progress_token))
             .map(|c| (c.caller_token.clone(), c.caller.clone()));
         let Some((caller_token, caller)) = route else {
             return;
@@ -160,7 +161,11 @@ impl Relay {
             params.progress_token = caller_token;
             caller.progress(params).await;
         }
-        if let Some(call) = self.lock().values_mut().find(|c| c.progress == token) {
+        if let Some(call) = self
+            .lock()
+            .values_mut()
+            .find(|c| c.progress.as_ref() == Some(&token))
+        {
             call.progress_handled += 1;
         }
         self.progress_handled.notify_waiters();
@@ -169,7 +174,11 @@ impl Relay {
     /// A progress notification was read from the transport (in order, before
     /// any answer read after it).
     fn progress_read(&self, token: &ProgressToken) {
-        if let Some(call) = self.lock().values_mut().find(|c| &c.progress == token) {
+        if let Some(call) = self
+            .lock()
+            .values_mut()
+            .find(|c| c.progress.as_ref() == Some(token))
+        {
             call.progress_read += 1;
         }
     }
@@ -223,6 +232,12 @@ impl Relay {
         id
     }
 
+    fn sent(&self, id: u64, progress: ProgressToken) {
+        if let Some(call) = self.lock().get_mut(&id) {
+            call.progress = Some(progress);
+        }
+    }
+
     fn end(&self, id: u64) {
         let n = {
             let mut calls = self.lock();
@@ -265,13 +280,10 @@ impl McpHandle {
         timeout: Duration,
         cancel: &CancellationToken,
     ) -> Result<ServerResult, CallError> {
-        let handle = self
-            .peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|e| service_error(e, timeout))?;
+        // Known before the request leaves: a server may ask its sampling
+        // question before this task runs again after the send.
         let id = self.relay.begin(InFlight {
-            progress: handle.progress_token.clone(),
+            progress: None,
             caller_token,
             caller,
             progress_read: 0,
@@ -281,6 +293,12 @@ impl McpHandle {
             relay: &self.relay,
             id,
         };
+        let handle = self
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| service_error(e, timeout))?;
+        self.relay.sent(id, handle.progress_token.clone());
         let peer = handle.peer.clone();
         let request_id = handle.id.clone();
         let cancel_upstream = |reason: &str| {

@@ -59,7 +59,13 @@ pub struct PyClient {
 impl PyClient {
     /// A session over stdio with the server `argv` (the client spawns it).
     pub fn stdio(env: &Env, argv: &[String]) -> PyClient {
-        let mut args = vec!["stdio".to_owned()];
+        Self::stdio_with(env, &[], argv)
+    }
+
+    /// [`PyClient::stdio`] with driver options (`--sampling`, `--elicitation`).
+    pub fn stdio_with(env: &Env, options: &[&str], argv: &[String]) -> PyClient {
+        let mut args: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
+        args.push("stdio".to_owned());
         args.extend(argv.iter().cloned());
         Self::spawn(env, &args)
     }
@@ -67,7 +73,13 @@ impl PyClient {
     /// A session over streamable HTTP at `url`, sending `headers`
     /// (`Name: value`) with every request.
     pub fn http(env: &Env, url: &str, headers: &[&str]) -> PyClient {
-        let mut args = vec!["http".to_owned(), url.to_owned()];
+        Self::http_with(env, &[], url, headers)
+    }
+
+    /// [`PyClient::http`] with driver options (`--sampling`, `--elicitation`).
+    pub fn http_with(env: &Env, options: &[&str], url: &str, headers: &[&str]) -> PyClient {
+        let mut args: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
+        args.extend(["http".to_owned(), url.to_owned()]);
         args.extend(headers.iter().map(|h| (*h).to_owned()));
         Self::spawn(env, &args)
     }
