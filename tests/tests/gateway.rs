@@ -573,7 +573,17 @@ fn progress_reaches_the_caller_and_cancellation_reaches_the_server() {
             .await
             .unwrap();
         handle.await_response().await.unwrap();
-        assert_eq!(*agent.progress.lock().unwrap(), [1.0, 2.0, 3.0]);
+        // This rmcp client handles each notification in a task of its own,
+        // so it may see them after the answer and in any order; that Steward
+        // relays them in order and before the answer is checked with the
+        // PyPI client (gateway_real_clients.rs).
+        eventually("three progress notifications", async || {
+            agent.progress.lock().unwrap().len() == 3
+        })
+        .await;
+        let mut seen = agent.progress.lock().unwrap().clone();
+        seen.sort_by(f64::total_cmp);
+        assert_eq!(seen, [1.0, 2.0, 3.0]);
 
         // Cancellation: a long call, cancelled by the agent.
         let handle = peer
