@@ -479,6 +479,14 @@ pub struct RunArgs {
     /// Items per page of the agent endpoint's lists (for tests)
     #[arg(long, value_name = "N", default_value_t = 100, hide = true)]
     pub mcp_page_size: usize,
+
+    /// The agent endpoint's list_changed coalescing window, in milliseconds (for tests)
+    #[arg(long, value_name = "MS", default_value_t = 50, hide = true)]
+    pub mcp_coalesce_ms: u64,
+
+    /// How long an HTTP session with no open stream and no request lives, in milliseconds (for tests)
+    #[arg(long, value_name = "MS", default_value_t = 300_000, hide = true)]
+    pub mcp_http_idle_ms: u64,
 }
 
 /// `steward schema`.

@@ -223,6 +223,11 @@ impl StatusStore {
             .collect()
     }
 
+    /// Whether a reload (the cold start first) has finished.
+    pub fn reloaded_once(&self) -> bool {
+        self.lock().last_reload.is_some()
+    }
+
     pub fn set_last_reload(&self, summary: ReloadSummary) {
         self.workspace_event(events::reloaded(&summary));
         self.lock().last_reload = Some(summary);

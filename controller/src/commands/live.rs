@@ -403,6 +403,8 @@ fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOptions {
             stdio: false,
             config: GatewayConfig {
                 page_size: args.mcp_page_size.max(1),
+                coalesce: ms(args.mcp_coalesce_ms),
+                http_idle: ms(args.mcp_http_idle_ms.max(1)),
                 ..GatewayConfig::default()
             },
         },

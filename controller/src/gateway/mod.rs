@@ -20,6 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
@@ -52,6 +53,9 @@ pub struct GatewayConfig {
     /// `list_changed` notifications of one moment are sent once, this long
     /// after the first change.
     pub coalesce: Duration,
+    /// An HTTP session with no open response (GET stream) and no request
+    /// for this long is closed: its client left without a DELETE.
+    pub http_idle: Duration,
 }
 
 impl Default for GatewayConfig {
@@ -60,6 +64,7 @@ impl Default for GatewayConfig {
             page_size: 100,
             start_wait: Duration::from_secs(35),
             coalesce: Duration::from_millis(50),
+            http_idle: Duration::from_secs(300),
         }
     }
 }
@@ -93,6 +98,8 @@ pub struct Gateway {
     attached: watch::Sender<usize>,
     listen: OnceLock<String>,
     last_list_changed: Mutex<Option<String>>,
+    /// The cold start has finished (see [`Gateway::cold_start`]).
+    started: AtomicBool,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -125,6 +132,7 @@ impl Gateway {
             attached: watch::Sender::new(0),
             listen: OnceLock::new(),
             last_list_changed: Mutex::new(None),
+            started: AtomicBool::new(false),
         })
     }
 
@@ -182,6 +190,31 @@ impl Gateway {
         }
     }
 
+    /// Wait (at most the start wait) for the controller's cold start to
+    /// finish, so that a list answered while the servers are still starting
+    /// does not show an empty workspace. Agents list once when they connect
+    /// (Qwen Code even drops a server whose lists are all empty), and an
+    /// agent that runs `steward mcp` connects before any server is Ready.
+    pub async fn cold_start(&self) {
+        if self.started.load(Ordering::Relaxed) {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + self.config.start_wait;
+        let mut changes = self.status.subscribe();
+        loop {
+            changes.borrow_and_update();
+            if self.status.reloaded_once() {
+                self.started.store(true, Ordering::Relaxed);
+                return;
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                // Closed, or waited long enough: answer with what is Ready.
+                Ok(Err(_)) | Err(_) => return,
+            }
+        }
+    }
+
     /// The number of attached clients, as it changes.
     pub fn attached(&self) -> watch::Receiver<usize> {
         self.attached.subscribe()
@@ -232,9 +265,12 @@ impl Gateway {
     }
 
     /// Send `notifications/{tools,prompts,resources}/list_changed` to every
-    /// client when the union changed, coalesced; never when it did not.
+    /// client when the union changed since it was last told, coalesced;
+    /// never when it did not (a client that connected after a change, while
+    /// the notification was being coalesced, is not told about it).
     pub async fn run_broadcaster(self: Arc<Self>, cancel: CancellationToken) {
         let mut changes = self.registry.subscribe();
+        let mut announced = self.registry.union().fingerprints;
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
@@ -256,6 +292,11 @@ impl Gateway {
                     due.push((peer.clone(), kinds));
                 }
             }
+            if now != announced {
+                announced = now;
+                *lock(&self.last_list_changed) = Some(now_rfc3339());
+                self.status.touch();
+            }
             if due.is_empty() {
                 continue;
             }
@@ -273,8 +314,6 @@ impl Gateway {
                     }
                 });
             }
-            *lock(&self.last_list_changed) = Some(now_rfc3339());
-            self.status.touch();
         }
     }
 }
@@ -289,8 +328,10 @@ pub struct Ticket {
 impl Ticket {
     /// The client finished `initialize`: notifications may go to it.
     pub fn set_peer(&self, peer: Peer<RoleServer>) {
+        let seen = self.gateway.registry.union().fingerprints;
         if let Some(entry) = self.gateway.lock_clients().by_id.get_mut(&self.id) {
             entry.peer = Some(peer);
+            entry.seen = seen;
         }
     }
 }

@@ -6,17 +6,26 @@
 //! against DNS rebinding (rmcp's checks), and every request but the ones
 //! with the right `Authorization: Bearer` is answered 401 when a token is
 //! set.
+//!
+//! An HTTP session lasts while its client is connected ([`Liveness`]):
+//! rmcp alone would end it after five minutes without a request, even while
+//! the client holds its GET stream open to hear from the server.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use rmcp::ServiceExt as _;
+use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -122,10 +131,20 @@ impl HttpEndpoint {
             config.with_allowed_hosts(["localhost".to_owned(), addr.ip().to_string()])
         };
         let factory_gateway = gateway.clone();
+        // Sessions end on DELETE or when their client is gone (Liveness),
+        // never on rmcp's idle timer.
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = None;
+        let sessions = Arc::new(sessions);
         let service = StreamableHttpService::new(
             move || Ok(Session::new(&factory_gateway, "http")),
-            Arc::new(LocalSessionManager::default()),
+            sessions.clone(),
             config,
+        );
+        let live = Arc::new(Liveness::default());
+        tokio::spawn(
+            live.clone()
+                .reap(sessions, gateway.config.http_idle, cancel.clone()),
         );
         let token: Option<Arc<str>> = self.token.map(Into::into);
         loop {
@@ -143,13 +162,17 @@ impl HttpEndpoint {
             };
             let service = service.clone();
             let token = token.clone();
+            let live = live.clone();
             let cancel = cancel.clone();
             tokio::spawn(async move {
                 let handler = hyper::service::service_fn(move |request| {
                     let service = service.clone();
                     let token = token.clone();
+                    let live = live.clone();
                     async move {
-                        Ok::<_, std::convert::Infallible>(route(service, token, request).await)
+                        Ok::<_, std::convert::Infallible>(
+                            route(service, token, &live, request).await,
+                        )
                     }
                 });
                 let connection = hyper::server::conn::http1::Builder::new()
@@ -177,6 +200,7 @@ fn plain(status: http::StatusCode, text: &str) -> Response {
 async fn route(
     service: StreamableHttpService<Session, LocalSessionManager>,
     token: Option<Arc<str>>,
+    live: &Arc<Liveness>,
     request: http::Request<Incoming>,
 ) -> Response {
     if request.uri().path() != HTTP_PATH {
@@ -200,7 +224,151 @@ async fn route(
             return response;
         }
     }
-    service.handle(request).await
+    let delete = request.method() == http::Method::DELETE;
+    let asked = session_id(request.headers());
+    let mut response = service.handle(request).await;
+    // rmcp answers a session's DELETE with 202; the MCP SDKs expect 200 or
+    // 204 (the Python SDK logs "Session termination failed: 202" on every
+    // clean close), as the reference servers answer.
+    if delete && response.status() == http::StatusCode::ACCEPTED {
+        *response.status_mut() = http::StatusCode::OK;
+    }
+    // The session this exchange belongs to (an initialize's answer names it).
+    let Some(id) = asked.or_else(|| session_id(response.headers())) else {
+        return response;
+    };
+    if delete || response.status() == http::StatusCode::NOT_FOUND {
+        live.forget(&id);
+        return response;
+    }
+    if !response.status().is_success() {
+        return response;
+    }
+    let open = live.open(id);
+    response.map(|body| Tracked { body, _open: open }.boxed())
+}
+
+fn session_id(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// When each HTTP session was last heard from, and how many of its
+/// responses are still open (its GET stream, a call's event stream).
+#[derive(Debug, Default)]
+struct Liveness {
+    sessions: Mutex<HashMap<String, Seen>>,
+}
+
+#[derive(Debug)]
+struct Seen {
+    open: usize,
+    last: Instant,
+}
+
+impl Liveness {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Seen>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A response of session `id` is open until the guard drops.
+    fn open(self: &Arc<Self>, id: String) -> OpenResponse {
+        let mut sessions = self.lock();
+        let seen = sessions.entry(id.clone()).or_insert(Seen {
+            open: 0,
+            last: Instant::now(),
+        });
+        seen.open += 1;
+        seen.last = Instant::now();
+        OpenResponse {
+            live: self.clone(),
+            id,
+        }
+    }
+
+    fn forget(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    /// Close, every so often, the sessions with no open response and no
+    /// request for `idle`: clients that left without a DELETE.
+    async fn reap(
+        self: Arc<Self>,
+        manager: Arc<LocalSessionManager>,
+        idle: Duration,
+        cancel: CancellationToken,
+    ) {
+        let mut tick = tokio::time::interval(
+            (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(60)),
+        );
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let gone: Vec<String> = {
+                let mut sessions = self.lock();
+                let gone: Vec<String> = sessions
+                    .iter()
+                    .filter(|(_, s)| s.open == 0 && s.last.elapsed() >= idle)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for id in &gone {
+                    sessions.remove(id);
+                }
+                gone
+            };
+            for id in gone {
+                tracing::info!(session = %id, "closing an HTTP session whose client is gone");
+                let _ = manager.close_session(&id.into()).await;
+            }
+        }
+    }
+}
+
+/// One open response of a session (see [`Liveness`]).
+#[derive(Debug)]
+struct OpenResponse {
+    live: Arc<Liveness>,
+    id: String,
+}
+
+impl Drop for OpenResponse {
+    fn drop(&mut self) {
+        if let Some(seen) = self.live.lock().get_mut(&self.id) {
+            seen.open -= 1;
+            seen.last = Instant::now();
+        }
+    }
+}
+
+/// A response body that keeps its session's [`OpenResponse`] until it is
+/// done or dropped (the client hung up).
+struct Tracked {
+    body: http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>,
+    _open: OpenResponse,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -242,7 +410,12 @@ pub async fn serve_stream<R, W>(
     W: AsyncWrite + Send + Unpin + 'static,
 {
     let session = Session::new(&gateway, transport);
-    match session.serve_with_ct((read, write), cancel).await {
+    // A child token: rmcp cancels the token it is given when the session
+    // ends, and that must not end every other session (nor the listeners).
+    match session
+        .serve_with_ct((read, write), cancel.child_token())
+        .await
+    {
         Ok(running) => {
             let _ = running.waiting().await;
         }

@@ -1,6 +1,7 @@
 //! One client's MCP session with the agent endpoint.
 //!
-//! Lists come from the registry's union (paginated); calls are routed by
+//! Lists come from the registry's union (paginated; during the cold start
+//! they wait for it, see [`Gateway::cold_start`]); calls are routed by
 //! exposed name (tools, prompts) or URI (resources) to the live connection
 //! of their server and forwarded through its relay, so progress,
 //! cancellation and the server's own requests (sampling, elicitation) reach
@@ -375,6 +376,8 @@ impl Session {
         let gateway = &self.gateway;
         let caller_token = context.meta.get_progress_token();
         let mut retried = false;
+        // One call counted once, even when it is retried on a new connection.
+        let mut counted = None;
         loop {
             let (up, original) = match gateway.resolve(Kind::Tool, exposed).await {
                 Ok(found) => found,
@@ -385,7 +388,9 @@ impl Session {
                 }
                 Err(Refusal::Unknown(why)) => return Err(ErrorData::invalid_params(why, None)),
             };
-            let guard = gateway.registry.counters(&up.server).begin();
+            let guard = counted
+                .take()
+                .unwrap_or_else(|| gateway.registry.counters(&up.server).begin());
             params.name = original.into();
             let caller = Arc::new(ClientCaller {
                 peer: context.peer.clone(),
@@ -434,7 +439,7 @@ impl Session {
                         && matches!(gateway.availability(server), Availability::Wait)
                     {
                         retried = true;
-                        drop(guard);
+                        counted = Some(guard);
                         continue;
                     }
                     Ok(tool_error(format!(
@@ -491,6 +496,7 @@ impl ServerHandler for Session {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.gateway.cold_start().await;
         let union = self.gateway.registry.union();
         let (tools, next) = if union.lsp {
             let mut all = union.tools.clone();
@@ -526,6 +532,7 @@ impl ServerHandler for Session {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        self.gateway.cold_start().await;
         let union = self.gateway.registry.union();
         let (prompts, next) = page(
             &union.prompts,
@@ -581,6 +588,7 @@ impl ServerHandler for Session {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        self.gateway.cold_start().await;
         let union = self.gateway.registry.union();
         let (resources, next) = page(
             &union.resources,
@@ -597,6 +605,7 @@ impl ServerHandler for Session {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.gateway.cold_start().await;
         let union = self.gateway.registry.union();
         let (templates, next) = page(
             &union.templates,

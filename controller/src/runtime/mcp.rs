@@ -51,10 +51,9 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientRequest, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, ErrorData, Implementation, ListRootsResult, LoggingMessageNotification,
-    LoggingMessageNotificationParam, PingRequest, ProgressNotificationParam, Prompt,
-    ProtocolVersion, Resource, ResourceTemplate, ResourceUpdatedNotification,
-    ResourceUpdatedNotificationParam, Root, ServerNotification, ServerPeerInfo, ServerRequest,
-    Tool,
+    LoggingMessageNotificationParam, PingRequest, Prompt, ProtocolVersion, Resource,
+    ResourceTemplate, ResourceUpdatedNotification, ResourceUpdatedNotificationParam, Root,
+    ServerNotification, ServerPeerInfo, ServerRequest, Tool,
 };
 use rmcp::service::ClientInitializeError;
 use rmcp::service::RequestContext;
@@ -69,6 +68,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::process::{ExitInfo, ManagedProcess, ProcessSpec, SpawnError, Spawner};
+use super::relay::RelayedProgress;
 pub use super::relay::{Broadcast, CallError, Caller, McpHandle, Relay};
 use super::remote;
 
@@ -585,6 +585,7 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let cancel = CancellationToken::new();
+    let transport = RelayedProgress::new(transport.into_transport(), client.relay.clone());
     let serve = client.serve_with_ct(transport, cancel.clone());
     let running = match guarded(serve, deadline, guards).await {
         Ok(Ok(running)) => running,
@@ -980,15 +981,6 @@ impl ClientHandler for Client {
 
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.notify(McpEvent::ResourcesChanged);
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.relay.heard();
-        self.relay.progress(params).await;
     }
 
     async fn on_logging_message(
@@ -1896,7 +1888,7 @@ mod tests {
     impl Caller for NoCaller {
         fn progress(
             &self,
-            _: ProgressNotificationParam,
+            _: rmcp::model::ProgressNotificationParam,
         ) -> futures::future::BoxFuture<'static, ()> {
             Box::pin(async {})
         }

@@ -6,7 +6,12 @@
 //! with [`McpHandle::call`]. While it is in flight the relay knows it:
 //! - the server's `notifications/progress` for that request go to that
 //!   caller ([`Caller::progress`]), matched by the progress token rmcp put on
-//!   the outgoing request;
+//!   the outgoing request, in order and all of them before the answer.
+//!   rmcp would handle each notification in a task of its own (so they could
+//!   pass one another, and the answer could overtake the last ones):
+//!   [`RelayedProgress`] takes them off the transport as they are read and
+//!   relays them one after the other, and a call returns its answer once
+//!   every one read before it was relayed;
 //! - the server's own requests (`sampling/createMessage`,
 //!   `elicitation/create`) go to the caller whose call is in flight, newest
 //!   first ([`Caller::forward`]);
@@ -26,12 +31,13 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    ClientRequest, ClientResult, ErrorData, ProgressNotificationParam, ProgressToken,
-    ServerNotification, ServerRequest, ServerResult,
+    ClientRequest, ClientResult, ErrorData, JsonRpcMessage, ProgressNotificationParam,
+    ProgressToken, ServerNotification, ServerRequest, ServerResult,
 };
-use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::service::{PeerRequestOptions, RxJsonRpcMessage, ServiceError, TxJsonRpcMessage};
+use rmcp::transport::Transport;
 use rmcp::{Peer, RoleClient};
-use tokio::sync::watch;
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// The one on whose behalf a request is in flight (one client request).
@@ -67,11 +73,20 @@ pub enum CallError {
     Other(String),
 }
 
+/// How long an answer waits for the progress notifications read before it
+/// to be relayed (they are already read: this only bounds a stuck caller).
+const PROGRESS_GRACE: Duration = Duration::from_secs(2);
+
 struct InFlight {
-    progress: ProgressToken,
+    /// The token rmcp put on the request (set once it is sent).
+    progress: Option<ProgressToken>,
     /// The caller's own progress token (none: it asked for no progress).
     caller_token: Option<ProgressToken>,
     caller: Arc<dyn Caller>,
+    /// Progress notifications read from the transport for this request,
+    /// and those handled (relayed, or dropped when no progress was asked).
+    progress_read: u64,
+    progress_handled: u64,
 }
 
 /// Routes of one connection (see the module doc).
@@ -80,6 +95,8 @@ pub struct Relay {
     next: AtomicU64,
     in_flight: watch::Sender<usize>,
     broadcast: OnceLock<Broadcast>,
+    /// Woken each time a progress notification was handled.
+    progress_handled: Notify,
     /// The root answered to `roots/list`.
     root: PathBuf,
     /// When the server last sent anything (ms since [`clock_base`]): a
@@ -112,6 +129,7 @@ impl Relay {
             next: AtomicU64::new(1),
             in_flight: watch::Sender::new(0),
             broadcast: OnceLock::new(),
+            progress_handled: Notify::new(),
             root: root.to_owned(),
             last_heard: std::sync::atomic::AtomicU64::new(millis(tokio::time::Instant::now())),
         })
@@ -158,11 +176,58 @@ impl Relay {
         let route = self
             .lock()
             .values()
-            .find(|c| c.progress == params.progress_token)
-            .and_then(|c| Some((c.caller_token.clone()?, c.caller.clone())));
-        if let Some((token, caller)) = route {
-            params.progress_token = token;
+            .find(|c| c.progress.as_ref() == Some(&params.progress_token))
+            .map(|c| (c.caller_token.clone(), c.caller.clone()));
+        let Some((caller_token, caller)) = route else {
+            return;
+        };
+        let token = params.progress_token.clone();
+        if let Some(caller_token) = caller_token {
+            params.progress_token = caller_token;
             caller.progress(params).await;
+        }
+        if let Some(call) = self
+            .lock()
+            .values_mut()
+            .find(|c| c.progress.as_ref() == Some(&token))
+        {
+            call.progress_handled += 1;
+        }
+        self.progress_handled.notify_waiters();
+    }
+
+    /// A progress notification was read from the transport (in order, before
+    /// any answer read after it).
+    fn progress_read(&self, token: &ProgressToken) {
+        if let Some(call) = self
+            .lock()
+            .values_mut()
+            .find(|c| c.progress.as_ref() == Some(token))
+        {
+            call.progress_read += 1;
+        }
+    }
+
+    /// Wait (bounded) until every progress notification read for call `id`
+    /// was handled.
+    async fn progress_relayed(&self, id: u64) {
+        let deadline = tokio::time::Instant::now() + PROGRESS_GRACE;
+        loop {
+            let handled = self.progress_handled.notified();
+            if self
+                .lock()
+                .get(&id)
+                .is_none_or(|c| c.progress_handled >= c.progress_read)
+            {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, handled).await.is_err() {
+                tracing::debug!(
+                    call = id,
+                    "progress notifications still unrelayed at the answer"
+                );
+                return;
+            }
         }
     }
 
@@ -190,6 +255,12 @@ impl Relay {
         };
         self.in_flight.send_replace(n);
         id
+    }
+
+    fn sent(&self, id: u64, progress: ProgressToken) {
+        if let Some(call) = self.lock().get_mut(&id) {
+            call.progress = Some(progress);
+        }
     }
 
     fn end(&self, id: u64) {
@@ -234,20 +305,25 @@ impl McpHandle {
         timeout: Duration,
         cancel: &CancellationToken,
     ) -> Result<ServerResult, CallError> {
-        let handle = self
-            .peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|e| service_error(e, timeout))?;
+        // Known before the request leaves: a server may ask its sampling
+        // question before this task runs again after the send.
         let id = self.relay.begin(InFlight {
-            progress: handle.progress_token.clone(),
+            progress: None,
             caller_token,
             caller,
+            progress_read: 0,
+            progress_handled: 0,
         });
         let _end = EndGuard {
             relay: &self.relay,
             id,
         };
+        let handle = self
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| service_error(e, timeout))?;
+        self.relay.sent(id, handle.progress_token.clone());
         let peer = handle.peer.clone();
         let request_id = handle.id.clone();
         let cancel_upstream = |reason: &str| {
@@ -272,6 +348,7 @@ impl McpHandle {
             answer = handle.rx => match answer {
                 Ok(Ok(result)) => {
                     self.relay.heard();
+                    self.relay.progress_relayed(id).await;
                     Ok(result)
                 }
                 Ok(Err(e)) => Err(service_error(e, timeout)),
@@ -286,6 +363,66 @@ impl McpHandle {
                 Err(CallError::Cancelled)
             }
         }
+    }
+}
+
+/// A server transport whose progress notifications the [`Relay`] relays
+/// itself, in the order they are read (see the module doc); rmcp never sees
+/// them.
+pub struct RelayedProgress<T> {
+    inner: T,
+    relay: Arc<Relay>,
+    relayed: mpsc::UnboundedSender<ProgressNotificationParam>,
+}
+
+impl<T> RelayedProgress<T> {
+    /// Starts the task that relays the progress (inside a Tokio runtime); it
+    /// ends with the transport.
+    pub fn new(inner: T, relay: Arc<Relay>) -> Self {
+        let (relayed, mut queue) = mpsc::unbounded_channel();
+        let relay_task = relay.clone();
+        tokio::spawn(async move {
+            while let Some(params) = queue.recv().await {
+                relay_task.progress(params).await;
+            }
+        });
+        RelayedProgress {
+            inner,
+            relay,
+            relayed,
+        }
+    }
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for RelayedProgress<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            let message = self.inner.receive().await;
+            if message.is_some() {
+                self.relay.heard();
+            }
+            if let Some(JsonRpcMessage::Notification(n)) = &message
+                && let ServerNotification::ProgressNotification(p) = &n.notification
+            {
+                self.relay.progress_read(&p.params.progress_token);
+                let _ = self.relayed.send(p.params.clone());
+                continue;
+            }
+            return message;
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
     }
 }
 

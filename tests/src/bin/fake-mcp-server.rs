@@ -30,7 +30,9 @@
 //! `progress` (send that many `notifications/progress` for the request's
 //! progress token, spread over `sleepMs`), `sample` (ask the client
 //! `sampling/createMessage` with this text and answer with the reply's text
-//! or error) and `reportPid` (`structuredContent: {"pid": <pid>}`). Exit codes: 0 on stdin close or SIGTERM, the
+//! or error), `reportPid` (`structuredContent: {"pid": <pid>}`) and
+//! `content` (answer with this content array verbatim, for pass-through
+//! tests of every content type). Exit codes: 0 on stdin close or SIGTERM, the
 //! configured code on `crashAfterMs`, 2 on a bad config.
 
 use std::{
@@ -581,6 +583,9 @@ impl Server {
             "content": [{ "type": "text", "text": text }],
             "isError": false,
         });
+        if let Some(content) = arguments.get("content") {
+            result["content"] = content.clone();
+        }
         if arguments.get("reportPid") == Some(&json!(true)) {
             result["structuredContent"] = json!({ "pid": std::process::id() });
         }
