@@ -144,5 +144,26 @@ pub fn source_status(source: &ParsedSource) -> SourceStatus {
         state: source.state,
         error: source.error_text(),
         diagnostics: source.diagnostics.clone(),
+        warnings: source.warnings.clone(),
+    }
+}
+
+/// Log what a load of `source` found: every error and warning (an entry
+/// dropped is a warning line too), so that nothing is dropped silently.
+pub fn log_findings(source: &ParsedSource) {
+    let path = source.path.display();
+    for d in &source.diagnostics {
+        tracing::warn!(source = %path, "{d}");
+    }
+    for d in &source.warnings {
+        tracing::warn!(source = %path, "{d}");
+    }
+    for dropped in &source.dropped {
+        tracing::warn!(
+            source = %path,
+            server = %dropped.name,
+            "entry dropped (InvalidSpec): {}",
+            dropped.message.lines().next().unwrap_or_default()
+        );
     }
 }

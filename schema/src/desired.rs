@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use crate::formats::{ApprovalRecord, TrustedFoldersFile};
 use crate::glob;
-use crate::load::{Content, ParsedSource, SettingsContent};
+use crate::load::{Content, DroppedSpec, ParsedSource, SettingsContent};
 use crate::resource::{LspServerSpec, McpServerSpec, SourceKind};
 use crate::trust;
 
@@ -117,6 +117,17 @@ pub struct DesiredLsp {
     pub spec: Arc<LspServerSpec>,
 }
 
+/// A server entry that produced no spec (and that no other source defines):
+/// it has a row in status, `Failed` with reason `InvalidSpec`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvalidEntry {
+    pub source: SourceKind,
+    /// A best-effort spec (what could be read of the entry).
+    pub spec: DroppedSpec,
+    /// Why, one `path:line:col: message` per line.
+    pub message: String,
+}
+
 /// The merged desired state of one workspace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DesiredState {
@@ -129,6 +140,10 @@ pub struct DesiredState {
     pub lsp: BTreeMap<String, DesiredLsp>,
     /// This workspace's approval records, by server name.
     pub approvals: BTreeMap<String, ApprovalRecord>,
+    /// Entries of the sources in force that produced no spec, by name (MCP
+    /// and LSP apart), unless a valid definition of the name exists.
+    pub invalid_mcp: BTreeMap<String, InvalidEntry>,
+    pub invalid_lsp: BTreeMap<String, InvalidEntry>,
 }
 
 fn settings_of(source: &ParsedSource) -> Option<&SettingsContent> {
@@ -290,6 +305,46 @@ pub fn desired_state(
         _ => BTreeMap::new(),
     };
 
+    // Entries without a spec, in precedence order (a later source's wins),
+    // when no source defines the name validly.
+    let mut invalid_mcp = BTreeMap::new();
+    let mut invalid_lsp = BTreeMap::new();
+    let in_force = sources
+        .extensions
+        .iter()
+        .chain(layers.iter().copied().filter(|l| {
+            matches!(
+                l.kind,
+                SourceKind::SystemDefaults | SourceKind::UserSettings
+            )
+        }))
+        .chain([&sources.mcp_json, &sources.lsp_json])
+        .chain(layers.iter().copied().filter(|l| {
+            matches!(
+                l.kind,
+                SourceKind::WorkspaceSettings | SourceKind::SystemSettings
+            )
+        }))
+        .chain(sources.cli_mcp.iter());
+    for source in in_force {
+        for dropped in &source.dropped {
+            let entry = InvalidEntry {
+                source: source.kind,
+                spec: dropped.spec.clone(),
+                message: dropped.message.clone(),
+            };
+            match &dropped.spec {
+                DroppedSpec::Mcp(_) if !mcp.contains_key(&dropped.name) => {
+                    invalid_mcp.insert(dropped.name.clone(), entry);
+                }
+                DroppedSpec::Lsp(_) if !lsp.contains_key(&dropped.name) => {
+                    invalid_lsp.insert(dropped.name.clone(), entry);
+                }
+                _ => {}
+            }
+        }
+    }
+
     DesiredState {
         workspace: workspace.to_path_buf(),
         policy,
@@ -297,5 +352,7 @@ pub fn desired_state(
         mcp,
         lsp,
         approvals,
+        invalid_mcp,
+        invalid_lsp,
     }
 }

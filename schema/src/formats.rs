@@ -85,6 +85,33 @@ pub struct McpServerEntry {
     /// connection fingerprint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<serde_json::Map<String, Value>>,
+    /// Qwen Code's authentication provider for remote servers
+    /// (`dynamic_discovery`, `google_credentials`,
+    /// `service_account_impersonation`). Part of the connection fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_provider_type: Option<String>,
+    /// Audience of the Google ID token (`service_account_impersonation`).
+    /// Part of the connection fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_audience: Option<String>,
+    /// Service account to impersonate (`service_account_impersonation`).
+    /// Part of the connection fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_service_account: Option<String>,
+    /// Qwen Code: load this server's tools eagerly instead of through tool
+    /// search. Accepted; it changes nothing in Steward.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always_load_tools: Option<bool>,
+    /// `auto` probes the 2026-07-28 protocol before falling back to the
+    /// legacy handshake (stdio servers); anything else is the legacy one.
+    /// Part of the connection fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_negotiation: Option<String>,
+    /// Milliseconds allowed for connecting and listing tools (100..=300000;
+    /// default 30000 for stdio, 5000 for remote servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 100, max = 300000))]
+    pub discovery_timeout_ms: Option<u64>,
 }
 
 /// `mcp` settings.

@@ -70,6 +70,17 @@ pub fn lsp_json() -> Value {
     )
 }
 
+/// One MCP server entry (the typed form, after the coercions of
+/// [`crate::lenient`]).
+pub fn mcp_server_entry() -> Value {
+    generated::<McpServerEntry>("mcp-server-entry", "One MCP server entry.")
+}
+
+/// One language server entry (the typed form).
+pub fn lsp_server_entry() -> Value {
+    generated::<LspServerEntry>("lsp-server-entry", "One language server entry.")
+}
+
 /// A bare `name → MCP server` map (an extension's referenced mcpServers file).
 pub fn mcp_servers_map() -> Value {
     map_of::<McpServerEntry>("mcp-servers", "MCP servers", "MCP servers by name.")
