@@ -1,0 +1,391 @@
+//! Differential tests against the real Qwen Code (`@qwen-code/qwen-code`,
+//! pinned in `.ci/run`): the same files, the same HOME_DIR, the same
+//! environment, and the two tools must agree on approvals — a decision made
+//! by one is honoured by the other, and the hashes they write are
+//! byte-identical (product.md §2.1).
+//!
+//! Qwen Code runs with HOME and QWEN_HOME in the test's temp dir (it never
+//! sees the real ~/.qwen); `qwen mcp approve|reject|list` need no model or
+//! API key. The servers are unreachable on purpose (a missing command,
+//! port 9): `qwen mcp list` tries to connect the approved ones and fails
+//! fast. This tier is never skipped: a missing Qwen Code fails the test.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use common::peer;
+use serde_json::{Value, json};
+use steward_tests::harness::Env;
+
+/// Every server the corpus has in gated scopes (`.mcp.json`, workspace
+/// settings), by name, with the entry as written.
+fn mcp_json_corpus() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "plain-stdio",
+            json!({"command": "steward-parity-missing", "args": ["--flag", "$HOME"]}),
+        ),
+        (
+            "claude-stdio",
+            json!({"type": "stdio", "command": "steward-parity-missing", "args": []}),
+        ),
+        (
+            "claude-http",
+            json!({"type": "http", "url": "http://127.0.0.1:9/mcp"}),
+        ),
+        (
+            "claude-sse",
+            json!({"type": "sse", "url": "http://127.0.0.1:9/sse"}),
+        ),
+        (
+            "bare-url",
+            json!({"url": "http://127.0.0.1:9/sse", "headers": {"Authorization": "Bearer ${PARITY_TOKEN}"}}),
+        ),
+        (
+            "http-url",
+            json!({"httpUrl": "http://127.0.0.1:9/mcp", "headers": {"X-Key": "$PARITY_UNSET"}}),
+        ),
+        (
+            "vars",
+            json!({"command": "steward-parity-missing", "env": {
+                "TOKEN": "${PARITY_TOKEN}", "GONE": "$PARITY_UNSET", "DEF": "${PARITY_UNSET:-x}"
+            }}),
+        ),
+        (
+            "nulls",
+            json!({"command": "steward-parity-missing", "cwd": null, "env": null, "description": null}),
+        ),
+        (
+            "numbers",
+            json!({"command": "steward-parity-missing", "timeout": 30000.0, "discoveryTimeoutMs": 1500,
+                   "trust": true, "includeTools": ["a(x)", "b"]}),
+        ),
+        (
+            "unicode",
+            json!({"command": "steward-parity-missing",
+                   "env": {"b": "1", "A": "2", "é": "3", "😀": "4", "～": "5"},
+                   "description": "ünïcødé \" \\ \n"}),
+        ),
+        (
+            "type-vs-fields",
+            json!({"type": "sse", "command": "steward-parity-missing", "url": "http://127.0.0.1:9/sse"}),
+        ),
+        (
+            "extras",
+            json!({"httpUrl": "http://127.0.0.1:9/mcp", "authProviderType": "dynamic_discovery",
+                   "oauth": {"enabled": false, "scopes": ["b", "a"]},
+                   "unknownField": {"z": 1, "a": [1, {"y": null}]}}),
+        ),
+        (
+            "numeric-env",
+            json!({"command": "steward-parity-missing", "env": {"PORT": 8080, "DEBUG": true}}),
+        ),
+        ("shadowed", json!({"command": "steward-parity-missing"})),
+    ]
+}
+
+fn workspace_settings_corpus() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "ws-vars",
+            json!({"command": "steward-parity-missing",
+                   "args": ["${PARITY_TOKEN}", "$PARITY_UNSET", "${PARITY_UNSET:-d}"],
+                   "env": {"HOME_IS": "$HOME"}}),
+        ),
+        (
+            "ws-claude",
+            json!({"type": "http", "url": "http://127.0.0.1:9/mcp"}),
+        ),
+        (
+            "ws-null",
+            json!({"httpUrl": "http://127.0.0.1:9/mcp", "headers": null, "timeout": null}),
+        ),
+        // Also in .mcp.json: the workspace settings entry wins.
+        (
+            "shadowed",
+            json!({"command": "steward-parity-missing", "args": ["from-settings"]}),
+        ),
+    ]
+}
+
+struct Parity {
+    env: Env,
+    vars: BTreeMap<String, String>,
+}
+
+impl Parity {
+    fn new() -> Self {
+        let env = Env::new();
+        let servers = |list: Vec<(&str, Value)>| {
+            Value::Object(list.into_iter().map(|(n, v)| (n.to_owned(), v)).collect())
+        };
+        env.write(
+            ".mcp.json",
+            &serde_json::to_string_pretty(&json!({"mcpServers": servers(mcp_json_corpus())}))
+                .unwrap(),
+        );
+        env.write(
+            ".qwen/settings.json",
+            &serde_json::to_string_pretty(
+                &json!({"mcpServers": servers(workspace_settings_corpus())}),
+            )
+            .unwrap(),
+        );
+        // Scopes that need no approval, in both tools.
+        env.write_home(
+            "settings.json",
+            r#"{"mcpServers": {"user-srv": {"command": "steward-parity-missing"}}}"#,
+        );
+        env.write_home(
+            "extensions/ext1/qwen-extension.json",
+            r#"{"name": "ext1", "version": "1.0.0", "mcpServers": {"ext-srv": {"command": "steward-parity-missing"}}}"#,
+        );
+        let mut vars = env.vars();
+        vars.insert("PARITY_TOKEN".into(), "s3cr3t".into());
+        Parity { env, vars }
+    }
+
+    fn gated() -> Vec<&'static str> {
+        let mut names: Vec<&str> = mcp_json_corpus()
+            .into_iter()
+            .chain(workspace_settings_corpus())
+            .map(|(n, _)| n)
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    fn qwen(&self, args: &[&str]) -> Output {
+        let bin = peer("@qwen-code/qwen-code", "node_modules/.bin/qwen");
+        let out = Command::new(bin)
+            .args(args)
+            .current_dir(&self.env.ws)
+            .env_clear()
+            .envs(std::env::var("PATH").map(|p| ("PATH".to_owned(), p)))
+            .envs(&self.vars)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run qwen");
+        assert!(
+            out.status.success(),
+            "qwen {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn steward(&self, args: &[&str]) -> Output {
+        Command::new(steward_tests::harness::bin("steward"))
+            .arg("--workspace")
+            .arg(&self.env.ws)
+            .args(args)
+            .env_clear()
+            .envs(std::env::var("PATH").map(|p| ("PATH".to_owned(), p)))
+            .envs(&self.vars)
+            .output()
+            .expect("run steward")
+    }
+
+    fn steward_ok(&self, args: &[&str]) -> Output {
+        let out = self.steward(args);
+        assert!(
+            out.status.success(),
+            "steward {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn approvals_file(&self) -> PathBuf {
+        self.env.home.join("mcpApprovals.json")
+    }
+
+    fn forget_decisions(&self) {
+        let _ = std::fs::remove_file(self.approvals_file());
+    }
+
+    /// name → (hash, status) recorded for this workspace.
+    fn decisions(&self) -> BTreeMap<String, (String, String)> {
+        let text = std::fs::read_to_string(self.approvals_file()).expect("approvals file");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let ws = self.env.ws.to_string_lossy().into_owned();
+        v[&ws]
+            .as_object()
+            .unwrap_or_else(|| panic!("no decisions for {ws}: {text}"))
+            .iter()
+            .map(|(name, r)| {
+                (
+                    name.clone(),
+                    (
+                        r["hash"].as_str().unwrap().to_owned(),
+                        r["status"].as_str().unwrap().to_owned(),
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    /// name → (reason or "-", approvalHash) from `steward status --offline`.
+    fn steward_view(&self) -> BTreeMap<String, (String, String)> {
+        let out = self.steward_ok(&["status", "--offline", "-o", "json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["kind"] == "McpServer")
+            .map(|i| {
+                (
+                    i["metadata"]["name"].as_str().unwrap().to_owned(),
+                    (
+                        i["status"]["reason"].as_str().unwrap_or("-").to_owned(),
+                        i["spec"]["approvalHash"].as_str().unwrap().to_owned(),
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    /// name → what `qwen mcp list` says after the dash (`Pending approval`,
+    /// `Rejected`, `Disconnected`…).
+    fn qwen_view(&self) -> BTreeMap<String, String> {
+        let out = self.qwen(&["mcp", "list"]);
+        let text = strip_ansi(&String::from_utf8_lossy(&out.stdout));
+        text.lines()
+            .filter_map(|line| {
+                let line = line.trim_start_matches(['●', '✓', '✗', '…', ' ']);
+                let (name, rest) = line.split_once(": ")?;
+                let (_, state) = rest.rsplit_once(" - ")?;
+                Some((name.to_owned(), state.trim().to_owned()))
+            })
+            .collect()
+    }
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn approvals_made_by_either_tool_are_honoured_by_the_other_with_identical_hashes() {
+    let p = Parity::new();
+    let gated = Parity::gated();
+
+    // Nothing decided: both see every gated server as pending.
+    let before = p.steward_view();
+    let qwen_before = p.qwen_view();
+    for name in &gated {
+        assert_eq!(before[*name].0, "PendingApproval", "{name}");
+        assert_eq!(qwen_before[*name], "Pending approval", "{name}");
+    }
+
+    // 1. `qwen mcp approve NAME` → Steward admits it, and its approvalHash is
+    //    the hash Qwen Code wrote.
+    for name in &gated {
+        p.qwen(&["mcp", "approve", name]);
+    }
+    let by_qwen = p.decisions();
+    let view = p.steward_view();
+    for name in &gated {
+        let (hash, status) = &by_qwen[*name];
+        assert_eq!(status, "approved");
+        assert_eq!(
+            &view[*name].1, hash,
+            "{name}: approvalHash differs from Qwen Code's"
+        );
+        assert_eq!(
+            view[*name].0, "-",
+            "{name} is not admitted after qwen mcp approve"
+        );
+    }
+
+    // 2. `steward approve NAME…` → Qwen Code no longer lists it pending, and
+    //    the hashes written are byte-identical to Qwen Code's.
+    p.forget_decisions();
+    let mut args = vec!["approve"];
+    args.extend(gated.iter().copied());
+    p.steward_ok(&args);
+    let by_steward = p.decisions();
+    assert_eq!(by_steward, by_qwen, "the two tools wrote different records");
+    let listed = p.qwen_view();
+    for name in &gated {
+        assert!(
+            !["Pending approval", "Rejected"].contains(&listed[*name].as_str()),
+            "{name}: qwen mcp list says {} after steward approve",
+            listed[*name]
+        );
+    }
+
+    // 3. Rejections, both ways.
+    p.forget_decisions();
+    p.qwen(&["mcp", "reject", "--all"]);
+    let rejected_by_qwen = p.decisions();
+    let view = p.steward_view();
+    for name in &gated {
+        assert_eq!(view[*name].0, "Rejected", "{name} after qwen mcp reject");
+        assert_eq!(rejected_by_qwen[*name].0, by_qwen[*name].0, "{name}");
+    }
+    p.forget_decisions();
+    let mut args = vec!["reject"];
+    args.extend(gated.iter().copied());
+    p.steward_ok(&args);
+    assert_eq!(p.decisions(), rejected_by_qwen);
+    let listed = p.qwen_view();
+    for name in &gated {
+        assert_eq!(listed[*name], "Rejected", "{name} after steward reject");
+    }
+}
+
+#[test]
+fn servers_outside_gated_scopes_need_no_approval_in_either_tool() {
+    let p = Parity::new();
+    for name in ["user-srv", "ext-srv"] {
+        let out = p.steward(&["approve", name]);
+        assert_eq!(out.status.code(), Some(1), "steward approve {name}");
+        let out = p.qwen(&["mcp", "approve", name]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("not found"),
+            "qwen mcp approve {name}: {text}"
+        );
+        assert!(!p.approvals_file().exists() || !p.decisions().contains_key(name));
+    }
+    let view = p.steward_view();
+    assert_eq!(view["user-srv"].0, "-");
+}
+
+/// A settings entry is hashed after `$VAR` expansion (as Qwen Code holds
+/// it): rotating the secret asks again, in both tools; a `.mcp.json` entry
+/// is hashed as written, so it does not.
+#[test]
+fn a_rotated_secret_asks_again_in_both_tools() {
+    let mut p = Parity::new();
+    p.steward_ok(&["approve", "ws-vars", "vars"]);
+    assert_eq!(p.steward_view()["ws-vars"].0, "-");
+    p.vars.insert("PARITY_TOKEN".into(), "rotated".into());
+    let view = p.steward_view();
+    assert_eq!(view["ws-vars"].0, "PendingApproval");
+    assert_eq!(view["vars"].0, "-", ".mcp.json entries are not expanded");
+    let listed = p.qwen_view();
+    assert_eq!(listed["ws-vars"], "Pending approval");
+    assert_ne!(listed["vars"], "Pending approval");
+}
