@@ -405,6 +405,9 @@ pub fn lsp_entry(raw: &Map<String, Value>, origin: Origin) -> Coerced {
             },
             "transport" => match v.as_str().map(str::to_ascii_lowercase) {
                 Some(t) if ["stdio", "tcp", "socket"].contains(&t.as_str()) => {
+                    if v.as_str() != Some(t.as_str()) {
+                        warn(k, format!("transport {v} is read as \"{t}\""));
+                    }
                     value.insert(key.clone(), Value::String(t));
                 }
                 _ if v.is_null() => {}

@@ -389,3 +389,132 @@ fn a_rotated_secret_asks_again_in_both_tools() {
     assert_eq!(listed["ws-vars"], "Pending approval");
     assert_ne!(listed["vars"], "Pending approval");
 }
+
+/// Content Qwen Code accepts (with or without its own warning) that Steward
+/// used to refuse: it loads, the oddities are warnings, entries Qwen Code
+/// cannot connect either keep an `InvalidSpec` row — and a later edit to
+/// another server of the same file applies live (it used to be rejected).
+#[test]
+fn qwen_accepted_odd_files_load_with_warnings_and_later_edits_apply_live() {
+    use steward_schema::resource::{Phase, Reason, SourceKind, SourceState};
+    use steward_tests::fake_lsp::Config as LspConfig;
+    use steward_tests::harness::{
+        fake_tools, lsp, lsp_json, lsp_pid, lsp_ready, mcp, pid_of, ready, with_version,
+    };
+
+    let p = Parity::new();
+    let env = &p.env;
+    let mut alpha = env.fake_mcp("alpha", fake_tools(&["a1"]));
+    alpha["env"]["PORT"] = json!(8080);
+    alpha["env"]["TOKEN"] = json!("${PARITY_UNSET}");
+    alpha["timeout"] = json!(0);
+    let beta = env.fake_mcp("beta", fake_tools(&["b1"]));
+    let settings = |beta: &Value| {
+        serde_json::to_string_pretty(&json!({"mcpServers": {
+            "alpha": alpha,
+            "beta": beta,
+            "sdk-one": {"type": "sdk", "command": "steward-parity-missing"},
+            "tcp-one": {"tcp": "ws://127.0.0.1:9"},
+            "typo": {"comand": "steward-parity-missing"},
+        }}))
+        .unwrap()
+    };
+    env.write_home("settings.json", &settings(&beta));
+    let mut one = env.fake_lsp("one", LspConfig::default(), &[".one"]);
+    one["transport"] = json!("STDIO");
+    one["startupTimeout"] = json!(0);
+    one["shutdownTimeout"] = json!(-5);
+    one["env"]["LEVEL"] = json!(3);
+    one["socketPath"] = json!("ignored-for-stdio.sock");
+    let two = env.fake_lsp("two", LspConfig::default(), &[".two"]);
+    env.write(
+        ".lsp.json",
+        &lsp_json(&[("one", one.clone()), ("two", two.clone())]),
+    );
+
+    // Qwen Code loads every entry of this settings file (it lists them all).
+    let listed = p.qwen_view();
+    for name in ["alpha", "beta", "sdk-one", "tcp-one", "typo"] {
+        assert!(
+            listed.contains_key(name),
+            "qwen mcp list lacks {name}: {listed:?}"
+        );
+    }
+
+    let c = env.start(&[]);
+    let s = c.wait_for("alpha, beta, one and two Ready", |s| {
+        ready(s, "alpha") && ready(s, "beta") && lsp_ready(s, "one") && lsp_ready(s, "two")
+    });
+    let user = s
+        .sources
+        .iter()
+        .find(|src| src.kind == SourceKind::UserSettings)
+        .unwrap();
+    assert_eq!(user.state, SourceState::Valid, "{:?}", user.error);
+    let warned = |needle: &str| {
+        s.sources
+            .iter()
+            .flat_map(|src| &src.warnings)
+            .any(|w| w.message.contains(needle) && w.line.is_some())
+    };
+    for needle in [
+        "env value 8080 is not a string",
+        "${PARITY_UNSET} is not set",
+        "timeout 0 is not positive",
+        "type \"sdk\"",
+        "\"tcp\" (WebSocket)",
+        "did you mean \"command\"",
+        "transport \"STDIO\"",
+        "startupTimeout 0",
+        "env value 3 is not a string",
+    ] {
+        assert!(
+            warned(needle),
+            "no warning with {needle:?}: {:#?}",
+            s.sources
+        );
+    }
+    for name in ["sdk-one", "tcp-one", "typo"] {
+        let row = mcp(&s, name).unwrap_or_else(|| panic!("{name} has no row"));
+        assert_eq!(row.status.phase, Phase::Failed, "{name}");
+        assert_eq!(row.status.reason, Some(Reason::InvalidSpec), "{name}");
+        assert!(
+            row.status
+                .message
+                .as_deref()
+                .unwrap_or("")
+                .contains("settings.json:"),
+            "{name}: {:?}",
+            row.status.message
+        );
+    }
+    let one_spec = &lsp(&s, "one").unwrap().spec;
+    assert_eq!(one_spec.startup_timeout, 10_000);
+    assert_eq!(one_spec.env["LEVEL"], "3");
+    let alpha_spec = &mcp(&s, "alpha").unwrap().spec;
+    assert_eq!(alpha_spec.env.as_ref().unwrap()["PORT"], "8080");
+
+    // Edit another server of each odd file: applied live, only it restarts.
+    let (pa, pb) = (pid_of(&s, "alpha"), pid_of(&s, "beta"));
+    let (p1, p2) = (lsp_pid(&s, "one"), lsp_pid(&s, "two"));
+    env.write_home("settings.json", &settings(&with_version(&beta, "2")));
+    env.write(
+        ".lsp.json",
+        &lsp_json(&[("one", one), ("two", with_version(&two, "2"))]),
+    );
+    let s = c.wait_for("beta and two restarted by the edit", |s| {
+        ready(s, "beta")
+            && pid_of(s, "beta") != pb
+            && lsp_ready(s, "two")
+            && lsp_pid(s, "two") != p2
+    });
+    assert_eq!(pid_of(&s, "alpha"), pa, "alpha must keep its process");
+    assert_eq!(lsp_pid(&s, "one"), p1, "one must keep its process");
+    assert!(
+        s.sources
+            .iter()
+            .all(|src| src.state != SourceState::Invalid)
+    );
+    let log = c.log_text();
+    assert!(log.contains("entry dropped (InvalidSpec)"), "{log}");
+}
