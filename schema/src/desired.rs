@@ -5,12 +5,14 @@
 //! MCP: extensions < system defaults < user settings < `.mcp.json` <
 //! workspace settings < system settings < `--mcp-config`.
 //! LSP: extensions < workspace `.lsp.json`.
-//! Policy keys merge leaf by leaf in settings-layer order (system defaults <
-//! user < workspace < system), except `mcp.excluded`/`lsp.excluded`, which are
-//! the union of every layer, and the trust-deciding keys
-//! (`security.folderTrust.enabled`, `lsp.requireTrustedWorkspace`), which are
-//! read only from layers the workspace does not control — an untrusted
-//! workspace must not be able to trust itself.
+//! Policy keys merge as Qwen Code merges them, in settings-layer order
+//! (system defaults < user < workspace < system): `mcp.allowed`,
+//! `mcp.excluded` (and their `lsp.*` pair) are the union of every layer's
+//! list; other keys, later wins. The trust-deciding keys
+//! (`security.folderTrust.enabled`, `lsp.requireTrustedWorkspace`) are read
+//! only from layers the workspace does not control — an untrusted workspace
+//! must not be able to trust itself — and an untrusted workspace's settings
+//! layer is dropped whole (its servers too), as in Qwen Code.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -153,6 +155,19 @@ fn settings_of(source: &ParsedSource) -> Option<&SettingsContent> {
     }
 }
 
+/// An allow-list merged as Qwen Code merges `mcp.allowed`: absent until a
+/// layer has one, then every layer's names (empty names dropped).
+fn concat(into: &mut Option<Vec<String>>, more: &Option<Vec<String>>) {
+    if let Some(more) = more {
+        let list = into.get_or_insert_with(Vec::new);
+        for item in more {
+            if !item.is_empty() && !list.contains(item) {
+                list.push(item.clone());
+            }
+        }
+    }
+}
+
 fn union(into: &mut Vec<String>, more: &Option<Vec<String>>) {
     for item in more.iter().flatten() {
         if !into.contains(item) {
@@ -186,23 +201,12 @@ pub fn desired_state(
         lsp_require_trusted_workspace: true,
         ..Policy::default()
     };
+    // Trust is decided by the layers the workspace does not control.
     for layer in &layers {
         let Some(s) = settings_of(layer) else {
             continue;
         };
-        let workspace_controlled = layer.kind == SourceKind::WorkspaceSettings;
-        if s.mcp_allowed.is_some() {
-            policy.mcp_allowed.settings = s.mcp_allowed.clone();
-        }
-        union(&mut policy.mcp_excluded, &s.mcp_excluded);
-        if s.mcp_server_command.is_some() {
-            policy.mcp_server_command = s.mcp_server_command.clone();
-        }
-        if s.lsp_allowed.is_some() {
-            policy.lsp_allowed.settings = s.lsp_allowed.clone();
-        }
-        union(&mut policy.lsp_excluded, &s.lsp_excluded);
-        if !workspace_controlled {
+        if layer.kind != SourceKind::WorkspaceSettings {
             if let Some(v) = s.folder_trust_enabled {
                 policy.folder_trust_enabled = v;
             }
@@ -211,14 +215,32 @@ pub fn desired_state(
             }
         }
     }
-    policy.mcp_allowed.cli = cli.allowed_mcp.clone();
-    policy.lsp_allowed.cli = cli.allowed_lsp.clone();
     let empty_rules = TrustedFoldersFile::new();
     let rules = match &sources.trusted_folders.content {
         Content::TrustedFolders(r) => r,
         _ => &empty_rules,
     };
     policy.trusted = trust::is_trusted(workspace, policy.folder_trust_enabled, rules, resolve);
+    // An untrusted workspace's settings layer is dropped whole, as in Qwen Code.
+    let layers: Vec<&ParsedSource> = layers
+        .into_iter()
+        .filter(|l| policy.trusted || l.kind != SourceKind::WorkspaceSettings)
+        .collect();
+    for layer in &layers {
+        let Some(s) = settings_of(layer) else {
+            continue;
+        };
+        // Qwen Code concatenates the lists of every layer (both of them).
+        concat(&mut policy.mcp_allowed.settings, &s.mcp_allowed);
+        union(&mut policy.mcp_excluded, &s.mcp_excluded);
+        if s.mcp_server_command.is_some() {
+            policy.mcp_server_command = s.mcp_server_command.clone();
+        }
+        concat(&mut policy.lsp_allowed.settings, &s.lsp_allowed);
+        union(&mut policy.lsp_excluded, &s.lsp_excluded);
+    }
+    policy.mcp_allowed.cli = cli.allowed_mcp.clone();
+    policy.lsp_allowed.cli = cli.allowed_lsp.clone();
 
     // MCP servers, lowest precedence first; later inserts replace whole entries.
     let mut mcp: BTreeMap<String, DesiredMcp> = BTreeMap::new();

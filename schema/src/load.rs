@@ -246,6 +246,12 @@ pub fn load_settings(
 ) -> ParsedSource {
     let scope = settings_scope(kind);
     load_document(kind, path, text, cx, |doc, diags| {
+        for (pointer, message) in migrate_legacy_settings(&mut doc.value) {
+            let pos = doc.key_position(&pointer);
+            diags
+                .warnings
+                .push(Diagnostic::new(path, pos, pointer, message));
+        }
         let mut value = checked_value(doc, &SETTINGS, path, &["/mcpServers"], diags)?;
         // Entries are built one by one (most of them from the memo).
         let servers = take_object(&mut value, "mcpServers");
@@ -267,6 +273,62 @@ pub fn load_settings(
             lsp_excluded: lsp.excluded,
         }))
     })
+}
+
+/// Version-1 settings keys Steward reads, and where Qwen Code moves them.
+const LEGACY_SETTINGS: [(&str, &[&str]); 4] = [
+    ("allowMCPServers", &["mcp", "allowed"]),
+    ("excludeMCPServers", &["mcp", "excluded"]),
+    ("mcpServerCommand", &["mcp", "serverCommand"]),
+    ("folderTrust", &["security", "folderTrust", "enabled"]),
+];
+
+/// Qwen Code's in-memory migration of version-1 settings keys (it also
+/// rewrites the file; Steward never writes it): in a file without a
+/// `$version` of 2 or more, a legacy key moves to its place (and wins over
+/// a value already there); in a newer file it is ignored. Returns a warning
+/// per legacy key, at the key.
+fn migrate_legacy_settings(value: &mut Value) -> Vec<(String, String)> {
+    let Value::Object(root) = value else {
+        return Vec::new();
+    };
+    let version = root.get("$version").and_then(Value::as_f64);
+    let mut warnings = Vec::new();
+    for (key, path) in LEGACY_SETTINGS {
+        let Some(old) = root.get(key) else {
+            continue;
+        };
+        let target = path.join(".");
+        if version.is_some_and(|v| v >= 2.0) || old.is_object() {
+            warnings.push((
+                pointer_join("", key),
+                format!("legacy setting \"{key}\" is ignored in a version-2 settings file, as Qwen Code ignores it; use \"{target}\""),
+            ));
+            continue;
+        }
+        let Some(old) = root.remove(key) else {
+            continue;
+        };
+        let mut at = &mut *root;
+        for step in &path[..path.len() - 1] {
+            let slot = at
+                .entry((*step).to_owned())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !slot.is_object() {
+                *slot = Value::Object(Map::new());
+            }
+            let Value::Object(next) = slot else {
+                unreachable!("made an object above")
+            };
+            at = next;
+        }
+        at.insert(path[path.len() - 1].to_owned(), old);
+        warnings.push((
+            pointer_join("", key),
+            format!("legacy setting \"{key}\" is read as \"{target}\", as Qwen Code migrates it"),
+        ));
+    }
+    warnings
 }
 
 fn settings_scope(kind: SourceKind) -> Scope {
@@ -348,6 +410,33 @@ pub fn load_lsp_json(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> Pars
 /// Load the trusted-folders file.
 pub fn load_trusted_folders(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
     load_document(SourceKind::TrustedFolders, path, text, cx, |doc, diags| {
+        // Qwen Code skips a rule whose level it does not know.
+        if let Value::Object(rules) = &mut doc.value {
+            let known = ["TRUST_FOLDER", "TRUST_PARENT", "DO_NOT_TRUST"];
+            let unknown: Vec<String> = rules
+                .iter()
+                .filter(|(k, v)| {
+                    !k.starts_with('$') && !v.as_str().is_some_and(|l| known.contains(&l))
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            let removed: Vec<(String, Value)> = unknown
+                .into_iter()
+                .map(|key| {
+                    let level = rules.remove(&key).unwrap_or_default();
+                    (key, level)
+                })
+                .collect();
+            for (key, level) in removed {
+                let pointer = pointer_join("", &key);
+                diags.warnings.push(Diagnostic::new(
+                    path,
+                    doc.position(&pointer),
+                    pointer,
+                    format!("trust level {level} is not TRUST_FOLDER, TRUST_PARENT or DO_NOT_TRUST; the rule is ignored, as Qwen Code ignores it"),
+                ));
+            }
+        }
         let mut value = checked_value(doc, &TRUSTED_FOLDERS, path, &[], diags)?;
         let mut map = take_all(&mut value);
         map.remove("$schema");

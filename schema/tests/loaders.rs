@@ -346,7 +346,7 @@ fn schema_keys_are_not_servers() {
 }
 
 #[test]
-fn bad_approval_status_and_trust_level_are_invalid() {
+fn bad_approval_status_is_invalid_and_an_unknown_trust_level_is_skipped() {
     let env = env();
     let cx = ctx(&env, LoadMode::Lenient);
     let a = load::load_approvals(
@@ -356,13 +356,22 @@ fn bad_approval_status_and_trust_level_are_invalid() {
     );
     assert_eq!(a.state, SourceState::Invalid);
     assert_eq!(a.content, Content::Empty);
-    let t = load::load_trusted_folders(Path::new("/t.json"), &text(r#"{"/ws": "YES"}"#), &cx);
-    assert_eq!(t.state, SourceState::Invalid);
-    assert!(
-        t.diagnostics[0].message.contains("TRUST_FOLDER"),
-        "{:?}",
-        t.diagnostics
+    // Qwen Code skips a rule whose level it does not know: a warning here.
+    let t = load::load_trusted_folders(
+        Path::new("/t.json"),
+        &text(r#"{"/ws": "YES", "/x": "DO_NOT_TRUST"}"#),
+        &cx,
     );
+    assert_eq!(t.state, SourceState::Valid);
+    assert!(
+        warn_at(&t, "/~1ws").message.contains("TRUST_FOLDER"),
+        "{:?}",
+        t.warnings
+    );
+    match &t.content {
+        Content::TrustedFolders(f) => assert_eq!(f.keys().collect::<Vec<_>>(), ["/x"]),
+        other => panic!("{other:?}"),
+    }
 }
 
 // ---------------------------------------------------------------------------

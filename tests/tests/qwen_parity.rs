@@ -518,3 +518,166 @@ fn qwen_accepted_odd_files_load_with_warnings_and_later_edits_apply_live() {
     let log = c.log_text();
     assert!(log.contains("entry dropped (InvalidSpec)"), "{log}");
 }
+
+impl Parity {
+    /// An empty workspace: no corpus.
+    fn bare() -> Self {
+        let env = Env::new();
+        let vars = env.vars();
+        Parity { env, vars }
+    }
+
+    /// name → Qwen Code's verdict from `qwen mcp reconnect --all`:
+    /// `connect` (it tried), or the reason it skipped the server.
+    fn qwen_verdicts(&self) -> BTreeMap<String, String> {
+        let bin = peer("@qwen-code/qwen-code", "node_modules/.bin/qwen");
+        let out = Command::new(bin)
+            .args(["mcp", "reconnect", "--all"])
+            .current_dir(&self.env.ws)
+            .env_clear()
+            .envs(std::env::var("PATH").map(|p| ("PATH".to_owned(), p)))
+            .envs(&self.vars)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run qwen");
+        let text = strip_ansi(&String::from_utf8_lossy(&out.stdout));
+        text.lines()
+            .filter_map(|line| {
+                let line = line.trim_start_matches(['✓', '✗', '-', ' ']);
+                let (name, rest) = line.split_once(": ")?;
+                let verdict = if let Some(reason) = rest.strip_prefix("Skipped - ") {
+                    if reason.contains("excluded") {
+                        "Excluded"
+                    } else if reason.contains("allowed") {
+                        "NotAllowed"
+                    } else if reason.contains("pending approval") {
+                        "PendingApproval"
+                    } else if reason.contains("not trusted") {
+                        "UntrustedWorkspace"
+                    } else {
+                        reason
+                    }
+                } else if rest.starts_with("Failed") || rest.starts_with("Reconnected") {
+                    "-"
+                } else {
+                    return None;
+                };
+                Some((name.to_owned(), verdict.to_owned()))
+            })
+            .collect()
+    }
+
+    /// name → reason (or "-") from `steward status --offline`.
+    fn steward_verdicts(&self) -> BTreeMap<String, String> {
+        self.steward_view()
+            .into_iter()
+            .map(|(name, (reason, _))| (name, reason))
+            .collect()
+    }
+}
+
+/// Settings semantics, compared with Qwen Code's own verdicts: the system
+/// defaults file beside the system settings, `mcp.allowed` concatenated
+/// across layers, version-1 keys migrated, an untrusted workspace's layer
+/// dropped whole, a relative trust rule, `QWEN_HOME` with `~`.
+#[test]
+fn settings_layers_merge_as_in_qwen_code() {
+    let missing = json!({"command": "steward-parity-missing"});
+    // 1. Defaults beside the system settings; allowed lists concatenate;
+    //    v1 keys in the user file; the workspace widens `allowed`.
+    let mut p = Parity::bare();
+    p.vars.remove("QWEN_CODE_SYSTEM_DEFAULTS_PATH");
+    let etc = PathBuf::from(&p.vars["QWEN_CODE_SYSTEM_SETTINGS_PATH"])
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(
+        etc.join("system-defaults.json"),
+        json!({"mcp": {"allowed": ["a"]}, "mcpServers": {"a": missing, "b": missing, "c": missing}})
+            .to_string(),
+    )
+    .unwrap();
+    p.env.write_home(
+        "settings.json",
+        &json!({"allowMCPServers": ["b", "c"], "excludeMCPServers": ["c"], "mcpServers": {"d": missing}})
+            .to_string(),
+    );
+    p.env.write(
+        ".qwen/settings.json",
+        &json!({"mcp": {"allowed": ["w"]}, "mcpServers": {"w": missing}}).to_string(),
+    );
+    p.steward_ok(&["approve", "w"]);
+    let qwen = p.qwen_verdicts();
+    let steward = p.steward_verdicts();
+    let want: BTreeMap<String, String> = [
+        ("a", "-"),
+        ("b", "-"),
+        ("c", "Excluded"),
+        ("d", "NotAllowed"),
+        ("w", "-"),
+    ]
+    .into_iter()
+    .map(|(n, r)| (n.to_owned(), r.to_owned()))
+    .collect();
+    assert_eq!(qwen, want, "Qwen Code's verdicts");
+    assert_eq!(steward, want, "Steward's verdicts");
+
+    // 2. An untrusted workspace: its settings layer (servers, lists) is
+    //    dropped whole by both.
+    let p = Parity::bare();
+    p.env.write_home(
+        "settings.json",
+        &json!({"security": {"folderTrust": {"enabled": true}}, "mcpServers": {"u": missing}})
+            .to_string(),
+    );
+    p.env.write_home(
+        "trustedFolders.json",
+        &json!({p.env.ws.to_string_lossy(): "DO_NOT_TRUST"}).to_string(),
+    );
+    p.env.write(
+        ".qwen/settings.json",
+        &json!({"mcpServers": {"w2": missing}}).to_string(),
+    );
+    let listed = p.qwen_view();
+    assert!(
+        listed.contains_key("u") && !listed.contains_key("w2"),
+        "{listed:?}"
+    );
+    let steward = p.steward_verdicts();
+    assert_eq!(
+        steward.keys().collect::<Vec<_>>(),
+        ["u"],
+        "the untrusted workspace layer is dropped"
+    );
+    assert_eq!(p.qwen_verdicts()["u"], "UntrustedWorkspace");
+    assert_eq!(steward["u"], "UntrustedWorkspace");
+
+    // 3. QWEN_HOME written with `~`, and a relative trust rule (resolved
+    //    against the workspace, where Qwen Code runs).
+    let mut p = Parity::bare();
+    p.vars.insert("QWEN_HOME".into(), "~/.qwen-alt".into());
+    p.env.write_home(
+        ".qwen-alt/settings.json",
+        &json!({"security": {"folderTrust": {"enabled": true}}, "mcpServers": {"u": missing}})
+            .to_string(),
+    );
+    p.env
+        .write_home(".qwen-alt/trustedFolders.json", r#"{".": "TRUST_FOLDER"}"#);
+    p.env.write(
+        ".qwen/settings.json",
+        &json!({"mcpServers": {"w3": missing}}).to_string(),
+    );
+    let listed = p.qwen_view();
+    assert!(
+        listed.contains_key("u") && listed.contains_key("w3"),
+        "{listed:?}"
+    );
+    let out = p.steward_ok(&["status", "--offline", "-o", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["controller"]["trusted"], true);
+    let steward = p.steward_verdicts();
+    assert_eq!(steward.keys().collect::<Vec<_>>(), ["u", "w3"]);
+    assert_eq!(steward["u"], "-");
+    assert_eq!(p.qwen_verdicts()["u"], "-");
+}
