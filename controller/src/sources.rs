@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use steward_schema::desired::SourceSet;
-use steward_schema::load::{self, FileText, LoadContext, LoadMode, ParsedSource};
+use steward_schema::enablement::{self, ActivationFiles};
+use steward_schema::load::{self, Content, FileText, LoadContext, LoadMode, ParsedSource};
 use steward_schema::resource::{SourceKind, SourceStatus};
 
 use crate::paths::Paths;
@@ -31,18 +32,58 @@ fn reader() -> impl Fn(&Path) -> FileText {
     |p: &Path| read_file(p)
 }
 
-/// Extension directories under `extensions_dir`, sorted (missing dir → none).
+/// Extension directories under `extensions_dir`, in the order of their
+/// entries (missing dir → none). An entry installed with `qwen extensions
+/// link` holds only its install metadata: its directory is the linked source.
 pub fn extension_dirs(extensions_dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(extensions_dir) else {
         return Vec::new();
     };
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.join("qwen-extension.json").is_file())
-        .collect();
-    dirs.sort();
-    dirs
+    let mut entries: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    entries.sort();
+    entries
+        .into_iter()
+        .filter_map(|entry| {
+            if entry.join("qwen-extension.json").is_file() {
+                return Some(entry);
+            }
+            let metadata = std::fs::read(entry.join(".qwen-extension-install.json")).ok()?;
+            let metadata: serde_json::Value = serde_json::from_slice(&metadata).ok()?;
+            let source = metadata.get("source")?.as_str()?;
+            (metadata.get("type")?.as_str()? == "link")
+                .then(|| PathBuf::from(source))
+                .filter(|dir| dir.join("qwen-extension.json").is_file())
+        })
+        .collect()
+}
+
+/// Qwen Code's extension activation files under `extensions_dir`.
+pub fn activation_files(extensions_dir: &Path) -> ActivationFiles {
+    let [enablement, state, preferences] = enablement::activation_paths(extensions_dir);
+    let json = |p: &Path| -> Option<serde_json::Value> {
+        serde_json::from_slice(&std::fs::read(p).ok()?).ok()
+    };
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    ActivationFiles {
+        enablement_is_newer: match (modified(&enablement), modified(&state)) {
+            (Some(e), Some(s)) => e > s,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        },
+        enablement: json(&enablement),
+        state: json(&state),
+        preferences: json(&preferences),
+    }
+}
+
+/// Mark a loaded extension inactive, or some of its MCP servers disabled,
+/// as Qwen Code's activation files say for this workspace.
+fn apply_activation(source: &mut ParsedSource, files: &ActivationFiles, workspace: &Path) {
+    if let Content::Extension(e) = &mut source.content {
+        let paths = enablement::rule_paths(workspace, workspace);
+        e.inactive = !enablement::is_active(&e.name, files, &paths, workspace);
+        e.disabled_mcp_servers = enablement::disabled_mcp_servers(&e.name, files);
+    }
 }
 
 /// Which single source a path is, for loading it alone.
@@ -91,12 +132,21 @@ pub fn load_text(
 
 /// Load one source of the workspace.
 pub fn load_one(which: &SourceRef, paths: &Paths, cx: &LoadContext<'_>) -> ParsedSource {
-    load_text(which, paths, &read_file(&path_of(which, paths)), cx)
+    let mut source = load_text(which, paths, &read_file(&path_of(which, paths)), cx);
+    if let SourceRef::Extension(_) = which {
+        apply_activation(
+            &mut source,
+            &activation_files(&paths.extensions_dir),
+            &paths.workspace,
+        );
+    }
+    source
 }
 
 /// Load every source of the workspace (extensions and `--mcp-config` included).
 pub fn load_all(paths: &Paths, mcp_config: &[String], cx: &LoadContext<'_>) -> SourceSet {
     let one = |which: SourceRef| load_one(&which, paths, cx);
+    let activation = activation_files(&paths.extensions_dir);
     SourceSet {
         system_defaults: one(SourceRef::Settings(SourceKind::SystemDefaults)),
         user_settings: one(SourceRef::Settings(SourceKind::UserSettings)),
@@ -106,7 +156,16 @@ pub fn load_all(paths: &Paths, mcp_config: &[String], cx: &LoadContext<'_>) -> S
         lsp_json: one(SourceRef::LspJson),
         extensions: extension_dirs(&paths.extensions_dir)
             .into_iter()
-            .map(|d| one(SourceRef::Extension(d)))
+            .map(|d| {
+                let mut source = load_text(
+                    &SourceRef::Extension(d.clone()),
+                    paths,
+                    &read_file(&d.join("qwen-extension.json")),
+                    cx,
+                );
+                apply_activation(&mut source, &activation, &paths.workspace);
+                source
+            })
             .collect(),
         cli_mcp: mcp_config
             .iter()

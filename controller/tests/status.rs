@@ -121,7 +121,7 @@ fn rich(trusted: bool) -> Sandbox {
     sb
 }
 
-/// Labels for the config hashes that depend on the temp paths (their spec
+/// Labels for the hashes that depend on the temp paths (their spec
 /// holds a path under the sandbox), so snapshots are stable across runs.
 /// Every other hash is shown as it is.
 fn path_dependent_hashes(sb: &Sandbox, status: &Value) -> Vec<(String, String)> {
@@ -131,11 +131,20 @@ fn path_dependent_hashes(sb: &Sandbox, status: &Value) -> Vec<(String, String)> 
         .unwrap()
         .iter()
         .filter(|i| i["spec"].to_string().contains(root))
-        .map(|i| {
-            (
-                i["spec"]["configHash"].as_str().unwrap().to_owned(),
-                format!("[CONFIG-HASH {}]", i["metadata"]["name"].as_str().unwrap()),
-            )
+        .flat_map(|i| {
+            let name = i["metadata"]["name"].as_str().unwrap();
+            // An extension's approval hash covers its expanded paths too.
+            [
+                ("configHash", "CONFIG-HASH"),
+                ("approvalHash", "APPROVAL-HASH"),
+            ]
+            .into_iter()
+            .filter_map(move |(field, label)| {
+                Some((
+                    i["spec"][field].as_str()?.to_owned(),
+                    format!("[{label} {name}]"),
+                ))
+            })
         })
         .collect()
 }

@@ -91,7 +91,13 @@ pub fn admit_mcp(name: &str, spec: &McpServerSpec, state: &DesiredState) -> Opti
         );
     }
     if spec.disabled == Some(true) {
-        return blocked(Reason::Disabled, "disabled: true".to_owned());
+        let message = match &spec.extension_name {
+            Some(ext) => format!(
+                "disabled: true, or disabled for the extension {ext} (extension-preferences.json)"
+            ),
+            None => "disabled: true".to_owned(),
+        };
+        return blocked(Reason::Disabled, message);
     }
     if !policy.mcp_allowed.allows(name) {
         return blocked(

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::formats::{ApprovalRecord, TrustedFoldersFile};
 use crate::glob;
-use crate::load::{Content, DroppedSpec, ParsedSource, SettingsContent};
+use crate::load::{Content, DroppedSpec, ExtensionContent, ParsedSource, SettingsContent};
 use crate::resource::{LspServerSpec, McpServerSpec, SourceKind};
 use crate::trust;
 
@@ -148,6 +148,14 @@ pub struct DesiredState {
     pub invalid_lsp: BTreeMap<String, InvalidEntry>,
 }
 
+/// The extensions active in this workspace, in directory order.
+fn active_extensions(sources: &SourceSet) -> impl Iterator<Item = &ExtensionContent> {
+    sources.extensions.iter().filter_map(|e| match &e.content {
+        Content::Extension(c) if !c.inactive => Some(c),
+        _ => None,
+    })
+}
+
 fn settings_of(source: &ParsedSource) -> Option<&SettingsContent> {
     match &source.content {
         Content::Settings(s) => Some(s),
@@ -244,15 +252,21 @@ pub fn desired_state(
 
     // MCP servers, lowest precedence first; later inserts replace whole entries.
     let mut mcp: BTreeMap<String, DesiredMcp> = BTreeMap::new();
-    // Among extensions the first (by directory order) keeps a name.
-    for ext in &sources.extensions {
-        if let Content::Extension(e) = &ext.content {
-            for (name, spec) in e.mcp_servers.iter() {
-                mcp.entry(name.clone()).or_insert_with(|| DesiredMcp {
-                    source: SourceKind::Extension,
-                    spec: spec.clone(),
-                });
-            }
+    // Among active extensions the first (by directory order) keeps a name;
+    // a server the user disabled for its extension is `disabled`.
+    for e in active_extensions(sources) {
+        for (name, spec) in e.mcp_servers.iter() {
+            mcp.entry(name.clone()).or_insert_with(|| DesiredMcp {
+                source: SourceKind::Extension,
+                spec: if e.disabled_mcp_servers.contains(name) {
+                    Arc::new(McpServerSpec {
+                        disabled: Some(true),
+                        ..McpServerSpec::clone(spec)
+                    })
+                } else {
+                    spec.clone()
+                },
+            });
         }
     }
     let put = |mcp: &mut BTreeMap<String, DesiredMcp>,
@@ -297,14 +311,12 @@ pub fn desired_state(
 
     // LSP servers: extensions (first keeps a name), then the workspace file.
     let mut lsp: BTreeMap<String, DesiredLsp> = BTreeMap::new();
-    for ext in &sources.extensions {
-        if let Content::Extension(e) = &ext.content {
-            for (name, spec) in e.lsp_servers.iter() {
-                lsp.entry(name.clone()).or_insert_with(|| DesiredLsp {
-                    source: SourceKind::Extension,
-                    spec: spec.clone(),
-                });
-            }
+    for e in active_extensions(sources) {
+        for (name, spec) in e.lsp_servers.iter() {
+            lsp.entry(name.clone()).or_insert_with(|| DesiredLsp {
+                source: SourceKind::Extension,
+                spec: spec.clone(),
+            });
         }
     }
     if let Content::LspServers(servers) = &sources.lsp_json.content {
@@ -334,6 +346,7 @@ pub fn desired_state(
     let in_force = sources
         .extensions
         .iter()
+        .filter(|e| matches!(&e.content, Content::Extension(c) if !c.inactive))
         .chain(layers.iter().copied().filter(|l| {
             matches!(
                 l.kind,

@@ -19,6 +19,7 @@ pub mod admission;
 pub mod canonical;
 pub mod desired;
 pub mod diagnostic;
+pub mod enablement;
 pub mod expand;
 pub mod formats;
 pub mod glob;

@@ -125,6 +125,12 @@ pub struct ExtensionContent {
     pub lsp_servers: LspServers,
     /// Files the manifest refers to (watched by the controller).
     pub referenced_files: Vec<PathBuf>,
+    /// Disabled for this workspace in Qwen Code's extension store or
+    /// `extension-enablement.json` (see [`crate::enablement`]): it
+    /// contributes no server.
+    pub inactive: bool,
+    /// Its MCP servers the user disabled (`extension-preferences.json`).
+    pub disabled_mcp_servers: Vec<String>,
 }
 
 /// The typed content of a source — what it contributes to the desired state.
@@ -466,6 +472,12 @@ pub fn load_extension(
 ) -> ParsedSource {
     let path = dir.join("qwen-extension.json");
     load_document(SourceKind::Extension, &path, text, cx, |doc, diags| {
+        let dir_str = dir.to_string_lossy().into_owned();
+        let ws_str = cx.workspace.to_string_lossy().into_owned();
+        let ext_vars = expand::extension_vars(&dir_str, &ws_str);
+        // As Qwen Code does: `${name}` of the extension variables replaced in
+        // every string of the manifest, other names left as written.
+        hydrate_strings(&mut doc.value, &ext_vars);
         let value = checked_value(
             doc,
             &EXTENSION,
@@ -474,14 +486,33 @@ pub fn load_extension(
             diags,
         )?;
         let manifest: ExtensionManifest = typed(&value, &path, diags)?;
-        let dir_name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let name = manifest.name.clone().unwrap_or(dir_name);
-        let dir_str = dir.to_string_lossy().into_owned();
-        let ws_str = cx.workspace.to_string_lossy().into_owned();
-        let ext_vars = expand::extension_vars(&dir_str, &ws_str);
+        // Qwen Code refuses (skips) an extension without a valid name.
+        let name = match manifest.name.clone() {
+            None => {
+                diags.errors.push(Diagnostic::new(
+                    &path,
+                    None,
+                    "",
+                    "missing required property name (Qwen Code skips an extension without one)",
+                ));
+                return None;
+            }
+            Some(n)
+                if n.is_empty()
+                    || !n
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
+            {
+                diags.errors.push(Diagnostic::new(
+                    &path,
+                    doc.position("/name"),
+                    "/name",
+                    format!("expected a name of letters, digits, '_', '.' and '-', found \"{n}\""),
+                ));
+                return None;
+            }
+            Some(n) => n,
+        };
         let mut content = ExtensionContent {
             name: name.clone(),
             dir: dir.to_path_buf(),
@@ -1071,6 +1102,40 @@ fn take_all(value: &mut Value) -> Map<String, Value> {
     match std::mem::take(value) {
         Value::Object(map) => map,
         _ => Map::new(),
+    }
+}
+
+/// Qwen Code's `recursivelyHydrateStrings`: `${name}` replaced by `vars`'s
+/// value in every string (not keys), the shortest `${…}` first; an unknown
+/// name stays as written.
+fn hydrate_strings(value: &mut Value, vars: &BTreeMap<String, String>) {
+    match value {
+        Value::String(s) if s.contains("${") => {
+            let mut out = String::with_capacity(s.len());
+            let mut rest = s.as_str();
+            while let Some(at) = rest.find("${") {
+                out.push_str(&rest[..at]);
+                let after = &rest[at + 2..];
+                match after.find('}') {
+                    Some(end) => {
+                        match vars.get(&after[..end]) {
+                            Some(v) => out.push_str(v),
+                            None => out.push_str(&rest[at..at + 3 + end]),
+                        }
+                        rest = &after[end + 1..];
+                    }
+                    None => {
+                        out.push_str(&rest[at..]);
+                        rest = "";
+                    }
+                }
+            }
+            out.push_str(rest);
+            *s = out;
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| hydrate_strings(v, vars)),
+        Value::Object(map) => map.values_mut().for_each(|v| hydrate_strings(v, vars)),
+        _ => {}
     }
 }
 

@@ -79,7 +79,21 @@ fn load_ext(dir: &str, manifest: &str, files: &[(&str, &str)], mode: LoadMode) -
         })
         .collect();
     let read = reader(&files);
-    load::load_extension(&ext_dir(dir), &text(manifest), &read, &ctx(&env, mode))
+    let manifest = named_manifest(dir, manifest);
+    load::load_extension(&ext_dir(dir), &text(&manifest), &read, &ctx(&env, mode))
+}
+
+/// Load a manifest exactly as written (no name added).
+fn load_ext_as_written(dir: &str, manifest: &str) -> ParsedSource {
+    let env = env();
+    let files: Vec<(String, String)> = Vec::new();
+    let read = reader(&files);
+    load::load_extension(
+        &ext_dir(dir),
+        &text(manifest),
+        &read,
+        &ctx(&env, LoadMode::Lenient),
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -390,7 +404,7 @@ fn comments_are_accepted_in_every_source() {
                          "args": ["/* not a comment */"]}}"#))
         .extension(
             "e1",
-            &c(r#"{"mcpServers": {/* x */"e": {"command": "x"}}}"#),
+            &c(r#"{"name": "e1", "mcpServers": {/* x */"e": {"command": "x"}}}"#),
         )
         .trusted(&c(r#"{"/ws": /* x */ "TRUST_FOLDER"}"#))
         .approvals(&c(r#"{/* none */}"#))
@@ -565,7 +579,7 @@ fn extension_variables_expand_in_extension_lsp_servers() {
 // Extensions
 
 #[test]
-fn extension_inline_servers_and_default_name() {
+fn extension_inline_servers() {
     let p = load_ext(
         "my-ext",
         r#"{"version": "1.0", "mcpServers": {"s": {"command": "x"}}, "lspServers": {"py": {"command": "pylsp"}}}"#,
@@ -576,10 +590,52 @@ fn extension_inline_servers_and_default_name() {
     assert_eq!(p.kind, SourceKind::Extension);
     assert_eq!(p.path, ext_dir("my-ext").join("qwen-extension.json"));
     let e = extension_content(&p);
-    assert_eq!(e.name, "my-ext", "name defaults to the directory name");
+    assert_eq!(e.name, "my-ext");
     assert_eq!(e.mcp_servers["s"].extension_name.as_deref(), Some("my-ext"));
     assert_eq!(e.lsp_servers["py"].scope, Scope::Extension);
     assert!(e.referenced_files.is_empty());
+}
+
+/// Qwen Code skips an extension without a name, or with a name outside
+/// `[A-Za-z0-9_.-]`: it contributes nothing, and says why.
+#[test]
+fn extension_without_a_valid_name_is_invalid() {
+    for manifest in [
+        r#"{"mcpServers": {"s": {"command": "x"}}}"#,
+        r#"{"name": "bad name", "mcpServers": {"s": {"command": "x"}}}"#,
+        r#"{"name": "", "mcpServers": {"s": {"command": "x"}}}"#,
+    ] {
+        let p = load_ext_as_written("e", manifest);
+        assert_eq!(p.state, SourceState::Invalid, "{manifest}");
+        assert_eq!(p.content, Content::Empty, "{manifest}");
+        assert!(
+            p.diagnostics[0].message.contains("name"),
+            "{:?}",
+            p.diagnostics
+        );
+    }
+}
+
+/// `${…}` over the whole manifest, as Qwen Code hydrates it: the extension
+/// variables anywhere (a referenced file's path too); other names literal.
+#[test]
+fn extension_variables_expand_over_the_whole_manifest() {
+    let p = load_ext(
+        "e",
+        r#"{"name": "e", "lspServers": "${extensionPath}${/}lsp.json",
+            "mcpServers": {"s": {"command": "x", "description": "${extensionPath} ${unknown}"}}}"#,
+        &[("lsp.json", r#"{"py": {"command": "pylsp"}}"#)],
+        LoadMode::Strict,
+    );
+    assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+    let e = extension_content(&p);
+    assert_eq!(e.referenced_files, [ext_dir("e").join("lsp.json")]);
+    assert_eq!(e.lsp_servers.keys().collect::<Vec<_>>(), ["py"]);
+    let dir = ext_dir("e").to_string_lossy().into_owned();
+    assert_eq!(
+        e.mcp_servers["s"].description.as_deref(),
+        Some(&*format!("{dir} ${{unknown}}"))
+    );
 }
 
 #[test]
@@ -624,7 +680,7 @@ fn extension_servers_as_relative_paths_are_read_through_the_reader() {
 
 #[test]
 fn extension_missing_referenced_file_is_a_diagnostic() {
-    let manifest = r#"{"mcpServers": "nope.json", "lspServers": "gone.json"}"#;
+    let manifest = r#"{"name": "e", "mcpServers": "nope.json", "lspServers": "gone.json"}"#;
     let strict = load_ext("e", manifest, &[], LoadMode::Strict);
     assert_eq!(strict.state, SourceState::Invalid);
     assert_eq!(strict.content, Content::Empty);

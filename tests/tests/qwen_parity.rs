@@ -681,3 +681,81 @@ fn settings_layers_merge_as_in_qwen_code() {
     assert_eq!(steward["u"], "-");
     assert_eq!(p.qwen_verdicts()["u"], "-");
 }
+
+/// An extension disabled with Qwen Code itself (`qwen extensions disable`,
+/// which writes its store and `extension-enablement.json`) contributes no
+/// server: never spawned. Re-enabled in the enablement file, it starts on
+/// `steward reload`. A server disabled for its extension
+/// (`extension-preferences.json`) is `Disabled`, as Qwen Code skips it.
+#[test]
+fn extensions_follow_qwen_codes_enablement_and_disabled_servers() {
+    use steward_schema::resource::{Phase, Reason};
+    use steward_tests::fake_mcp::read_record;
+    use steward_tests::harness::{fake_tools, mcp, ready};
+
+    let p = Parity::bare();
+    let env = &p.env;
+    let ext_srv = env.fake_mcp("ext-srv", fake_tools(&["e1"]));
+    let ext_two = env.fake_mcp("ext-two", fake_tools(&["e2"]));
+    let user = env.fake_mcp("user-srv", fake_tools(&["u1"]));
+    env.write_home(
+        "extensions/ext1/qwen-extension.json",
+        &json!({"name": "ext1", "version": "1.0.0",
+                "mcpServers": {"ext-srv": ext_srv, "ext-two": ext_two}})
+        .to_string(),
+    );
+    env.write_home(
+        "settings.json",
+        &json!({"mcpServers": {"user-srv": user}}).to_string(),
+    );
+    p.qwen(&["extensions", "disable", "ext1", "--scope", "workspace"]);
+    let listed = p.qwen_view();
+    assert!(!listed.contains_key("ext-srv"), "{listed:?}");
+
+    let c = env.start(&[]);
+    let s = c.wait_for("user-srv Ready", |s| ready(s, "user-srv"));
+    assert!(mcp(&s, "ext-srv").is_none() && mcp(&s, "ext-two").is_none());
+    let started = |name: &str| {
+        read_record(&env.record(name))
+            .map(|r| r.iter().any(|e| e.event == "start"))
+            .unwrap_or(false)
+    };
+    assert!(
+        !started("ext-srv"),
+        "a disabled extension's server was spawned"
+    );
+
+    // Re-enabled in the enablement file (the rule opposite to Qwen Code's),
+    // with one of its servers disabled in the preferences.
+    let ws = env.ws.to_string_lossy().into_owned();
+    env.write_home(
+        "extensions/extension-enablement.json",
+        &json!({"ext1": {"overrides": [format!("{ws}/")]}}).to_string(),
+    );
+    env.write_home(
+        "extensions/extension-preferences.json",
+        &json!({"favorites": [], "scopes": {}, "disabledMcpServers": {"ext1": ["ext-two"]}})
+            .to_string(),
+    );
+    let out = env.steward(&["reload"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = c.wait_for("ext-srv Ready after reload", |s| ready(s, "ext-srv"));
+    let two = mcp(&s, "ext-two").expect("ext-two has a row");
+    assert_eq!(two.status.phase, Phase::Blocked);
+    assert_eq!(two.status.reason, Some(Reason::Disabled));
+    assert!(!started("ext-two"));
+    // Qwen Code agrees the extension is enabled again. (Its `mcp reconnect`
+    // counts extension servers as configured servers, so it cannot show the
+    // per-server preference a session honours.)
+    let verdicts = p.qwen_verdicts();
+    assert_eq!(
+        verdicts.get("ext-srv").map(String::as_str),
+        Some("-"),
+        "{verdicts:?}"
+    );
+    assert!(p.qwen_view().contains_key("ext-srv"));
+}
