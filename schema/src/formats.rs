@@ -22,6 +22,9 @@ pub enum McpEntryType {
     Http,
     /// Server-sent events at `url`.
     Sse,
+    /// Qwen Code: a server hosted in-process by an SDK application. Steward
+    /// cannot reach one: the entry is skipped, with a warning.
+    Sdk,
 }
 
 /// One MCP server, as written in `mcpServers` (settings.json, `.mcp.json`,
@@ -112,6 +115,10 @@ pub struct McpServerEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 100, max = 300000))]
     pub discovery_timeout_ms: Option<u64>,
+    /// Qwen Code: a WebSocket server address. Steward cannot reach one: an
+    /// entry with only `tcp` is skipped, with a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<String>,
 }
 
 /// `mcp` settings.
@@ -241,6 +248,9 @@ pub struct SocketObject {
     /// Unix socket path for `socket` (relative to the workspace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// Same as `path` (Qwen Code's name for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_path: Option<String>,
 }
 
 /// `socket`: an object, or a string that is a unix socket path.
@@ -286,6 +296,9 @@ pub struct LspServerEntry {
     /// Same as `socket.path` (accepted at the top level).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// Same as `path` (Qwen Code's name for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_path: Option<String>,
     /// Extra environment for the process (code-injection variables refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = {}))]

@@ -104,7 +104,7 @@ pub const MCP_KEYS: [&str; 21] = [
 const MCP_IGNORED_KEYS: [&str; 4] = ["tcp", "scope", "extensionName", "agentPluginV1"];
 
 /// LSP entry keys Steward reads (`socketPath` is read as `path`).
-pub const LSP_KEYS: [&str; 21] = [
+pub const LSP_KEYS: [&str; 20] = [
     "languages",
     "command",
     "args",
@@ -125,7 +125,6 @@ pub const LSP_KEYS: [&str; 21] = [
     "restartOnCrash",
     "maxRestarts",
     "trustRequired",
-    "name",
 ];
 
 /// Qwen Code's bounds on `discoveryTimeoutMs`.
@@ -245,6 +244,26 @@ pub fn mcp_entry(raw: &Map<String, Value>, origin: Origin) -> Coerced {
         };
     }
 
+    // Several ways to reach the server: Qwen Code takes the first of
+    // httpUrl, url, command and ignores the others.
+    let written: Vec<&str> = ["httpUrl", "url", "command"]
+        .into_iter()
+        .filter(|k| value.get(*k).is_some_and(truthy))
+        .collect();
+    if written.len() > 1 && !warnings.iter().any(|(p, _)| p == "/type") {
+        let ignored = written[1..]
+            .iter()
+            .map(|k| format!("\"{k}\""))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        warnings.push((
+            field(written[1]),
+            format!(
+                "both \"{}\" and {ignored} are set: \"{}\" is used, as Qwen Code does, and {ignored} ignored",
+                written[0], written[0]
+            ),
+        ));
+    }
     if let Some(env) = value.get("env").cloned() {
         match coerce_env(&env, origin, &mut warnings) {
             Some(env) => {
@@ -387,8 +406,6 @@ pub fn lsp_entry(raw: &Map<String, Value>, origin: Origin) -> Coerced {
         }
         let ignored = |what: &str| format!("{k} {v} is not {what}; it is ignored");
         match k {
-            // `name` is Qwen Code's own; the key is the name here.
-            "name" => {}
             "command" | "host" | "path" | "workspaceFolder" | "rootUri" => match v {
                 Value::String(_) => {
                     value.insert(key.clone(), v.clone());
@@ -630,6 +647,21 @@ mod tests {
         }
         let c = mcp_entry(&obj(json!({"comand": "x"})), Origin::Trusted);
         assert!(warned(&c, "did you mean \"command\""), "{:?}", c.warnings);
+    }
+
+    #[test]
+    fn several_transports_warn_and_the_first_of_qwen_codes_order_wins() {
+        let c = mcp_entry(
+            &obj(json!({"command": "x", "url": "http://h/sse"})),
+            Origin::Trusted,
+        );
+        assert!(c.skip.is_none());
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].1.contains("\"url\" is used"),
+            "{:?}",
+            c.warnings
+        );
     }
 
     #[test]

@@ -380,6 +380,40 @@ fn load_mcp_servers_file(
     cx: &LoadContext<'_>,
 ) -> ParsedSource {
     load_document(kind, path, text, cx, |doc, diags| {
+        // Qwen Code reads a `--mcp-config` without `mcpServers` as the map.
+        let bare = kind == SourceKind::CliMcpConfig
+            && doc
+                .value
+                .as_object()
+                .is_some_and(|o| !o.contains_key("mcpServers"));
+        if bare {
+            let mut value = checked_value(doc, &MCP_SERVERS_MAP, path, &[""], diags)?;
+            let mut servers = take_all(&mut value);
+            servers.retain(|k, _| !k.starts_with('$'));
+            return Some(Content::McpServers(build_mcp_map(
+                servers, "", doc, path, scope, None, cx, diags,
+            )));
+        }
+        // `{"mcpServer": …}` is no server at all: say so (Qwen Code warns
+        // that the file has no "mcpServers" object).
+        if let Value::Object(root) = &doc.value {
+            for key in root
+                .keys()
+                .filter(|k| *k != "mcpServers" && !k.starts_with('$'))
+            {
+                let pointer = pointer_join("", key);
+                let hint = match crate::validate::did_you_mean(key, &["mcpServers"]) {
+                    Some(_) => " (did you mean \"mcpServers\"?)",
+                    None => "",
+                };
+                diags.warnings.push(Diagnostic::new(
+                    path,
+                    doc.key_position(&pointer),
+                    pointer,
+                    format!("unknown key \"{key}\"{hint} is ignored"),
+                ));
+            }
+        }
         let mut value = checked_value(doc, &MCP_JSON, path, &["/mcpServers"], diags)?;
         let servers = take_object(&mut value, "mcpServers");
         let _: McpJsonFile = typed(&value, path, diags)?;

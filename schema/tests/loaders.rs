@@ -187,6 +187,29 @@ fn transport_inference_prefers_http_url_then_url_then_command() {
     assert_eq!(s.transport, McpTransport::Stdio);
 }
 
+/// `.mcp.json` keys other than `mcpServers` are ignored with a warning; a
+/// `--mcp-config` without `mcpServers` is the map itself, as in Qwen Code.
+#[test]
+fn mcp_json_top_level_typos_warn_and_a_bare_cli_map_is_read() {
+    let t = r#"{"mcpServer": {"s": {"command": "x"}}}"#;
+    let p = load_mcp(t);
+    assert_eq!(p.state, SourceState::Valid);
+    assert!(mcp_servers(&p).is_empty());
+    let d = warn_at(&p, "/mcpServer");
+    assert!(d.message.contains("did you mean \"mcpServers\""), "{d}");
+    assert_located(d, t, "\"mcpServer\"");
+    let env = env();
+    let files: Vec<(String, String)> = Vec::new();
+    let read = reader(&files);
+    let p = load::load_cli_mcp_config(
+        r#"{"s": {"command": "x"}, "$schema": "x"}"#,
+        &read,
+        &ctx(&env, LoadMode::Strict),
+    );
+    assert!(!p.has_findings(), "{:?}", p.warnings);
+    assert_eq!(mcp_servers(&p).keys().collect::<Vec<_>>(), ["s"]);
+}
+
 /// Qwen Code loads such an entry and fails to connect it; Steward skips it
 /// with a warning and keeps a row for it, and the rest of the file applies.
 #[test]
