@@ -131,6 +131,7 @@ fn read_current(path: &Path, workspace: &Path) -> Result<Map<String, Value>, App
         env: &env,
         mode: LoadMode::Strict,
         memo: None,
+        realpath: load::as_written,
     };
     let parsed = load::load_approvals(path, &FileText::Text(text.clone()), &cx);
     if parsed.state == SourceState::Invalid {

@@ -14,10 +14,7 @@ use crate::paths::Paths;
 /// Read a file as the loaders want it: absent, text, or unreadable.
 pub fn read_file(path: &Path) -> FileText {
     match std::fs::read(path) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => FileText::Text(text),
-            Err(_) => FileText::Unreadable("the file is not valid UTF-8".to_owned()),
-        },
+        Ok(bytes) => FileText::from_bytes(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => FileText::Absent,
         // A path component that is not a directory: the file cannot exist.
         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => FileText::Absent,
@@ -187,6 +184,7 @@ pub fn context<'a>(
         env,
         mode,
         memo: None,
+        realpath: resolve_existing,
     }
 }
 

@@ -183,3 +183,42 @@ fn an_unknown_file_name_is_a_usage_error() {
     );
     assert!(run.stderr.contains("qwen-extension.json"), "{}", run.stderr);
 }
+
+/// A `workspaceFolder` that leaves the workspace through a symlink is
+/// outside it (issue 10 #21): the workspace root is used, with a warning.
+#[test]
+fn workspace_folder_through_a_symlink_out_of_the_workspace_is_outside() {
+    let sb = Sandbox::new();
+    let elsewhere = sb.root.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, sb.ws.join("out")).unwrap();
+    std::fs::create_dir_all(sb.ws.join("inside")).unwrap();
+    sb.ws_file(
+        ".lsp.json",
+        r#"{ "a": { "command": "x", "workspaceFolder": "out" },
+             "b": { "command": "x", "workspaceFolder": "inside" } }"#,
+    );
+    let run = sb.run(&["validate"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("workspaceFolder \"out\" resolves to")
+            && run.stdout.contains("outside the workspace"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("\"inside\""), "{}", run.stdout);
+    let v = sb.status_json(&[]);
+    let folder = |name: &str| {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["metadata"]["name"] == name)
+            .unwrap()["spec"]["workspaceFolder"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(folder("a"), sb.ws.to_string_lossy());
+    assert_eq!(folder("b"), sb.ws.join("inside").to_string_lossy());
+}

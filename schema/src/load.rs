@@ -30,7 +30,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::canonical::hash_value;
-use crate::diagnostic::{Diagnostic, pointer_join};
+use crate::diagnostic::{Diagnostic, Pos, pointer_join};
 use crate::expand::{self, Vars};
 use crate::formats::{
     ApprovalsFile, ExtensionManifest, InlineOrPath, LspServerEntry, LspTransport, McpJsonFile,
@@ -72,6 +72,47 @@ pub enum FileText {
     Text(String),
     /// The file exists but could not be read (message from the OS).
     Unreadable(String),
+    /// The file is not UTF-8 text; the first offending byte is at this
+    /// position (of the valid text before it).
+    NotUtf8(Pos),
+}
+
+impl FileText {
+    /// A file's bytes as the loaders take them.
+    pub fn from_bytes(bytes: Vec<u8>) -> FileText {
+        match String::from_utf8(bytes) {
+            Ok(text) => FileText::Text(text),
+            Err(e) => {
+                let at = e.utf8_error().valid_up_to();
+                let before = String::from_utf8_lossy(&e.as_bytes()[..at]);
+                let line = before.matches('\n').count() + 1;
+                let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+                FileText::NotUtf8(Pos {
+                    line: u32::try_from(line).unwrap_or(u32::MAX),
+                    column: u32::try_from(column).unwrap_or(u32::MAX),
+                })
+            }
+        }
+    }
+}
+
+/// The problem with a file that has no text to parse, if it has none.
+fn unreadable(path: &Path, text: &FileText) -> Option<Diagnostic> {
+    match text {
+        FileText::Unreadable(err) => Some(Diagnostic::new(
+            path,
+            None,
+            "",
+            format!("cannot read the file: {err}"),
+        )),
+        FileText::NotUtf8(pos) => Some(Diagnostic::new(
+            path,
+            Some(*pos),
+            "",
+            "cannot read the file: it is not UTF-8 text (the bytes here are not a UTF-8 character)",
+        )),
+        FileText::Absent | FileText::Text(_) => None,
+    }
 }
 
 /// Reads the files a source refers to (an extension's `mcpServers: "file"`).
@@ -94,6 +135,15 @@ pub struct LoadContext<'a> {
     pub env: &'a BTreeMap<String, String>,
     pub mode: LoadMode,
     pub memo: Option<&'a EntryMemo>,
+    /// A path with its symlinks resolved when it exists ([`as_written`] in
+    /// pure uses): a `workspaceFolder` must stay inside the workspace through
+    /// its symlinks too.
+    pub realpath: fn(&Path) -> PathBuf,
+}
+
+/// A path as written: the `realpath` of a context that reads no file system.
+pub fn as_written(path: &Path) -> PathBuf {
+    path.to_path_buf()
 }
 
 /// A source's MCP servers by name, shared: copying a loaded source (the
@@ -911,19 +961,14 @@ fn load_document(
 ) -> ParsedSource {
     let text = match text {
         FileText::Absent => return ParsedSource::absent(kind, path),
-        FileText::Unreadable(err) => {
+        FileText::Text(text) => text,
+        other => {
             return ParsedSource::invalid(
                 kind,
                 path,
-                vec![Diagnostic::new(
-                    path,
-                    None,
-                    "",
-                    format!("cannot read the file: {err}"),
-                )],
+                unreadable(path, other).into_iter().collect(),
             );
         }
-        FileText::Text(text) => text,
     };
     let mut doc = match jsonc::parse(text) {
         Ok(doc) => doc,
@@ -1078,13 +1123,8 @@ fn read_referenced(
             ));
             return None;
         }
-        FileText::Unreadable(err) => {
-            diags.errors.push(Diagnostic::new(
-                file,
-                None,
-                "",
-                format!("cannot read the file: {err}"),
-            ));
+        other => {
+            diags.errors.extend(unreadable(file, &other));
             return None;
         }
     };
@@ -1832,14 +1872,15 @@ fn build_lsp(
         Some(s) => {
             let expanded = expand_one(s, "/workspaceFolder", &vars, warnings);
             let resolved = normalize_lexically(&absolute_in(cx.workspace, &expanded));
-            if resolved.starts_with(cx.workspace) {
+            let real = (cx.realpath)(&resolved);
+            if resolved.starts_with(cx.workspace) && real.starts_with((cx.realpath)(cx.workspace)) {
                 resolved
             } else {
                 warnings.push((
                     "/workspaceFolder".to_owned(),
                     format!(
                         "workspaceFolder \"{s}\" resolves to {}, outside the workspace {}; the workspace root is used",
-                        resolved.display(),
+                        if resolved.starts_with(cx.workspace) { real.display() } else { resolved.display() },
                         cx.workspace.display()
                     ),
                 ));

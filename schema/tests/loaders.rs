@@ -1349,3 +1349,20 @@ fn explicit_null_field_is_absent_for_the_config_hash() {
     let b = one_lsp("py", r#"{"command": "x"}"#);
     assert_eq!(a, b);
 }
+
+/// A file that is not UTF-8 is unreadable, with the position of the first
+/// offending byte (it used to have none).
+#[test]
+fn non_utf8_files_are_reported_at_the_offending_byte() {
+    let text = load::FileText::from_bytes(b"{\n  \"mcpServers\": \"\xff\"}".to_vec());
+    let env = env();
+    let p = load::load_mcp_json(
+        Path::new("/ws/.mcp.json"),
+        &text,
+        &ctx(&env, LoadMode::Strict),
+    );
+    assert_eq!(p.state, SourceState::Invalid);
+    let d = &p.diagnostics[0];
+    assert_eq!((d.line, d.column), (Some(2), Some(18)), "{d}");
+    assert!(d.message.contains("not UTF-8"), "{d}");
+}

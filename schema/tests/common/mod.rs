@@ -228,6 +228,7 @@ impl Srcs {
             env: &self.env,
             mode: self.mode,
             memo: None,
+            realpath: load::as_written,
         }
     }
 
@@ -397,6 +398,7 @@ pub fn ctx(env: &BTreeMap<String, String>, mode: LoadMode) -> LoadContext<'_> {
         env,
         mode,
         memo: None,
+        realpath: load::as_written,
     }
 }
 
