@@ -41,7 +41,7 @@ pub fn extension_dirs(extensions_dir: &Path) -> Vec<PathBuf> {
     entries
         .into_iter()
         .filter_map(|entry| {
-            if entry.join("qwen-extension.json").is_file() {
+            if entry.join("qwen-extension.json").is_file() || is_agent_plugin(&entry) {
                 return Some(entry);
             }
             let metadata = std::fs::read(entry.join(".qwen-extension-install.json")).ok()?;
@@ -52,6 +52,25 @@ pub fn extension_dirs(extensions_dir: &Path) -> Vec<PathBuf> {
                 .filter(|dir| dir.join("qwen-extension.json").is_file())
         })
         .collect()
+}
+
+/// Whether `dir` holds an Agent Plugins manifest (`plugin.json` with an
+/// agent-plugins `$schema`), which Qwen Code reads instead of
+/// `qwen-extension.json`.
+pub fn is_agent_plugin(dir: &Path) -> bool {
+    std::fs::read(dir.join("plugin.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v.get("$schema")?.as_str().map(str::to_owned))
+        .is_some_and(|s| s.starts_with(load::AGENT_PLUGIN_SCHEMA_PREFIX))
+}
+
+/// The data directory Qwen Code gives an agent plugin (its `PLUGIN_DATA`).
+pub fn agent_plugin_data_dir(paths: &Paths, name: &str) -> PathBuf {
+    paths
+        .home_dir
+        .join("extension-store/plugin-data/agent-plugins")
+        .join(steward_schema::canonical::sha256_hex(name.as_bytes()))
 }
 
 /// Qwen Code's extension activation files under `extensions_dir`.
@@ -105,6 +124,7 @@ pub fn path_of(which: &SourceRef, paths: &Paths) -> PathBuf {
         SourceRef::LspJson => paths.lsp_json.clone(),
         SourceRef::TrustedFolders => paths.trusted_folders.clone(),
         SourceRef::Approvals => paths.approvals.clone(),
+        SourceRef::Extension(dir) if is_agent_plugin(dir) => dir.join("plugin.json"),
         SourceRef::Extension(dir) => dir.join("qwen-extension.json"),
     }
 }
@@ -123,6 +143,18 @@ pub fn load_text(
         SourceRef::LspJson => load::load_lsp_json(&path, text, cx),
         SourceRef::TrustedFolders => load::load_trusted_folders(&path, text, cx),
         SourceRef::Approvals => load::load_approvals(&path, text, cx),
+        SourceRef::Extension(dir) if path.ends_with("plugin.json") => {
+            // Its data directory is named after its id, the hash of its name.
+            let name = match text {
+                FileText::Text(t) => serde_json::from_str::<serde_json::Value>(t)
+                    .ok()
+                    .and_then(|v| v.get("name")?.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
+            let data = agent_plugin_data_dir(paths, &name);
+            load::load_agent_plugin(dir, text, &reader(), &data, cx)
+        }
         SourceRef::Extension(dir) => load::load_extension(dir, text, &reader(), cx),
     }
 }
@@ -154,12 +186,8 @@ pub fn load_all(paths: &Paths, mcp_config: &[String], cx: &LoadContext<'_>) -> S
         extensions: extension_dirs(&paths.extensions_dir)
             .into_iter()
             .map(|d| {
-                let mut source = load_text(
-                    &SourceRef::Extension(d.clone()),
-                    paths,
-                    &read_file(&d.join("qwen-extension.json")),
-                    cx,
-                );
+                let which = SourceRef::Extension(d);
+                let mut source = load_text(&which, paths, &read_file(&path_of(&which, paths)), cx);
                 apply_activation(&mut source, &activation, &paths.workspace);
                 source
             })

@@ -759,3 +759,67 @@ fn extensions_follow_qwen_codes_enablement_and_disabled_servers() {
     );
     assert!(p.qwen_view().contains_key("ext-srv"));
 }
+
+/// The other manifest kinds, as Qwen Code 0.24 loads them: an Agent Plugins
+/// v1 `plugin.json` + `mcp.json` is an extension (its `stdio` and
+/// `streamable-http` servers; legacy SSE skipped), and a directory with only
+/// `gemini-extension.json` is not (Qwen Code converts those at install).
+#[test]
+fn agent_plugins_load_and_bare_gemini_extensions_do_not_as_in_qwen_code() {
+    let p = Parity::bare();
+    let env = &p.env;
+    env.write_home(
+        "extensions/plug/plugin.json",
+        r#"{"$schema": "https://agent-plugins.org/schemas/1.0.0/plugin.schema.json", "name": "plug", "version": "1.0.0"}"#,
+    );
+    env.write_home(
+        "extensions/plug/mcp.json",
+        r#"{"$schema": "https://agent-plugins.org/schemas/1.0.0/mcp.schema.json", "mcpServers": {
+            "plug-srv": {"type": "stdio", "command": "steward-parity-missing", "args": ["${PLUGIN_ROOT}/x"], "cwd": "${PLUGIN_DATA}"},
+            "plug-http": {"type": "streamable-http", "url": "http://127.0.0.1:9/mcp", "headers": {"X-A": "1"}},
+            "plug-sse": {"type": "sse", "url": "http://127.0.0.1:9/sse"}
+        }}"#,
+    );
+    env.write_home(
+        "extensions/gem/gemini-extension.json",
+        r#"{"name": "gem", "version": "1.0.0", "mcpServers": {"gem-srv": {"command": "steward-parity-missing"}}}"#,
+    );
+    let listed = p.qwen_view();
+    let mut qwen_names: Vec<&str> = listed.keys().map(String::as_str).collect();
+    qwen_names.sort();
+    assert_eq!(qwen_names, ["plug-http", "plug-srv"], "{listed:?}");
+
+    let out = p.steward_ok(&["status", "--offline", "-o", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let item = |name: &str| {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["metadata"]["name"] == name)
+            .cloned()
+    };
+    assert!(item("gem-srv").is_none());
+    let srv = item("plug-srv").expect("plug-srv");
+    let root = env
+        .home
+        .join("extensions/plug")
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(srv["spec"]["args"], json!([format!("{root}/x")]));
+    assert_eq!(srv["spec"]["env"]["PLUGIN_ROOT"], root.as_str());
+    assert_eq!(srv["spec"]["extensionName"], "plug");
+    // Qwen Code made the plugin's data directory: the same PLUGIN_DATA.
+    let data = PathBuf::from(srv["spec"]["env"]["PLUGIN_DATA"].as_str().unwrap());
+    assert!(
+        data.is_dir(),
+        "{} is not Qwen Code's data directory",
+        data.display()
+    );
+    assert_eq!(srv["spec"]["cwd"], data.to_string_lossy().as_ref());
+    let http = item("plug-http").expect("plug-http");
+    assert_eq!(http["spec"]["httpUrl"], "http://127.0.0.1:9/mcp");
+    assert_eq!(http["spec"]["headers"], json!({"X-A": "1"}));
+    let sse = item("plug-sse").expect("plug-sse keeps a row");
+    assert_eq!(sse["status"]["reason"], "InvalidSpec");
+}
