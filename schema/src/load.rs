@@ -1233,6 +1233,7 @@ fn load_document(
         }
     };
     let mut problems = Problems::default();
+    duplicate_key_warnings(&doc, path, &mut problems);
     let content = build(&mut doc, &mut problems);
     let Problems {
         errors: mut diags,
@@ -1266,6 +1267,18 @@ fn load_document(
             warnings,
             ..ParsedSource::invalid(kind, path, diags)
         },
+    }
+}
+
+/// A warning for every key written twice in one object of `doc`.
+fn duplicate_key_warnings(doc: &Document, path: &Path, diags: &mut Problems) {
+    for (pos, key) in doc.duplicate_keys() {
+        diags.warnings.push(Diagnostic::new(
+            path,
+            Some(*pos),
+            "",
+            format!("duplicate key \"{key}\": the last one is used, as in Qwen Code"),
+        ));
     }
 }
 
@@ -1376,7 +1389,10 @@ fn read_referenced(
         }
     };
     match jsonc::parse(&text) {
-        Ok(doc) => Some(doc),
+        Ok(doc) => {
+            duplicate_key_warnings(&doc, file, diags);
+            Some(doc)
+        }
         Err(err) => {
             diags.errors.push(Diagnostic::new(
                 file,

@@ -1366,3 +1366,25 @@ fn non_utf8_files_are_reported_at_the_offending_byte() {
     assert_eq!((d.line, d.column), (Some(2), Some(18)), "{d}");
     assert!(d.message.contains("not UTF-8"), "{d}");
 }
+
+/// A key written twice: the last one wins (JSON.parse), with a warning at
+/// the repetition.
+#[test]
+fn duplicate_keys_warn_at_the_repetition() {
+    let t = "{\"mcpServers\": {\"s\": {\"command\": \"a\", \"command\": \"b\"}}}";
+    let p = load_mcp(t);
+    assert_eq!(p.state, SourceState::Valid);
+    assert_eq!(mcp_servers(&p)["s"].command.as_deref(), Some("b"));
+    let d = p
+        .warnings
+        .iter()
+        .find(|w| w.message.contains("duplicate key \"command\""))
+        .unwrap_or_else(|| panic!("{:?}", p.warnings));
+    assert_eq!((d.line, d.column), (Some(1), Some(39)), "{d}");
+    // Nothing to say about a file without repetitions.
+    assert!(
+        load_mcp(r#"{"mcpServers": {"s": {"command": "a"}, "t": {"command": "a"}}}"#)
+            .warnings
+            .is_empty()
+    );
+}
