@@ -1691,7 +1691,12 @@ pub fn mcp_outcome(
         return failed(true, vec![skip], warnings);
     }
     let value = Value::Object(coerced.value.clone());
-    let violations = MCP_ENTRY.violations(&value);
+    // `is_valid` is cheap; the explanation is only needed for a problem.
+    let violations = if MCP_ENTRY.is_valid(&value) {
+        Vec::new()
+    } else {
+        MCP_ENTRY.violations(&value)
+    };
     if !violations.is_empty() {
         return failed(false, place(violations), warnings);
     }
@@ -1965,7 +1970,12 @@ fn lsp_outcome(
     };
     let mut warnings = coerced.warnings.clone();
     let value = Value::Object(coerced.value.clone());
-    let violations = LSP_ENTRY.violations(&value);
+    // `is_valid` is cheap; the explanation is only needed for a problem.
+    let violations = if LSP_ENTRY.is_valid(&value) {
+        Vec::new()
+    } else {
+        LSP_ENTRY.violations(&value)
+    };
     if !violations.is_empty() {
         return failed(false, place(violations), warnings);
     }
