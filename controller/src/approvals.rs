@@ -122,6 +122,15 @@ fn read_current(path: &Path, workspace: &Path) -> Result<Map<String, Value>, App
                 source: io::Error::other(why),
             });
         }
+        FileText::NotUtf8(pos) => {
+            return Err(ApprovalsError::Read {
+                path: path.to_path_buf(),
+                source: io::Error::other(format!(
+                    "it is not UTF-8 text (at {}:{})",
+                    pos.line, pos.column
+                )),
+            });
+        }
     };
     let env = BTreeMap::new();
     let cx = LoadContext {
@@ -129,6 +138,7 @@ fn read_current(path: &Path, workspace: &Path) -> Result<Map<String, Value>, App
         env: &env,
         mode: LoadMode::Strict,
         memo: None,
+        realpath: load::as_written,
     };
     let parsed = load::load_approvals(path, &FileText::Text(text.clone()), &cx);
     if parsed.state == SourceState::Invalid {

@@ -15,7 +15,10 @@
 //!   validates, normalizes and merges them. [`snapshot::DesiredStore`] keeps,
 //!   per source, the last *valid* content in force: cold start is lenient,
 //!   every later load is strict, so an invalid edit is reported `Invalid` and
-//!   changes nothing that runs. Each change publishes a new immutable
+//!   changes nothing that runs. What Qwen Code tolerates is no error: it
+//!   loads, with warnings (`sources[].warnings`, a log line), and an entry
+//!   that yields no spec keeps a `Failed`/`InvalidSpec` row instead of
+//!   vanishing. Each change publishes a new immutable
 //!   [`snapshot::Snapshot`] (desired servers, admission, generations).
 //! - **Level-triggered.** Events — a settled file change ([`watch`]), a server
 //!   exiting or announcing new tools, `steward reload|stop|start`, the

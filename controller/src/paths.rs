@@ -40,6 +40,27 @@ pub enum PathsError {
     NotADirectory { path: PathBuf },
     #[error("find HOME_DIR: neither QWEN_HOME nor HOME is set")]
     NoHome,
+    #[error("resolve QWEN_HOME {value}: {source}")]
+    QwenHome {
+        value: String,
+        source: std::io::Error,
+    },
+}
+
+/// `QWEN_HOME` as Qwen Code resolves it: `~` and `~/…` against HOME, a
+/// relative path against the current directory.
+fn qwen_home(value: &str, home: Option<&Path>) -> Result<PathBuf, PathsError> {
+    let tilde = value == "~" || value.starts_with("~/");
+    let path = match (tilde, home) {
+        (true, Some(home)) => home.join(value.trim_start_matches('~').trim_start_matches('/')),
+        (true, None) => return Err(PathsError::NoHome),
+        (false, _) => PathBuf::from(value),
+    };
+    let path = std::path::absolute(&path).map_err(|source| PathsError::QwenHome {
+        value: value.to_owned(),
+        source,
+    })?;
+    Ok(steward_schema::load::normalize_lexically(&path))
 }
 
 impl Paths {
@@ -53,9 +74,10 @@ impl Paths {
         if !workspace.is_dir() {
             return Err(PathsError::NotADirectory { path: workspace });
         }
+        let home = env.get("HOME").filter(|v| !v.is_empty()).map(PathBuf::from);
         let home_dir = match env.get("QWEN_HOME").filter(|v| !v.is_empty()) {
-            Some(h) => PathBuf::from(h),
-            None => PathBuf::from(env.get("HOME").ok_or(PathsError::NoHome)?).join(".qwen"),
+            Some(h) => qwen_home(h, home.as_deref())?,
+            None => home.ok_or(PathsError::NoHome)?.join(".qwen"),
         };
         let var = |name: &str, default: PathBuf| {
             env.get(name)
@@ -63,6 +85,18 @@ impl Paths {
                 .map(PathBuf::from)
                 .unwrap_or(default)
         };
+        let system_settings = var(
+            "QWEN_CODE_SYSTEM_SETTINGS_PATH",
+            PathBuf::from("/etc/qwen-code/settings.json"),
+        );
+        // As in Qwen Code: the defaults live beside the system settings.
+        let system_defaults = var(
+            "QWEN_CODE_SYSTEM_DEFAULTS_PATH",
+            system_settings
+                .parent()
+                .unwrap_or(Path::new("/"))
+                .join("system-defaults.json"),
+        );
         let user_settings = home_dir.join("settings.json");
         let mut workspace_settings = workspace.join(".qwen").join("settings.json");
         // Workspace = home: one file, which is the user layer (the merge
@@ -72,16 +106,10 @@ impl Paths {
             workspace_settings = user_settings.clone();
         }
         Ok(Paths {
-            system_defaults: var(
-                "QWEN_CODE_SYSTEM_DEFAULTS_PATH",
-                PathBuf::from("/etc/qwen-code/system-defaults.json"),
-            ),
+            system_defaults,
             user_settings,
             workspace_settings,
-            system_settings: var(
-                "QWEN_CODE_SYSTEM_SETTINGS_PATH",
-                PathBuf::from("/etc/qwen-code/settings.json"),
-            ),
+            system_settings,
             mcp_json: workspace.join(".mcp.json"),
             lsp_json: workspace.join(".lsp.json"),
             extensions_dir: home_dir.join("extensions"),
@@ -311,5 +339,46 @@ mod tests {
             runtime_dir(&env(&[])),
             PathBuf::from(format!("/tmp/steward-{uid}"))
         );
+    }
+
+    fn paths(vars: &[(&str, &str)]) -> Paths {
+        let ws = std::env::temp_dir();
+        let env = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Paths::resolve(&ws, &env).unwrap()
+    }
+
+    #[test]
+    fn qwen_home_resolves_tilde_and_relative_paths_as_qwen_code_does() {
+        let p = paths(&[("HOME", "/h"), ("QWEN_HOME", "~/q")]);
+        assert_eq!(p.home_dir, Path::new("/h/q"));
+        let p = paths(&[("HOME", "/h"), ("QWEN_HOME", "~")]);
+        assert_eq!(p.home_dir, Path::new("/h"));
+        let p = paths(&[("HOME", "/h"), ("QWEN_HOME", "rel/./q")]);
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(p.home_dir, cwd.join("rel/q"));
+        assert_eq!(p.user_settings, cwd.join("rel/q/settings.json"));
+    }
+
+    #[test]
+    fn system_defaults_live_beside_the_system_settings() {
+        let p = paths(&[
+            ("HOME", "/h"),
+            ("QWEN_CODE_SYSTEM_SETTINGS_PATH", "/opt/q/s.json"),
+        ]);
+        assert_eq!(p.system_defaults, Path::new("/opt/q/system-defaults.json"));
+        let p = paths(&[("HOME", "/h")]);
+        assert_eq!(
+            p.system_defaults,
+            Path::new("/etc/qwen-code/system-defaults.json")
+        );
+        let p = paths(&[
+            ("HOME", "/h"),
+            ("QWEN_CODE_SYSTEM_SETTINGS_PATH", "/opt/q/s.json"),
+            ("QWEN_CODE_SYSTEM_DEFAULTS_PATH", "/d.json"),
+        ]);
+        assert_eq!(p.system_defaults, Path::new("/d.json"));
     }
 }

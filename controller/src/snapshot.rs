@@ -333,6 +333,7 @@ impl DesiredStore {
             ..sources::context(&paths, &env, LoadMode::Lenient)
         };
         let set = sources::load_all(&paths, &mcp_config, &cx);
+        set.iter().for_each(sources::log_findings);
         let snap = Snapshot::build(set, BTreeMap::new(), &paths, &cli, None);
         let initial_server_command = snap.desired.policy.mcp_server_command.clone();
         DesiredStore {
@@ -504,6 +505,10 @@ impl DesiredStore {
 
     fn apply_loaded(&self, which: &SourceRef, loaded: ParsedSource) -> Applied {
         let current = self.snapshot();
+        // Log what this load found, once: not when it is what is in force.
+        if !current.sources.iter().any(|s| *s == loaded) {
+            sources::log_findings(&loaded);
+        }
         let mut set = current.sources.clone();
         let mut invalid = current.invalid.clone();
         let touched = vec![loaded.kind];
@@ -524,6 +529,11 @@ impl DesiredStore {
     pub fn reload_all(&self) -> Applied {
         let fresh = sources::load_all(&self.paths, &self.mcp_config, &self.strict_context());
         let current = self.snapshot();
+        for source in fresh.iter() {
+            if !current.sources.iter().any(|s| s == source) {
+                sources::log_findings(source);
+            }
+        }
         let mut invalid = BTreeMap::new();
         let mut rejected = Vec::new();
         let mut touched = Vec::new();

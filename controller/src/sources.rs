@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use steward_schema::desired::SourceSet;
-use steward_schema::load::{self, FileText, LoadContext, LoadMode, ParsedSource};
+use steward_schema::enablement::{self, ActivationFiles};
+use steward_schema::load::{self, Content, FileText, LoadContext, LoadMode, ParsedSource};
 use steward_schema::resource::{SourceKind, SourceStatus};
 
 use crate::paths::Paths;
@@ -20,10 +21,7 @@ pub const MAX_SOURCE_BYTES: u64 = 16 * 1024 * 1024;
 /// a FIFO, socket or device is unreadable, and reading never blocks on one.
 pub fn read_file(path: &Path) -> FileText {
     match read_regular(path) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => FileText::Text(text),
-            Err(_) => FileText::Unreadable("the file is not valid UTF-8".to_owned()),
-        },
+        Ok(bytes) => FileText::from_bytes(bytes),
         Err(ReadError::Absent) => FileText::Absent,
         Err(ReadError::Unreadable(why)) => FileText::Unreadable(why),
     }
@@ -109,18 +107,77 @@ fn reader() -> impl Fn(&Path) -> FileText {
     |p: &Path| read_file(p)
 }
 
-/// Extension directories under `extensions_dir`, sorted (missing dir → none).
+/// Extension directories under `extensions_dir`, in the order of their
+/// entries (missing dir → none). An entry installed with `qwen extensions
+/// link` holds only its install metadata: its directory is the linked source.
 pub fn extension_dirs(extensions_dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(extensions_dir) else {
         return Vec::new();
     };
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.join("qwen-extension.json").is_file())
-        .collect();
-    dirs.sort();
-    dirs
+    let mut entries: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    entries.sort();
+    entries
+        .into_iter()
+        .filter_map(|entry| {
+            if entry.join("qwen-extension.json").is_file() || is_agent_plugin(&entry) {
+                return Some(entry);
+            }
+            let metadata = std::fs::read(entry.join(".qwen-extension-install.json")).ok()?;
+            let metadata: serde_json::Value = serde_json::from_slice(&metadata).ok()?;
+            let source = metadata.get("source")?.as_str()?;
+            (metadata.get("type")?.as_str()? == "link")
+                .then(|| PathBuf::from(source))
+                .filter(|dir| dir.join("qwen-extension.json").is_file())
+        })
+        .collect()
+}
+
+/// Whether `dir` holds an Agent Plugins manifest (`plugin.json` with an
+/// agent-plugins `$schema`), which Qwen Code reads instead of
+/// `qwen-extension.json`.
+pub fn is_agent_plugin(dir: &Path) -> bool {
+    std::fs::read(dir.join("plugin.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v.get("$schema")?.as_str().map(str::to_owned))
+        .is_some_and(|s| s.starts_with(load::AGENT_PLUGIN_SCHEMA_PREFIX))
+}
+
+/// The data directory Qwen Code gives an agent plugin (its `PLUGIN_DATA`).
+pub fn agent_plugin_data_dir(paths: &Paths, name: &str) -> PathBuf {
+    paths
+        .home_dir
+        .join("extension-store/plugin-data/agent-plugins")
+        .join(steward_schema::canonical::sha256_hex(name.as_bytes()))
+}
+
+/// Qwen Code's extension activation files under `extensions_dir`.
+pub fn activation_files(extensions_dir: &Path) -> ActivationFiles {
+    let [enablement, state, preferences] = enablement::activation_paths(extensions_dir);
+    let json = |p: &Path| -> Option<serde_json::Value> {
+        serde_json::from_slice(&std::fs::read(p).ok()?).ok()
+    };
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    ActivationFiles {
+        enablement_is_newer: match (modified(&enablement), modified(&state)) {
+            (Some(e), Some(s)) => e > s,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        },
+        enablement: json(&enablement),
+        state: json(&state),
+        preferences: json(&preferences),
+    }
+}
+
+/// Mark a loaded extension inactive, or some of its MCP servers disabled,
+/// as Qwen Code's activation files say for this workspace.
+fn apply_activation(source: &mut ParsedSource, files: &ActivationFiles, workspace: &Path) {
+    if let Content::Extension(e) = &mut source.content {
+        let paths = enablement::rule_paths(workspace, workspace);
+        e.inactive = !enablement::is_active(&e.name, files, &paths, workspace);
+        e.disabled_mcp_servers = enablement::disabled_mcp_servers(&e.name, files);
+    }
 }
 
 /// Which single source a path is, for loading it alone.
@@ -145,6 +202,7 @@ pub fn path_of(which: &SourceRef, paths: &Paths) -> PathBuf {
         SourceRef::LspJson => paths.lsp_json.clone(),
         SourceRef::TrustedFolders => paths.trusted_folders.clone(),
         SourceRef::Approvals => paths.approvals.clone(),
+        SourceRef::Extension(dir) if is_agent_plugin(dir) => dir.join("plugin.json"),
         SourceRef::Extension(dir) => dir.join("qwen-extension.json"),
     }
 }
@@ -163,18 +221,39 @@ pub fn load_text(
         SourceRef::LspJson => load::load_lsp_json(&path, text, cx),
         SourceRef::TrustedFolders => load::load_trusted_folders(&path, text, cx),
         SourceRef::Approvals => load::load_approvals(&path, text, cx),
+        SourceRef::Extension(dir) if path.ends_with("plugin.json") => {
+            // Its data directory is named after its id, the hash of its name.
+            let name = match text {
+                FileText::Text(t) => serde_json::from_str::<serde_json::Value>(t)
+                    .ok()
+                    .and_then(|v| v.get("name")?.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
+            let data = agent_plugin_data_dir(paths, &name);
+            load::load_agent_plugin(dir, text, &reader(), &data, cx)
+        }
         SourceRef::Extension(dir) => load::load_extension(dir, text, &reader(), cx),
     }
 }
 
 /// Load one source of the workspace.
 pub fn load_one(which: &SourceRef, paths: &Paths, cx: &LoadContext<'_>) -> ParsedSource {
-    load_text(which, paths, &read_file(&path_of(which, paths)), cx)
+    let mut source = load_text(which, paths, &read_file(&path_of(which, paths)), cx);
+    if let SourceRef::Extension(_) = which {
+        apply_activation(
+            &mut source,
+            &activation_files(&paths.extensions_dir),
+            &paths.workspace,
+        );
+    }
+    source
 }
 
 /// Load every source of the workspace (extensions and `--mcp-config` included).
 pub fn load_all(paths: &Paths, mcp_config: &[String], cx: &LoadContext<'_>) -> SourceSet {
     let one = |which: SourceRef| load_one(&which, paths, cx);
+    let activation = activation_files(&paths.extensions_dir);
     SourceSet {
         system_defaults: one(SourceRef::Settings(SourceKind::SystemDefaults)),
         user_settings: one(SourceRef::Settings(SourceKind::UserSettings)),
@@ -184,7 +263,12 @@ pub fn load_all(paths: &Paths, mcp_config: &[String], cx: &LoadContext<'_>) -> S
         lsp_json: one(SourceRef::LspJson),
         extensions: extension_dirs(&paths.extensions_dir)
             .into_iter()
-            .map(|d| one(SourceRef::Extension(d)))
+            .map(|d| {
+                let which = SourceRef::Extension(d);
+                let mut source = load_text(&which, paths, &read_file(&path_of(&which, paths)), cx);
+                apply_activation(&mut source, &activation, &paths.workspace);
+                source
+            })
             .collect(),
         cli_mcp: mcp_config
             .iter()
@@ -206,6 +290,7 @@ pub fn context<'a>(
         env,
         mode,
         memo: None,
+        realpath: resolve_existing,
     }
 }
 
@@ -222,6 +307,27 @@ pub fn source_status(source: &ParsedSource) -> SourceStatus {
         state: source.state,
         error: source.error_text(),
         diagnostics: source.diagnostics.clone(),
+        warnings: source.warnings.clone(),
+    }
+}
+
+/// Log what a load of `source` found: every error and warning (an entry
+/// dropped is a warning line too), so that nothing is dropped silently.
+pub fn log_findings(source: &ParsedSource) {
+    let path = source.path.display();
+    for d in &source.diagnostics {
+        tracing::warn!(source = %path, "{d}");
+    }
+    for d in &source.warnings {
+        tracing::warn!(source = %path, "{d}");
+    }
+    for dropped in &source.dropped {
+        tracing::warn!(
+            source = %path,
+            server = %dropped.name,
+            "entry dropped (InvalidSpec): {}",
+            dropped.message.lines().next().unwrap_or_default()
+        );
     }
 }
 

@@ -333,25 +333,51 @@ impl StatusStore {
             source,
             generation: snap.generation(key),
         };
-        let mut items = Vec::new();
+        // By kind, then name; entries that produced no spec have an
+        // `InvalidSpec` row among the others.
+        // Removed from the desired state: already forgotten, or still stopping.
+        let removed: BTreeSet<RemovedRef> = inner
+            .removed
+            .iter()
+            .cloned()
+            .chain(
+                inner
+                    .servers
+                    .keys()
+                    .filter(|k| !snap.contains(k))
+                    .map(|k| RemovedRef {
+                        kind: k.kind,
+                        name: k.name.clone(),
+                    }),
+            )
+            .collect();
+        let mut items: BTreeMap<Key, Item> = BTreeMap::new();
         for (name, d) in &snap.desired.mcp {
             let key = Key::mcp(name);
-            items.push(Item::McpServer(McpServer {
+            let item = Item::McpServer(McpServer {
                 api_version: API_VERSION.to_owned(),
                 metadata: metadata(&key, d.source),
                 spec: d.spec.clone(),
                 status: status_of(&key),
-            }));
+            });
+            items.insert(key, item);
+        }
+        for (name, entry) in &snap.desired.invalid_mcp {
+            items.insert(Key::mcp(name), admission::invalid_item(name, entry, &now));
         }
         if snap.desired.lsp_enabled {
             for (name, d) in &snap.desired.lsp {
                 let key = Key::lsp(name);
-                items.push(Item::LspServer(LspServer {
+                let item = Item::LspServer(LspServer {
                     api_version: API_VERSION.to_owned(),
                     metadata: metadata(&key, d.source),
                     spec: d.spec.clone(),
                     status: status_of(&key),
-                }));
+                });
+                items.insert(key, item);
+            }
+            for (name, entry) in &snap.desired.invalid_lsp {
+                items.insert(Key::lsp(name), admission::invalid_item(name, entry, &now));
             }
         }
         WorkspaceStatus {
@@ -369,25 +395,16 @@ impl StatusStore {
                 gateway: None,
             },
             sources: snap.source_statuses(),
-            items,
-            // Removed from the desired state: already forgotten, or still stopping.
-            removed: inner
-                .removed
-                .iter()
-                .cloned()
-                .chain(
-                    inner
-                        .servers
-                        .keys()
-                        .filter(|k| !snap.contains(k))
-                        .map(|k| RemovedRef {
-                            kind: k.kind,
-                            name: k.name.clone(),
-                        }),
-                )
-                .collect::<BTreeSet<_>>()
+            removed: removed
                 .into_iter()
+                .filter(|r| {
+                    !items.contains_key(&Key {
+                        kind: r.kind,
+                        name: r.name.clone(),
+                    })
+                })
                 .collect(),
+            items: items.into_values().collect(),
         }
     }
 }

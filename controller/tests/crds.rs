@@ -103,3 +103,110 @@ fn examples_validate_against_their_schemas() {
         assert!(kinds.iter().any(|k| k == kind), "no example of {kind}");
     }
 }
+
+/// `check-jsonschema` (PyPI, pinned in `.ci/run`): never skipped — a
+/// missing validator fails the test.
+fn check_jsonschema() -> PathBuf {
+    let peers = match std::env::var_os("STEWARD_PEERS_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.peers"),
+    };
+    let bin = peers.join("venv/bin/check-jsonschema");
+    assert!(
+        bin.is_file(),
+        "check-jsonschema is missing: {} does not exist (run .ci/run to install it)",
+        bin.display()
+    );
+    bin
+}
+
+/// The editor schemas are strict: a third-party validator accepts good
+/// files and rejects typos, `null`s, entries with no way to reach the
+/// server, and MCP servers in `.lsp.json` — which the loaders accept with
+/// a warning, as Qwen Code does.
+#[test]
+fn editor_schemas_catch_typos_with_a_third_party_validator() {
+    let bin = check_jsonschema();
+    let dir = tempfile::tempdir().unwrap();
+    let check = |schema: &str, name: &str, text: &str| -> bool {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let out = std::process::Command::new(&bin)
+            .arg("--schemafile")
+            .arg(specs_dir().join(schema))
+            .arg(&file)
+            .output()
+            .expect("run check-jsonschema");
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "check-jsonschema failed to run: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.status.success()
+    };
+    let good = [
+        (
+            "mcp-json.schema.json",
+            r#"{"mcpServers": {"a": {"command": "x", "args": ["1"], "env": {"K": "v"}},
+                "b": {"type": "http", "url": "https://h/mcp", "headers": {"A": "b"}},
+                "c": {"httpUrl": "https://h", "discoveryTimeoutMs": 1000, "authProviderType": "google_credentials"}}}"#,
+        ),
+        (
+            "lsp-json.schema.json",
+            r#"{"ts": {"command": "tsls", "args": ["--stdio"], "extensionToLanguage": {".ts": "typescript"}},
+                "go": {"transport": "tcp", "socket": {"host": "h", "port": 7}},
+                "zig": {"transport": "socket", "socketPath": "/run/zls.sock"}}"#,
+        ),
+        (
+            "settings.schema.json",
+            r#"{"mcpServers": {"a": {"command": "x"}}, "mcp": {"allowed": ["a"]}, "theme": "dark"}"#,
+        ),
+    ];
+    for (i, (schema, text)) in good.iter().enumerate() {
+        assert!(
+            check(schema, &format!("good{i}.json"), text),
+            "{schema} rejects {text}"
+        );
+    }
+    let bad = [
+        (
+            "mcp-json.schema.json",
+            r#"{"mcpServers": {"a": {"comand": "x"}}}"#,
+        ),
+        (
+            "mcp-json.schema.json",
+            r#"{"mcpServers": {"a": {"command": "x", "cwd": null}}}"#,
+        ),
+        (
+            "mcp-json.schema.json",
+            r#"{"mcpServers": {"a": {"args": ["x"]}}}"#,
+        ),
+        (
+            "lsp-json.schema.json",
+            r#"{"mcpServers": {"a": {"command": "x"}}}"#,
+        ),
+        (
+            "lsp-json.schema.json",
+            r#"{"ts": {"command": "tsls", "extensionToLanguge": {}}}"#,
+        ),
+        (
+            "lsp-json.schema.json",
+            r#"{"go": {"command": "gopls", "socket": {"host": "h", "prot": 7}}}"#,
+        ),
+        (
+            "settings.schema.json",
+            r#"{"mcpServers": {"a": {"command": "x", "evn": {}}}}"#,
+        ),
+        (
+            "extension.schema.json",
+            r#"{"name": "e", "mcpServers": {"a": {"commmand": "x"}}}"#,
+        ),
+    ];
+    for (i, (schema, text)) in bad.iter().enumerate() {
+        assert!(
+            !check(schema, &format!("bad{i}.json"), text),
+            "{schema} accepts {text}"
+        );
+    }
+}

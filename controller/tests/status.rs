@@ -121,7 +121,7 @@ fn rich(trusted: bool) -> Sandbox {
     sb
 }
 
-/// Labels for the config hashes that depend on the temp paths (their spec
+/// Labels for the hashes that depend on the temp paths (their spec
 /// holds a path under the sandbox), so snapshots are stable across runs.
 /// Every other hash is shown as it is.
 fn path_dependent_hashes(sb: &Sandbox, status: &Value) -> Vec<(String, String)> {
@@ -131,11 +131,20 @@ fn path_dependent_hashes(sb: &Sandbox, status: &Value) -> Vec<(String, String)> 
         .unwrap()
         .iter()
         .filter(|i| i["spec"].to_string().contains(root))
-        .map(|i| {
-            (
-                i["spec"]["configHash"].as_str().unwrap().to_owned(),
-                format!("[CONFIG-HASH {}]", i["metadata"]["name"].as_str().unwrap()),
-            )
+        .flat_map(|i| {
+            let name = i["metadata"]["name"].as_str().unwrap();
+            // An extension's approval hash covers its expanded paths too.
+            [
+                ("configHash", "CONFIG-HASH"),
+                ("approvalHash", "APPROVAL-HASH"),
+            ]
+            .into_iter()
+            .filter_map(move |(field, label)| {
+                Some((
+                    i["spec"][field].as_str()?.to_owned(),
+                    format!("[{label} {name}]"),
+                ))
+            })
         })
         .collect()
 }
@@ -214,6 +223,8 @@ fn every_gate_sets_its_reason() {
         ("McpServer/sleepy", "Disabled"),
         ("McpServer/user-notes", "-"),
         ("McpServer/ws-db", "PendingApproval"),
+        // An entry that cannot be built keeps a row (issue 10 item 9).
+        ("LspServer/broken", "InvalidSpec"),
         ("LspServer/python", "-"),
         ("LspServer/rust", "-"),
         ("LspServer/typescript", "-"),
@@ -223,8 +234,8 @@ fn every_gate_sets_its_reason() {
     .collect();
     assert_eq!(got, want);
     // The workspace settings entry wins over the user's; the .lsp.json entry
-    // is trustRequired whatever it says; the invalid LSP entry is left out
-    // and its source reported Invalid.
+    // is trustRequired whatever it says; the invalid LSP entry is Failed
+    // with reason InvalidSpec and its source reported Invalid.
     assert_eq!(
         item(&v, "McpServer", "shadowed")["spec"]["scope"],
         "workspace"
@@ -240,6 +251,13 @@ fn every_gate_sets_its_reason() {
         .find(|s| s["kind"] == "LspJson")
         .unwrap();
     assert_eq!(lsp_source["state"], "Invalid");
+    let broken = item(&v, "LspServer", "broken");
+    assert_eq!(broken["status"]["phase"], "Failed");
+    let message = broken["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(".lsp.json:9:13: transport \"tcp\" needs"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -269,7 +287,9 @@ fn untrusted_workspace_blocks_every_server() {
     let v = sb.status_json(RICH_ARGS);
     assert_eq!(v["controller"]["trusted"], false);
     for (key, reason) in reasons(&v) {
-        assert_eq!(reason, "UntrustedWorkspace", "{key}");
+        if key != "LspServer/broken" {
+            assert_eq!(reason, "UntrustedWorkspace", "{key}");
+        }
     }
 }
 
@@ -291,6 +311,7 @@ fn lsp_trust_key_from_user_settings_holds_back_only_trust_required_servers() {
     assert_eq!(
         got,
         vec![
+            ("LspServer/broken".to_owned(), "InvalidSpec".to_owned()),
             ("LspServer/python".to_owned(), "TrustRequired".to_owned()),
             // The extension's server says trustRequired: false and may run.
             ("LspServer/rust".to_owned(), "-".to_owned()),
@@ -318,7 +339,9 @@ fn workspace_settings_cannot_relax_lsp_trust() {
     let v = sb.status_json(RICH_ARGS);
     assert_eq!(v["controller"]["trusted"], false);
     for (key, reason) in reasons(&v) {
-        assert_eq!(reason, "UntrustedWorkspace", "{key}");
+        if key != "LspServer/broken" {
+            assert_eq!(reason, "UntrustedWorkspace", "{key}");
+        }
     }
 }
 

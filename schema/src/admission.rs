@@ -11,9 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::desired::{DesiredState, Policy};
+use crate::desired::{DesiredState, InvalidEntry, Policy};
 use crate::formats::{ApprovalRecord, ApprovalStatus};
 use crate::glob;
+use crate::load::DroppedSpec;
 use crate::resource::{
     API_VERSION, Condition, ConditionStatus, Item, LspServer, LspServerSpec, McpServer,
     McpServerSpec, Metadata, Phase, Reason, ServerStatus,
@@ -133,7 +134,13 @@ pub fn admit_mcp(name: &str, spec: &McpServerSpec, state: &DesiredState) -> Opti
         );
     }
     if spec.disabled == Some(true) {
-        return blocked(Reason::Disabled, "disabled: true".to_owned());
+        let message = match &spec.extension_name {
+            Some(ext) => format!(
+                "disabled: true, or disabled for the extension {ext} (extension-preferences.json)"
+            ),
+            None => "disabled: true".to_owned(),
+        };
+        return blocked(Reason::Disabled, message);
     }
     if !policy.mcp_allowed.allows(name) {
         return blocked(
@@ -363,26 +370,56 @@ pub fn admission_status(blocked: Option<&Blocked>, now: &str) -> ServerStatus {
     status
 }
 
-/// Every resource of `state` with its admission status, MCP first, by name.
+/// The status of an entry that produced no spec: `Failed`, `InvalidSpec`.
+pub fn invalid_status(message: &str, now: &str) -> ServerStatus {
+    let mut status = ServerStatus::new(
+        Phase::Failed,
+        Some(Reason::InvalidSpec),
+        Some(message.to_owned()),
+    );
+    status.conditions.push(Condition {
+        type_: "Ready".to_owned(),
+        status: ConditionStatus::False,
+        reason: Some(Reason::InvalidSpec.as_str().to_owned()),
+        message: Some(message.to_owned()),
+        last_transition_time: now.to_owned(),
+    });
+    status
+}
+
+/// The row of an entry that produced no spec.
+pub fn invalid_item(name: &str, entry: &InvalidEntry, now: &str) -> Item {
+    let metadata = Metadata {
+        name: name.to_owned(),
+        source: entry.source,
+        generation: 1,
+    };
+    let status = invalid_status(&entry.message, now);
+    match &entry.spec {
+        DroppedSpec::Mcp(spec) => Item::McpServer(McpServer {
+            api_version: API_VERSION.to_owned(),
+            metadata,
+            spec: spec.clone(),
+            status,
+        }),
+        DroppedSpec::Lsp(spec) => Item::LspServer(LspServer {
+            api_version: API_VERSION.to_owned(),
+            metadata,
+            spec: spec.clone(),
+            status,
+        }),
+    }
+}
+
+/// Every resource of `state` with its admission status, MCP first, by name;
+/// entries without a spec as `InvalidSpec` rows among them.
 pub fn admission_items(state: &DesiredState, now: &str) -> Vec<Item> {
-    let mut items = Vec::with_capacity(state.mcp.len() + state.lsp.len());
+    let mut mcp: BTreeMap<&str, Item> = BTreeMap::new();
     for (name, d) in &state.mcp {
         let blocked = admit_mcp(name, &d.spec, state);
-        items.push(Item::McpServer(McpServer {
-            api_version: API_VERSION.to_owned(),
-            metadata: Metadata {
-                name: name.clone(),
-                source: d.source,
-                generation: 1,
-            },
-            spec: d.spec.clone(),
-            status: admission_status(blocked.as_ref(), now),
-        }));
-    }
-    if state.lsp_enabled {
-        for (name, d) in &state.lsp {
-            let blocked = admit_lsp(name, &d.spec, state);
-            items.push(Item::LspServer(LspServer {
+        mcp.insert(
+            name,
+            Item::McpServer(McpServer {
                 api_version: API_VERSION.to_owned(),
                 metadata: Metadata {
                     name: name.clone(),
@@ -391,10 +428,35 @@ pub fn admission_items(state: &DesiredState, now: &str) -> Vec<Item> {
                 },
                 spec: d.spec.clone(),
                 status: admission_status(blocked.as_ref(), now),
-            }));
+            }),
+        );
+    }
+    for (name, entry) in &state.invalid_mcp {
+        mcp.insert(name, invalid_item(name, entry, now));
+    }
+    let mut lsp: BTreeMap<&str, Item> = BTreeMap::new();
+    if state.lsp_enabled {
+        for (name, d) in &state.lsp {
+            let blocked = admit_lsp(name, &d.spec, state);
+            lsp.insert(
+                name,
+                Item::LspServer(LspServer {
+                    api_version: API_VERSION.to_owned(),
+                    metadata: Metadata {
+                        name: name.clone(),
+                        source: d.source,
+                        generation: 1,
+                    },
+                    spec: d.spec.clone(),
+                    status: admission_status(blocked.as_ref(), now),
+                }),
+            );
+        }
+        for (name, entry) in &state.invalid_lsp {
+            lsp.insert(name, invalid_item(name, entry, now));
         }
     }
-    items
+    mcp.into_values().chain(lsp.into_values()).collect()
 }
 
 #[cfg(test)]

@@ -5,12 +5,14 @@
 //! MCP: extensions < system defaults < user settings < `.mcp.json` <
 //! workspace settings < system settings < `--mcp-config`.
 //! LSP: extensions < workspace `.lsp.json`.
-//! Policy keys merge leaf by leaf in settings-layer order (system defaults <
-//! user < workspace < system), except `mcp.excluded`/`lsp.excluded`, which are
-//! the union of every layer, and the trust-deciding keys
-//! (`security.folderTrust.enabled`, `lsp.requireTrustedWorkspace`), which are
-//! read only from layers the workspace does not control — an untrusted
-//! workspace must not be able to trust itself.
+//! Policy keys merge as Qwen Code merges them, in settings-layer order
+//! (system defaults < user < workspace < system): `mcp.allowed`,
+//! `mcp.excluded` (and their `lsp.*` pair) are the union of every layer's
+//! list; other keys, later wins. The trust-deciding keys
+//! (`security.folderTrust.enabled`, `lsp.requireTrustedWorkspace`) are read
+//! only from layers the workspace does not control — an untrusted workspace
+//! must not be able to trust itself — and an untrusted workspace's settings
+//! layer is dropped whole (its servers too), as in Qwen Code.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +20,7 @@ use std::sync::Arc;
 
 use crate::formats::{ApprovalRecord, TrustedFoldersFile};
 use crate::glob;
-use crate::load::{Content, ParsedSource, SettingsContent};
+use crate::load::{Content, DroppedSpec, ExtensionContent, ParsedSource, SettingsContent};
 use crate::resource::{LspServerSpec, McpServerSpec, SourceKind};
 use crate::trust;
 
@@ -117,6 +119,17 @@ pub struct DesiredLsp {
     pub spec: Arc<LspServerSpec>,
 }
 
+/// A server entry that produced no spec (and that no other source defines):
+/// it has a row in status, `Failed` with reason `InvalidSpec`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvalidEntry {
+    pub source: SourceKind,
+    /// A best-effort spec (what could be read of the entry).
+    pub spec: DroppedSpec,
+    /// Why, one `path:line:col: message` per line.
+    pub message: String,
+}
+
 /// The merged desired state of one workspace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DesiredState {
@@ -129,12 +142,37 @@ pub struct DesiredState {
     pub lsp: BTreeMap<String, DesiredLsp>,
     /// This workspace's approval records, by server name.
     pub approvals: BTreeMap<String, ApprovalRecord>,
+    /// Entries of the sources in force that produced no spec, by name (MCP
+    /// and LSP apart), unless a valid definition of the name exists.
+    pub invalid_mcp: BTreeMap<String, InvalidEntry>,
+    pub invalid_lsp: BTreeMap<String, InvalidEntry>,
+}
+
+/// The extensions active in this workspace, in directory order.
+fn active_extensions(sources: &SourceSet) -> impl Iterator<Item = &ExtensionContent> {
+    sources.extensions.iter().filter_map(|e| match &e.content {
+        Content::Extension(c) if !c.inactive => Some(c),
+        _ => None,
+    })
 }
 
 fn settings_of(source: &ParsedSource) -> Option<&SettingsContent> {
     match &source.content {
         Content::Settings(s) => Some(s),
         _ => None,
+    }
+}
+
+/// An allow-list merged as Qwen Code merges `mcp.allowed`: absent until a
+/// layer has one, then every layer's names (empty names dropped).
+fn concat(into: &mut Option<Vec<String>>, more: &Option<Vec<String>>) {
+    if let Some(more) = more {
+        let list = into.get_or_insert_with(Vec::new);
+        for item in more {
+            if !item.is_empty() && !list.contains(item) {
+                list.push(item.clone());
+            }
+        }
     }
 }
 
@@ -171,23 +209,12 @@ pub fn desired_state(
         lsp_require_trusted_workspace: true,
         ..Policy::default()
     };
+    // Trust is decided by the layers the workspace does not control.
     for layer in &layers {
         let Some(s) = settings_of(layer) else {
             continue;
         };
-        let workspace_controlled = layer.kind == SourceKind::WorkspaceSettings;
-        if s.mcp_allowed.is_some() {
-            policy.mcp_allowed.settings = s.mcp_allowed.clone();
-        }
-        union(&mut policy.mcp_excluded, &s.mcp_excluded);
-        if s.mcp_server_command.is_some() {
-            policy.mcp_server_command = s.mcp_server_command.clone();
-        }
-        if s.lsp_allowed.is_some() {
-            policy.lsp_allowed.settings = s.lsp_allowed.clone();
-        }
-        union(&mut policy.lsp_excluded, &s.lsp_excluded);
-        if !workspace_controlled {
+        if layer.kind != SourceKind::WorkspaceSettings {
             if let Some(v) = s.folder_trust_enabled {
                 policy.folder_trust_enabled = v;
             }
@@ -196,26 +223,50 @@ pub fn desired_state(
             }
         }
     }
-    policy.mcp_allowed.cli = cli.allowed_mcp.clone();
-    policy.lsp_allowed.cli = cli.allowed_lsp.clone();
     let empty_rules = TrustedFoldersFile::new();
     let rules = match &sources.trusted_folders.content {
         Content::TrustedFolders(r) => r,
         _ => &empty_rules,
     };
     policy.trusted = trust::is_trusted(workspace, policy.folder_trust_enabled, rules, resolve);
+    // An untrusted workspace's settings layer is dropped whole, as in Qwen Code.
+    let layers: Vec<&ParsedSource> = layers
+        .into_iter()
+        .filter(|l| policy.trusted || l.kind != SourceKind::WorkspaceSettings)
+        .collect();
+    for layer in &layers {
+        let Some(s) = settings_of(layer) else {
+            continue;
+        };
+        // Qwen Code concatenates the lists of every layer (both of them).
+        concat(&mut policy.mcp_allowed.settings, &s.mcp_allowed);
+        union(&mut policy.mcp_excluded, &s.mcp_excluded);
+        if s.mcp_server_command.is_some() {
+            policy.mcp_server_command = s.mcp_server_command.clone();
+        }
+        concat(&mut policy.lsp_allowed.settings, &s.lsp_allowed);
+        union(&mut policy.lsp_excluded, &s.lsp_excluded);
+    }
+    policy.mcp_allowed.cli = cli.allowed_mcp.clone();
+    policy.lsp_allowed.cli = cli.allowed_lsp.clone();
 
     // MCP servers, lowest precedence first; later inserts replace whole entries.
     let mut mcp: BTreeMap<String, DesiredMcp> = BTreeMap::new();
-    // Among extensions the first (by directory order) keeps a name.
-    for ext in &sources.extensions {
-        if let Content::Extension(e) = &ext.content {
-            for (name, spec) in e.mcp_servers.iter() {
-                mcp.entry(name.clone()).or_insert_with(|| DesiredMcp {
-                    source: SourceKind::Extension,
-                    spec: spec.clone(),
-                });
-            }
+    // Among active extensions the first (by directory order) keeps a name;
+    // a server the user disabled for its extension is `disabled`.
+    for e in active_extensions(sources) {
+        for (name, spec) in e.mcp_servers.iter() {
+            mcp.entry(name.clone()).or_insert_with(|| DesiredMcp {
+                source: SourceKind::Extension,
+                spec: if e.disabled_mcp_servers.contains(name) {
+                    Arc::new(McpServerSpec {
+                        disabled: Some(true),
+                        ..McpServerSpec::clone(spec)
+                    })
+                } else {
+                    spec.clone()
+                },
+            });
         }
     }
     let put = |mcp: &mut BTreeMap<String, DesiredMcp>,
@@ -260,14 +311,12 @@ pub fn desired_state(
 
     // LSP servers: extensions (first keeps a name), then the workspace file.
     let mut lsp: BTreeMap<String, DesiredLsp> = BTreeMap::new();
-    for ext in &sources.extensions {
-        if let Content::Extension(e) = &ext.content {
-            for (name, spec) in e.lsp_servers.iter() {
-                lsp.entry(name.clone()).or_insert_with(|| DesiredLsp {
-                    source: SourceKind::Extension,
-                    spec: spec.clone(),
-                });
-            }
+    for e in active_extensions(sources) {
+        for (name, spec) in e.lsp_servers.iter() {
+            lsp.entry(name.clone()).or_insert_with(|| DesiredLsp {
+                source: SourceKind::Extension,
+                spec: spec.clone(),
+            });
         }
     }
     if let Content::LspServers(servers) = &sources.lsp_json.content {
@@ -290,6 +339,47 @@ pub fn desired_state(
         _ => BTreeMap::new(),
     };
 
+    // Entries without a spec, in precedence order (a later source's wins),
+    // when no source defines the name validly.
+    let mut invalid_mcp = BTreeMap::new();
+    let mut invalid_lsp = BTreeMap::new();
+    let in_force = sources
+        .extensions
+        .iter()
+        .filter(|e| matches!(&e.content, Content::Extension(c) if !c.inactive))
+        .chain(layers.iter().copied().filter(|l| {
+            matches!(
+                l.kind,
+                SourceKind::SystemDefaults | SourceKind::UserSettings
+            )
+        }))
+        .chain([&sources.mcp_json, &sources.lsp_json])
+        .chain(layers.iter().copied().filter(|l| {
+            matches!(
+                l.kind,
+                SourceKind::WorkspaceSettings | SourceKind::SystemSettings
+            )
+        }))
+        .chain(sources.cli_mcp.iter());
+    for source in in_force {
+        for dropped in &source.dropped {
+            let entry = InvalidEntry {
+                source: source.kind,
+                spec: dropped.spec.clone(),
+                message: dropped.message.clone(),
+            };
+            match &dropped.spec {
+                DroppedSpec::Mcp(_) if !mcp.contains_key(&dropped.name) => {
+                    invalid_mcp.insert(dropped.name.clone(), entry);
+                }
+                DroppedSpec::Lsp(_) if !lsp.contains_key(&dropped.name) => {
+                    invalid_lsp.insert(dropped.name.clone(), entry);
+                }
+                _ => {}
+            }
+        }
+    }
+
     DesiredState {
         workspace: workspace.to_path_buf(),
         policy,
@@ -297,5 +387,7 @@ pub fn desired_state(
         mcp,
         lsp,
         approvals,
+        invalid_mcp,
+        invalid_lsp,
     }
 }

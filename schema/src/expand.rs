@@ -50,15 +50,17 @@ pub fn extension_vars(extension_path: &str, workspace_path: &str) -> BTreeMap<St
     vars
 }
 
+/// A reference that could not be expanded; it stays in the text literally
+/// (as Qwen Code leaves it), and is reported as a warning.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExpandError {
     #[error(
-        "expand ${{{name}}}: the variable is not set and has no default (write ${{{name}:-default}} to give one)"
+        "${{{name}}} is not set and has no default, so it stays literal (write ${{{name}:-default}} to give one)"
     )]
     Unset { name: String },
-    #[error("expand variable reference: missing '}}' after \"${{{text}\"")]
+    #[error("\"${{{text}\" has no closing '}}', so it stays literal")]
     Unterminated { text: String },
-    #[error("expand \"${{{text}}}\": expected ${{NAME}} or ${{NAME:-default}}")]
+    #[error("\"${{{text}}}\" is not ${{NAME}} or ${{NAME:-default}}, so it stays literal")]
     Malformed { text: String },
 }
 
@@ -80,10 +82,17 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
-/// Expand every variable reference in `input`.
-pub fn expand(input: &str, vars: &Vars<'_>) -> Result<String, ExpandError> {
+/// Expand every variable reference in `input`. A reference that cannot be
+/// expanded stays as written and is returned as a problem.
+pub fn expand(input: &str, vars: &Vars<'_>) -> (String, Vec<ExpandError>) {
+    let mut problems = Vec::new();
+    let out = expand_into(input, vars, &mut problems);
+    (out, problems)
+}
+
+fn expand_into(input: &str, vars: &Vars<'_>, problems: &mut Vec<ExpandError>) -> String {
     if !input.contains('$') {
-        return Ok(input.to_owned());
+        return input.to_owned();
     }
     let chars: Vec<char> = input.chars().collect();
     let mut out = String::with_capacity(input.len());
@@ -116,9 +125,14 @@ pub fn expand(input: &str, vars: &Vars<'_>) -> Result<String, ExpandError> {
                 }
                 let body: String = chars[start..j.min(chars.len())].iter().collect();
                 if j >= chars.len() {
-                    return Err(ExpandError::Unterminated { text: body });
+                    problems.push(ExpandError::Unterminated { text: body });
+                    out.extend(&chars[i..]);
+                    return out;
                 }
-                out.push_str(&expand_braced(&body, vars)?);
+                match expand_braced(&body, vars, problems) {
+                    Some(v) => out.push_str(&v),
+                    None => out.extend(&chars[i..=j]),
+                }
                 i = j + 1;
             }
             Some(&n) if is_name_start(n) => {
@@ -129,7 +143,10 @@ pub fn expand(input: &str, vars: &Vars<'_>) -> Result<String, ExpandError> {
                 let name: String = chars[i + 1..j].iter().collect();
                 match vars.lookup(&name) {
                     Some(v) => out.push_str(v),
-                    None => return Err(ExpandError::Unset { name }),
+                    None => {
+                        out.extend(&chars[i..j]);
+                        problems.push(ExpandError::Unset { name });
+                    }
                 }
                 i = j;
             }
@@ -139,10 +156,11 @@ pub fn expand(input: &str, vars: &Vars<'_>) -> Result<String, ExpandError> {
             }
         }
     }
-    Ok(out)
+    out
 }
 
-fn expand_braced(body: &str, vars: &Vars<'_>) -> Result<String, ExpandError> {
+/// The value of `${body}`, or `None` (with a problem) to keep it literal.
+fn expand_braced(body: &str, vars: &Vars<'_>, problems: &mut Vec<ExpandError>) -> Option<String> {
     let (name, default) = match body.find(":-") {
         Some(pos) => (&body[..pos], Some(&body[pos + 2..])),
         None => (body, None),
@@ -150,17 +168,21 @@ fn expand_braced(body: &str, vars: &Vars<'_>) -> Result<String, ExpandError> {
     let valid_name = name == "/"
         || (name.chars().next().is_some_and(is_name_start) && name.chars().all(is_name_char));
     if !valid_name {
-        return Err(ExpandError::Malformed {
+        problems.push(ExpandError::Malformed {
             text: body.to_owned(),
         });
+        return None;
     }
     match (vars.lookup(name), default) {
-        (Some(v), Some(_)) if !v.is_empty() => Ok(v.to_owned()),
-        (Some(v), None) => Ok(v.to_owned()),
-        (_, Some(default)) => expand(default, vars),
-        (None, None) => Err(ExpandError::Unset {
-            name: name.to_owned(),
-        }),
+        (Some(v), Some(_)) if !v.is_empty() => Some(v.to_owned()),
+        (Some(v), None) => Some(v.to_owned()),
+        (_, Some(default)) => Some(expand_into(default, vars, problems)),
+        (None, None) => {
+            problems.push(ExpandError::Unset {
+                name: name.to_owned(),
+            });
+            None
+        }
     }
 }
 
@@ -175,51 +197,58 @@ mod tests {
             .collect()
     }
 
+    /// The expansion, asserting it had no problem.
+    fn clean(s: &str, v: &Vars<'_>) -> String {
+        let (out, problems) = expand(s, v);
+        assert!(problems.is_empty(), "{s}: {problems:?}");
+        out
+    }
+
     #[test]
     fn plain_braced_and_default_forms() {
         let env = env();
         let v = Vars::env(&env);
-        assert_eq!(expand("$HOME/bin", &v).unwrap(), "/home/u/bin");
-        assert_eq!(expand("${HOME}x", &v).unwrap(), "/home/ux");
-        assert_eq!(expand("${NOPE:-fallback}", &v).unwrap(), "fallback");
-        assert_eq!(expand("${EMPTY:-fallback}", &v).unwrap(), "fallback");
-        assert_eq!(expand("${TOKEN:-fallback}", &v).unwrap(), "s3cr3t");
-        assert_eq!(expand("${NOPE:-$HOME/x}", &v).unwrap(), "/home/u/x");
-        assert_eq!(expand("${NOPE:-${TOKEN}}", &v).unwrap(), "s3cr3t");
-        assert_eq!(expand("${NOPE:-}", &v).unwrap(), "");
-        assert_eq!(expand("cost: 5$ or $1", &v).unwrap(), "cost: 5$ or $1");
-        assert_eq!(expand("no vars", &v).unwrap(), "no vars");
+        assert_eq!(clean("$HOME/bin", &v), "/home/u/bin");
+        assert_eq!(clean("${HOME}x", &v), "/home/ux");
+        assert_eq!(clean("${NOPE:-fallback}", &v), "fallback");
+        assert_eq!(clean("${EMPTY:-fallback}", &v), "fallback");
+        assert_eq!(clean("${TOKEN:-fallback}", &v), "s3cr3t");
+        assert_eq!(clean("${NOPE:-$HOME/x}", &v), "/home/u/x");
+        assert_eq!(clean("${NOPE:-${TOKEN}}", &v), "s3cr3t");
+        assert_eq!(clean("${NOPE:-}", &v), "");
+        assert_eq!(clean("cost: 5$ or $1", &v), "cost: 5$ or $1");
+        assert_eq!(clean("no vars", &v), "no vars");
     }
 
+    /// Qwen Code leaves an unset variable literal; so does Steward, with a
+    /// problem naming it (the loaders turn it into a warning).
     #[test]
-    fn unset_without_default_names_the_variable() {
+    fn unset_without_default_stays_literal_and_names_the_variable() {
         let env = env();
         let v = Vars::env(&env);
-        let err = expand("Bearer ${API_KEY}", &v).unwrap_err();
-        assert_eq!(err.variable(), Some("API_KEY"));
-        assert!(err.to_string().contains("${API_KEY}"), "{err}");
-        assert_eq!(
-            expand("$MISSING", &v).unwrap_err().variable(),
-            Some("MISSING")
+        let (out, problems) = expand("Bearer ${API_KEY} $MISSING/$HOME", &v);
+        assert_eq!(out, "Bearer ${API_KEY} $MISSING//home/u");
+        let names: Vec<_> = problems.iter().filter_map(ExpandError::variable).collect();
+        assert_eq!(names, ["API_KEY", "MISSING"]);
+        assert!(
+            problems[0].to_string().contains("${API_KEY}"),
+            "{}",
+            problems[0]
         );
     }
 
     #[test]
-    fn malformed_references_are_errors() {
+    fn malformed_references_stay_literal() {
         let env = env();
         let v = Vars::env(&env);
-        assert!(matches!(
-            expand("${HOME", &v),
-            Err(ExpandError::Unterminated { .. })
-        ));
-        assert!(matches!(
-            expand("${1abc}", &v),
-            Err(ExpandError::Malformed { .. })
-        ));
-        assert!(matches!(
-            expand("${}", &v),
-            Err(ExpandError::Malformed { .. })
-        ));
+        let (out, problems) = expand("a ${HOME", &v);
+        assert_eq!(out, "a ${HOME");
+        assert!(matches!(problems[..], [ExpandError::Unterminated { .. }]));
+        for text in ["${1abc}", "${}"] {
+            let (out, problems) = expand(text, &v);
+            assert_eq!(out, text);
+            assert!(matches!(problems[..], [ExpandError::Malformed { .. }]));
+        }
     }
 
     #[test]
@@ -231,12 +260,12 @@ mod tests {
             extension: Some(&ext),
         };
         assert_eq!(
-            expand("${extensionPath}${/}bin${/}srv", &v).unwrap(),
+            clean("${extensionPath}${/}bin${/}srv", &v),
             "/ext/one/bin/srv"
         );
-        assert_eq!(expand("${CLAUDE_PLUGIN_ROOT}", &v).unwrap(), "/ext/one");
-        assert_eq!(expand("${workspacePath}", &v).unwrap(), "/ws");
+        assert_eq!(clean("${CLAUDE_PLUGIN_ROOT}", &v), "/ext/one");
+        assert_eq!(clean("${workspacePath}", &v), "/ws");
         // Outside an extension these are ordinary (unset) variables.
-        assert!(expand("${extensionPath}", &Vars::env(&env)).is_err());
+        assert!(!expand("${extensionPath}", &Vars::env(&env)).1.is_empty());
     }
 }

@@ -22,6 +22,9 @@ pub enum McpEntryType {
     Http,
     /// Server-sent events at `url`.
     Sse,
+    /// Qwen Code: a server hosted in-process by an SDK application. Steward
+    /// cannot reach one: the entry is skipped, with a warning.
+    Sdk,
 }
 
 /// One MCP server, as written in `mcpServers` (settings.json, `.mcp.json`,
@@ -85,6 +88,37 @@ pub struct McpServerEntry {
     /// connection fingerprint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<serde_json::Map<String, Value>>,
+    /// Qwen Code's authentication provider for remote servers
+    /// (`dynamic_discovery`, `google_credentials`,
+    /// `service_account_impersonation`). Part of the connection fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_provider_type: Option<String>,
+    /// Audience of the Google ID token (`service_account_impersonation`).
+    /// Part of the connection fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_audience: Option<String>,
+    /// Service account to impersonate (`service_account_impersonation`).
+    /// Part of the connection fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_service_account: Option<String>,
+    /// Qwen Code: load this server's tools eagerly instead of through tool
+    /// search. Accepted; it changes nothing in Steward.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always_load_tools: Option<bool>,
+    /// `auto` probes the 2026-07-28 protocol before falling back to the
+    /// legacy handshake (stdio servers); anything else is the legacy one.
+    /// Part of the connection fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_negotiation: Option<String>,
+    /// Milliseconds allowed for connecting and listing tools (100..=300000;
+    /// default 30000 for stdio, 5000 for remote servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 100, max = 300000))]
+    pub discovery_timeout_ms: Option<u64>,
+    /// Qwen Code: a WebSocket server address. Steward cannot reach one: an
+    /// entry with only `tcp` is skipped, with a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<String>,
 }
 
 /// `mcp` settings.
@@ -214,6 +248,9 @@ pub struct SocketObject {
     /// Unix socket path for `socket` (relative to the workspace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// Same as `path` (Qwen Code's name for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_path: Option<String>,
 }
 
 /// `socket`: an object, or a string that is a unix socket path.
@@ -259,6 +296,9 @@ pub struct LspServerEntry {
     /// Same as `socket.path` (accepted at the top level).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// Same as `path` (Qwen Code's name for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_path: Option<String>,
     /// Extra environment for the process (code-injection variables refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = {}))]

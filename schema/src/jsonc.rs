@@ -50,6 +50,9 @@ pub struct Document {
     /// The text, kept to find positions on demand.
     text: String,
     root: OnceLock<Node>,
+    /// Keys written twice in one object (the last one wins): where the
+    /// repeated key is, and the key.
+    duplicates: Vec<(Pos, String)>,
 }
 
 /// Position tree mirroring `Document::value` (not keyed by pointer strings, so
@@ -105,6 +108,12 @@ impl Document {
             (true, Some(key)) => key,
             _ => l.pos,
         })
+    }
+
+    /// Keys written twice in the same object, with the position of the
+    /// repetition (JSON.parse keeps the last value, as this parser does).
+    pub fn duplicate_keys(&self) -> &[(Pos, String)] {
+        &self.duplicates
     }
 
     /// The position tree, built on first use (the text parsed before, so
@@ -201,26 +210,94 @@ impl SyntaxError {
 
 /// Parse JSON with comments. See the module documentation for what is accepted.
 pub fn parse(text: &str) -> Result<Document, SyntaxError> {
-    if let Some(value) = fast_value(text) {
+    if let Some((value, repeated)) = fast_value(text) {
+        // Duplicates are rare: only then is the text parsed again to find them.
+        let duplicates = if repeated {
+            let mut parser = Parser::new(text);
+            let _ = parser.document();
+            parser.duplicates
+        } else {
+            Vec::new()
+        };
         return Ok(Document {
             value,
             text: text.to_owned(),
             root: OnceLock::new(),
+            duplicates,
         });
     }
-    let (value, root) = Parser::new(text).document()?;
+    let mut parser = Parser::new(text);
+    let (value, root) = parser.document()?;
     Ok(Document {
         value,
         text: text.to_owned(),
         root: OnceLock::from(root),
+        duplicates: parser.duplicates,
     })
 }
 
-/// The value of `text` by serde_json, comments blanked out; `None` when
-/// serde_json refuses it (then this module's parser decides).
-fn fast_value(text: &str) -> Option<Value> {
+/// The value of `text` by serde_json, comments blanked out, and whether an
+/// object in it repeats a key; `None` when serde_json refuses it (then this
+/// module's parser decides).
+fn fast_value(text: &str) -> Option<(Value, bool)> {
     let body = text.strip_prefix('\u{FEFF}').unwrap_or(text);
-    serde_json::from_str(&blank_comments(body)?).ok()
+    let body = blank_comments(body)?;
+    let value = serde_json::from_str(&body).ok()?;
+    let mut de = serde_json::Deserializer::from_str(&body);
+    let repeated = serde::de::DeserializeSeed::deserialize(RepeatedKeys, &mut de).unwrap_or(true);
+    Some((value, repeated))
+}
+
+/// Whether an object of a JSON text repeats a key (a serde pass that keeps
+/// no values).
+struct RepeatedKeys;
+
+impl<'de> serde::de::DeserializeSeed<'de> for RepeatedKeys {
+    type Value = bool;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for RepeatedKeys {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        let mut repeated = false;
+        while let Some(key) = map.next_key::<String>()? {
+            repeated |= !seen.insert(key);
+            repeated |= map.next_value_seed(RepeatedKeys)?;
+        }
+        Ok(repeated)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let mut repeated = false;
+        while let Some(r) = seq.next_element_seed(RepeatedKeys)? {
+            repeated |= r;
+        }
+        Ok(repeated)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
 }
 
 /// `text` with every comment replaced by spaces (line breaks kept); `None`
@@ -287,6 +364,8 @@ struct Parser<'a> {
     /// Offset of the first character after the BOM (line 1, column 1).
     start: usize,
     cursor: Cursor,
+    /// Keys repeated in an object: the repetition's position, the key.
+    duplicates: Vec<(Pos, String)>,
 }
 
 type Parsed = Result<(Value, Node), SyntaxError>;
@@ -305,11 +384,12 @@ impl<'a> Parser<'a> {
                 line: 1,
                 column: 1,
             },
+            duplicates: Vec::new(),
         }
     }
 
     /// The whole text as one JSON value, with its position tree.
-    fn document(mut self) -> Parsed {
+    fn document(&mut self) -> Parsed {
         self.skip_ws()?;
         if self.i >= self.bytes.len() {
             return Err(self.error_at(self.i, "file is empty; expected a JSON value".into()));
@@ -543,7 +623,10 @@ impl<'a> Parser<'a> {
                 self.i += 1;
                 self.skip_ws()?;
                 let (value, node) = self.parse_value()?;
-                // Duplicate keys: the last one wins (JSON.parse).
+                // Duplicate keys: the last one wins (JSON.parse); remembered.
+                if members.contains_key(&key) {
+                    self.duplicates.push((key_pos, key.clone()));
+                }
                 map.insert(key.clone(), value);
                 members.insert(key, Member { key: key_pos, node });
                 self.skip_ws()?;
@@ -1472,10 +1555,15 @@ mod tests {
     }
 
     fn check_fast_path(text: &str) -> Result<(), TestCaseError> {
-        let slow = Parser::new(text).document().map(|(v, _)| v);
+        let mut parser = Parser::new(text);
+        let slow = parser.document().map(|(v, _)| v);
         match (fast_value(text), slow) {
-            (Some(fast), Ok(slow)) => prop_assert_eq!(fast, slow, "{:?}", text),
-            (Some(fast), Err(e)) => {
+            (Some((fast, repeated)), Ok(slow)) => {
+                prop_assert_eq!(fast, slow, "{:?}", text);
+                // The cheap repeated-key check agrees with the parser.
+                prop_assert_eq!(repeated, !parser.duplicates.is_empty(), "{:?}", text);
+            }
+            (Some((fast, _)), Err(e)) => {
                 prop_assert!(
                     false,
                     "fast path accepted {:?} as {} but the parser says {}",

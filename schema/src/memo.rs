@@ -23,7 +23,34 @@ use crate::resource::{LspServerSpec, McpServerSpec, Scope};
 pub type FieldErrors = Vec<(String, String)>;
 
 /// The outcome of building one entry; shared, so a hit costs a pointer copy.
-pub type Built<T> = Result<Arc<T>, FieldErrors>;
+pub type Built<T> = Arc<Outcome<T>>;
+
+/// What building one entry gave: its spec, or why it has none; and the
+/// warnings (coercions, unset variables, ignored keys) either way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome<T> {
+    pub result: Result<Arc<T>, Failed<T>>,
+    pub warnings: FieldErrors,
+}
+
+/// An entry that produced no spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failed<T> {
+    /// `false`: the entry is invalid (an error: a strict load rejects the
+    /// source). `true`: it is skipped, as Qwen Code skips it (a warning; the
+    /// rest of the source applies).
+    pub skipped: bool,
+    pub problems: FieldErrors,
+    /// A best-effort spec, so that the entry still has a row in status.
+    pub placeholder: Arc<T>,
+}
+
+impl<T> Outcome<T> {
+    /// Whether the entry built with nothing to report.
+    pub fn is_clean(&self) -> bool {
+        self.result.is_ok() && self.warnings.is_empty()
+    }
+}
 
 /// Where an entry map was written. The scope tells apart two settings
 /// layers that live in the same file.
@@ -129,7 +156,7 @@ pub(crate) fn build_entries<T: MemoKind>(
     workspace: &Path,
     env: &BTreeMap<String, String>,
     (entries, coverage): (impl IntoIterator<Item = (String, Value)>, Coverage),
-    mut build: impl FnMut(&str, &Value) -> Result<T, FieldErrors>,
+    mut build: impl FnMut(&str, &Value) -> Outcome<T>,
 ) -> Vec<(String, Built<T>)> {
     let key = MapKey {
         path: place.path.to_path_buf(),
@@ -154,7 +181,7 @@ pub(crate) fn build_entries<T: MemoKind>(
         let memoized = match reusable {
             Some(m) if m.literal == literal => m,
             _ => Memoized {
-                built: build(&name, &literal).map(Arc::new),
+                built: Arc::new(build(&name, &literal)),
                 literal,
             },
         };

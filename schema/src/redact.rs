@@ -433,6 +433,7 @@ mod tests {
             description: None,
             disabled: None,
             oauth: None,
+            qwen: Default::default(),
             extension_name: None,
             config_hash: "h".to_owned(),
             approval_hash: "a".to_owned(),

@@ -160,12 +160,16 @@ pub struct McpServerSpec {
     pub disabled: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth: Option<serde_json::Map<String, Value>>,
+    /// The fields of Qwen Code's entry format beyond the ones above.
+    #[serde(flatten)]
+    pub qwen: QwenMcpFields,
     /// The extension that provides it (scope `extension`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extension_name: Option<String>,
     /// Connection fingerprint: a change restarts the connection.
     pub config_hash: String,
-    /// Hash of the literal (pre-expansion) entry an approval binds to.
+    /// What an approval binds to: Qwen Code's hash of the entry as Qwen Code
+    /// holds it (see `steward_schema::qwen`), so decisions are shared.
     pub approval_hash: String,
     /// The expanded fields as written in the source, for display without
     /// secrets ([`crate::redact`]). Not hashed, never serialized.
@@ -187,6 +191,29 @@ pub struct AsWritten {
     /// The URL a streamable HTTP server was given (`httpUrl`, or `url` with `type: "http"`).
     pub http_url: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
+}
+
+/// Fields of Qwen Code's MCP entry format that Steward accepts and passes
+/// on (flattened into [`McpServerSpec`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QwenMcpFields {
+    /// `dynamic_discovery`, `google_credentials` or `service_account_impersonation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_provider_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_audience: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_service_account: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always_load_tools: Option<bool>,
+    /// `auto`: probe the 2026-07-28 protocol first (stdio servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_negotiation: Option<String>,
+    /// Bound on connecting and listing tools, in milliseconds (absent: 30000
+    /// for stdio, 5000 for remote servers; Qwen Code's defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery_timeout_ms: Option<u64>,
 }
 
 /// Where a tcp/socket language server listens (normalized).
@@ -524,6 +551,11 @@ pub struct SourceStatus {
     /// The same problems, structured.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub diagnostics: Vec<Diagnostic>,
+    /// What Qwen Code tolerates and Steward reports: coerced or ignored
+    /// values, unset variables, skipped entries, dropped `env` keys. Never
+    /// a reason to reject the source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Diagnostic>,
 }
 
 /// A server admission skipped or a reconcile outcome, by name.

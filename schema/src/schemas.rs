@@ -1,6 +1,13 @@
 //! The JSON Schemas (Draft 2020-12) of every source format and resource kind,
 //! generated from the types in [`crate::formats`] and [`crate::resource`].
-//! `steward schema` prints them; validation checks documents against them.
+//!
+//! Two audiences, two strictness levels. The loaders validate against the
+//! generated schemas as they are, after the coercions Qwen Code applies
+//! ([`crate::lenient`]): a `null` field is an absent one. `steward schema`
+//! (and `crds-like-specs/`) prints them for editors, made strict so that a
+//! typo shows while typing ([`by_name`]): a server entry lists every field
+//! Qwen Code and Claude Code know and no other, needs one of `command`,
+//! `url`, `httpUrl`, and has no `null` where the format has none.
 
 use std::collections::BTreeMap;
 
@@ -28,13 +35,23 @@ pub const NAMES: &[(&str, &str)] = &[
     ("workspace-status", "workspace-status.schema.json"),
 ];
 
-/// The schema called `name`, if there is one.
+/// The schema called `name`, if there is one: for the source formats, the
+/// strict form meant for editors (see the module docs).
 pub fn by_name(name: &str) -> Option<Value> {
     Some(match name {
-        "settings" => settings(),
-        "mcp-json" => mcp_json(),
-        "lsp-json" => lsp_json(),
-        "extension" => extension(),
+        "settings" => for_editors(settings()),
+        "mcp-json" => for_editors(mcp_json()),
+        "lsp-json" => {
+            let mut v = for_editors(lsp_json());
+            if let Some(Value::Object(props)) = v.get_mut("properties") {
+                props.insert(
+                    "mcpServers".into(),
+                    json!({"not": {}, "description": "MCP servers belong in .mcp.json: .lsp.json maps a language to a language server."}),
+                );
+            }
+            v
+        }
+        "extension" => for_editors(extension()),
         "approvals" => approvals(),
         "trusted-folders" => trusted_folders(),
         "mcp-server" => generated::<McpServer>("mcp-server", "An McpServer resource"),
@@ -70,6 +87,17 @@ pub fn lsp_json() -> Value {
     )
 }
 
+/// One MCP server entry (the typed form, after the coercions of
+/// [`crate::lenient`]).
+pub fn mcp_server_entry() -> Value {
+    generated::<McpServerEntry>("mcp-server-entry", "One MCP server entry.")
+}
+
+/// One language server entry (the typed form).
+pub fn lsp_server_entry() -> Value {
+    generated::<LspServerEntry>("lsp-server-entry", "One language server entry.")
+}
+
 /// A bare `name → MCP server` map (an extension's referenced mcpServers file).
 pub fn mcp_servers_map() -> Value {
     map_of::<McpServerEntry>("mcp-servers", "MCP servers", "MCP servers by name.")
@@ -91,6 +119,63 @@ pub fn trusted_folders() -> Value {
     );
     allow_schema_key(&mut v);
     v
+}
+
+/// The strict form of a source format's schema: server entries (and the
+/// objects inside them) accept only the fields they list, an MCP entry
+/// needs a way to reach its server, and `null` is not a value.
+fn for_editors(mut schema: Value) -> Value {
+    fn no_null(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::Array(types)) = map.get_mut("type") {
+                    types.retain(|t| t != "null");
+                    if types.len() == 1 {
+                        let only = types.remove(0);
+                        map.insert("type".into(), only);
+                    }
+                }
+                if let Some(Value::Array(branches)) = map.get_mut("anyOf") {
+                    branches.retain(|b| b.get("type") != Some(&json!("null")));
+                    if branches.len() == 1 {
+                        let only = branches.remove(0);
+                        map.remove("anyOf");
+                        if let Value::Object(only) = only {
+                            for (k, v) in only {
+                                map.entry(k).or_insert(v);
+                            }
+                        }
+                    }
+                }
+                map.values_mut().for_each(no_null);
+            }
+            Value::Array(items) => items.iter_mut().for_each(no_null),
+            _ => {}
+        }
+    }
+    no_null(&mut schema);
+    if let Some(Value::Object(defs)) = schema.get_mut("$defs") {
+        for (name, def) in defs.iter_mut() {
+            let Value::Object(def) = def else { continue };
+            if matches!(
+                name.as_str(),
+                "McpServerEntry" | "LspServerEntry" | "SocketObject"
+            ) {
+                def.insert("unevaluatedProperties".into(), json!(false));
+            }
+            if name == "McpServerEntry" {
+                def.insert(
+                    "anyOf".into(),
+                    json!([
+                        {"required": ["command"]},
+                        {"required": ["url"]},
+                        {"required": ["httpUrl"]}
+                    ]),
+                );
+            }
+        }
+    }
+    schema
 }
 
 fn id(name: &str) -> String {

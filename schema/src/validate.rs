@@ -146,6 +146,20 @@ impl SchemaValidator {
         violations
     }
 
+    /// Every violation in `value` as `(pointer, message)`, without positions
+    /// (for a value that is part of a document: the caller places them).
+    pub fn violations(&self, value: &Value) -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        for error in self.validator.iter_errors(value) {
+            self.explain(&error, &mut found);
+        }
+        let mut out: Vec<(String, String)> =
+            found.into_iter().map(|f| (f.pointer, f.message)).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// The schema object at `pointer` (a location `jsonschema` reported).
     fn schema_at(&self, pointer: &str) -> Option<&Value> {
         self.schema.pointer(pointer)
@@ -821,6 +835,11 @@ fn join_or(mut nouns: Vec<String>) -> String {
 }
 
 /// How to name a value the user wrote: short scalars verbatim, the rest by type.
+/// A value as messages name it (`"abc"`, `5`, `an object`…).
+pub(crate) fn describe(v: &Value) -> String {
+    found(v)
+}
+
 fn found(v: &Value) -> String {
     match v {
         Value::String(s) if s.chars().count() <= SHORT_STRING => v.to_string(),
@@ -900,7 +919,7 @@ fn duplicate_item(v: &Value) -> Option<&Value> {
 
 /// The closest candidate within a small edit distance (case-insensitive;
 /// at most 1 edit for names of 3 characters or fewer, else at most 2).
-fn did_you_mean<'c>(name: &str, candidates: &[&'c str]) -> Option<&'c str> {
+pub(crate) fn did_you_mean<'c>(name: &str, candidates: &[&'c str]) -> Option<&'c str> {
     let name_lc: Vec<char> = name.to_lowercase().chars().collect();
     let limit = if name_lc.len() <= 3 { 1 } else { 2 };
     candidates

@@ -18,11 +18,12 @@ use proptest::option;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Map, Value, json};
-use steward_schema::canonical::hash_value;
+use steward_schema::canonical::{hash_value, sha256_hex};
 use steward_schema::load::{
     self, Content, DEFAULT_MAX_RESTARTS, DEFAULT_SHUTDOWN_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS,
     LoadMode,
 };
+use steward_schema::qwen;
 use steward_schema::resource::{LspServerSpec, McpServerSpec};
 
 // ---------------------------------------------------------------------------
@@ -492,8 +493,9 @@ fn lsp_entry() -> impl Strategy<Value = (String, Lt, Value)> {
     );
     let extra = (
         option::of(vec("[a-z]{1,5}", 1..3)),
-        option::of(small_json()),
-        option::of(small_json()),
+        // Qwen Code reads only objects here (anything else is ignored).
+        option::of(small_json().prop_map(|v| json!({ "k": v }))),
+        option::of(small_json().prop_map(|v| json!({ "k": v }))),
         option::of(btree_map("\\.[a-y]{1,4}", "[a-z]{1,6}", 0..3)),
         option::of(prop_oneof![
             Just("sub"),
@@ -501,7 +503,7 @@ fn lsp_entry() -> impl Strategy<Value = (String, Lt, Value)> {
             Just("."),
             Just("x/../y")
         ]),
-        option::of("file:///[a-z]{1,6}"),
+        option::of("file:///ws/[a-z]{1,6}"),
         option::of(1u64..100_000),
         option::of(1u64..100_000),
         option::of(any::<bool>()),
@@ -616,7 +618,10 @@ fn lsp_changes(name: &str, t: Lt, e: &Value) -> Vec<(&'static str, Value)> {
                 None => with(e, "workspaceFolder", json!("deeper")),
             },
         ),
-        ("rootUri", append_str(e, "rootUri", "x", "file:///zz-other")),
+        (
+            "rootUri",
+            append_str(e, "rootUri", "x", "file:///ws/zz-other"),
+        ),
         (
             "startupTimeout",
             bump(e, "startupTimeout", DEFAULT_STARTUP_TIMEOUT_MS),
@@ -727,12 +732,18 @@ proptest! {
     }
 
     #[test]
-    fn mcp_approval_hash_is_the_canonical_literal_without_provenance(
+    fn mcp_approval_hash_is_qwen_codes_hash_of_the_normalized_literal(
         (_t, entry) in mcp_entry(),
     ) {
+        // `.mcp.json`: the Claude `type` folded in, no expansion, provenance
+        // left out, JSON.stringify with sorted keys.
         let spec = mcp_load(&entry);
-        let literal = without(&entry, &["description", "scope", "extensionName"]);
-        prop_assert_eq!(spec.approval_hash, hash_value(&literal));
+        let held = qwen::normalize_claude_entry(&entry);
+        let literal = without(&held, &["description", "scope", "extensionName"]);
+        let mut text = String::new();
+        qwen::js_stringify_sorted(&literal, &mut text);
+        prop_assert_eq!(&spec.approval_hash, &sha256_hex(text.as_bytes()));
+        prop_assert_eq!(spec.approval_hash, qwen::hash_mcp_server_config(&held));
     }
 
     #[test]
@@ -740,10 +751,14 @@ proptest! {
         (_t, entry) in mcp_entry(),
     ) {
         let s = mcp_load(&entry);
+        // Explicit defaults fingerprint as absent fields.
         let fingerprint = json!({
-            "transport": s.transport, "command": s.command, "args": s.args, "cwd": s.cwd,
-            "env": s.env, "url": s.url, "httpUrl": s.http_url, "headers": s.headers,
-            "timeout": s.timeout, "oauth": s.oauth,
+            "transport": s.transport, "command": s.command,
+            "args": s.args.filter(|a| !a.is_empty()),
+            "cwd": s.cwd.filter(|c| !["", ".", "./", "/ws"].contains(&c.as_str())),
+            "env": s.env.filter(|e| !e.is_empty()), "url": s.url, "httpUrl": s.http_url,
+            "headers": s.headers.filter(|h| !h.is_empty()),
+            "timeout": s.timeout.filter(|t| *t != 600_000), "oauth": s.oauth,
         });
         prop_assert_eq!(s.config_hash, hash_value(&fingerprint));
     }

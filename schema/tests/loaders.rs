@@ -14,7 +14,9 @@ use steward_schema::load::{
     self, Content, DEFAULT_MAX_RESTARTS, DEFAULT_SHUTDOWN_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS,
     FileText, LoadMode, ParsedSource,
 };
-use steward_schema::resource::{LspSocket, McpTransport, Scope, SourceKind, SourceState};
+use steward_schema::resource::{
+    LspSocket, McpServerSpec, McpTransport, Scope, SourceKind, SourceState,
+};
 
 /// 1-based (line, column in characters) of the first occurrence of `needle`.
 fn pos_of(text: &str, needle: &str) -> (u32, u32) {
@@ -33,6 +35,17 @@ fn diag_at<'a>(p: &'a ParsedSource, pointer: &str) -> &'a Diagnostic {
         .iter()
         .find(|d| d.pointer == pointer)
         .unwrap_or_else(|| panic!("no diagnostic at {pointer}: {:#?}", p.diagnostics))
+}
+
+fn warn_at<'a>(p: &'a ParsedSource, pointer: &str) -> &'a Diagnostic {
+    p.warnings
+        .iter()
+        .find(|d| d.pointer == pointer)
+        .unwrap_or_else(|| panic!("no warning at {pointer}: {:#?}", p.warnings))
+}
+
+fn dropped_names(p: &ParsedSource) -> Vec<&str> {
+    p.dropped.iter().map(|d| d.name.as_str()).collect()
 }
 
 fn assert_located(d: &Diagnostic, text: &str, needle: &str) {
@@ -66,7 +79,21 @@ fn load_ext(dir: &str, manifest: &str, files: &[(&str, &str)], mode: LoadMode) -
         })
         .collect();
     let read = reader(&files);
-    load::load_extension(&ext_dir(dir), &text(manifest), &read, &ctx(&env, mode))
+    let manifest = named_manifest(dir, manifest);
+    load::load_extension(&ext_dir(dir), &text(&manifest), &read, &ctx(&env, mode))
+}
+
+/// Load a manifest exactly as written (no name added).
+fn load_ext_as_written(dir: &str, manifest: &str) -> ParsedSource {
+    let env = env();
+    let files: Vec<(String, String)> = Vec::new();
+    let read = reader(&files);
+    load::load_extension(
+        &ext_dir(dir),
+        &text(manifest),
+        &read,
+        &ctx(&env, LoadMode::Lenient),
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -118,10 +145,8 @@ fn claude_type_http_url_normalizes_to_http_url() {
     assert_eq!(claude.url, None);
     let qwen = one_mcp(r#"{"httpUrl": "https://h/mcp"}"#);
     assert_eq!(claude.config_hash, qwen.config_hash, "same connection");
-    assert_ne!(
-        claude.approval_hash, qwen.approval_hash,
-        "different literal"
-    );
+    // Qwen Code hashes a `.mcp.json` entry after folding `type` in.
+    assert_eq!(claude.approval_hash, qwen.approval_hash);
 }
 
 #[test]
@@ -145,48 +170,96 @@ fn transport_inference_prefers_http_url_then_url_then_command() {
     );
     let s = one_mcp(r#"{"command": "srv", "url": "http://h/sse"}"#);
     assert_eq!(s.transport, McpTransport::Sse);
-    // `type` decides when given.
-    let s = one_mcp(r#"{"type": "stdio", "command": "srv", "url": "http://h/sse"}"#);
+    // As in Qwen Code, `type` does not override the order (a warning says so).
+    let t = mcp_json_one(
+        "s",
+        r#"{"type": "stdio", "command": "srv", "url": "http://h/sse"}"#,
+    );
+    let p = load_mcp(&t);
+    assert_eq!(mcp_servers(&p)["s"].transport, McpTransport::Sse);
+    assert!(
+        warn_at(&p, "/mcpServers/s/type")
+            .message
+            .contains("\"url\" (SSE)")
+    );
+    // An empty field is not written: the next one decides.
+    let s = one_mcp(r#"{"httpUrl": "", "command": "srv"}"#);
     assert_eq!(s.transport, McpTransport::Stdio);
-    assert_eq!(s.url, None);
 }
 
+/// `.mcp.json` keys other than `mcpServers` are ignored with a warning; a
+/// `--mcp-config` without `mcpServers` is the map itself, as in Qwen Code.
 #[test]
-fn entry_without_command_url_or_http_url_is_an_error() {
-    let t = r#"{"mcpServers": {"s": {"args": ["x"]}}}"#;
+fn mcp_json_top_level_typos_warn_and_a_bare_cli_map_is_read() {
+    let t = r#"{"mcpServer": {"s": {"command": "x"}}}"#;
     let p = load_mcp(t);
-    assert_eq!(p.state, SourceState::Invalid);
-    let d = diag_at(&p, "/mcpServers/s");
+    assert_eq!(p.state, SourceState::Valid);
+    assert!(mcp_servers(&p).is_empty());
+    let d = warn_at(&p, "/mcpServer");
+    assert!(d.message.contains("did you mean \"mcpServers\""), "{d}");
+    assert_located(d, t, "\"mcpServer\"");
+    let env = env();
+    let files: Vec<(String, String)> = Vec::new();
+    let read = reader(&files);
+    let p = load::load_cli_mcp_config(
+        r#"{"s": {"command": "x"}, "$schema": "x"}"#,
+        &read,
+        &ctx(&env, LoadMode::Strict),
+    );
+    assert!(!p.has_findings(), "{:?}", p.warnings);
+    assert_eq!(mcp_servers(&p).keys().collect::<Vec<_>>(), ["s"]);
+}
+
+/// Qwen Code loads such an entry and fails to connect it; Steward skips it
+/// with a warning and keeps a row for it, and the rest of the file applies.
+#[test]
+fn entry_without_command_url_or_http_url_is_skipped_with_a_warning() {
+    let t = r#"{"mcpServers": {"s": {"args": ["x"]}, "ok": {"command": "x"}}}"#;
+    let p = load_mcp(t);
+    assert_eq!(p.state, SourceState::Valid);
+    assert_eq!(mcp_servers(&p).keys().collect::<Vec<_>>(), ["ok"]);
+    assert_eq!(dropped_names(&p), ["s"]);
+    let d = warn_at(&p, "/mcpServers/s");
     assert!(
         d.message.contains("command") && d.message.contains("httpUrl"),
         "{d}"
     );
     assert_eq!(d.file, PathBuf::from("/ws/.mcp.json"));
     assert!(d.line.is_some() && d.column.is_some(), "{d}");
+    assert!(
+        p.dropped[0].message.contains(&d.to_string()),
+        "{:?}",
+        p.dropped
+    );
 }
 
 #[test]
-fn claude_type_without_its_field_is_an_error() {
-    for (entry, needs) in [
-        (r#"{"type": "stdio"}"#, "command"),
-        (r#"{"type": "http"}"#, "url"),
-        (r#"{"type": "sse"}"#, "url"),
-        (r#"{"type": "sse", "command": "x"}"#, "url"),
+fn claude_type_without_its_field_is_skipped() {
+    for entry in [
+        r#"{"type": "stdio"}"#,
+        r#"{"type": "http"}"#,
+        r#"{"type": "sse"}"#,
+        r#"{"type": "sdk", "command": "x"}"#,
+        r#"{"tcp": "ws://h:1"}"#,
     ] {
         let p = load_mcp(&mcp_json_one("s", entry));
-        assert_eq!(p.state, SourceState::Invalid, "{entry}");
-        let d = diag_at(&p, "/mcpServers/s");
-        assert!(d.message.contains(needs), "{entry}: {d}");
+        assert_eq!(p.state, SourceState::Valid, "{entry}");
+        assert_eq!(dropped_names(&p), ["s"], "{entry}");
+        assert!(mcp_servers(&p).is_empty(), "{entry}");
     }
+    // A command makes it a stdio server whatever `type` says (a warning).
+    let p = load_mcp(&mcp_json_one("s", r#"{"type": "sse", "command": "x"}"#));
+    assert_eq!(mcp_servers(&p)["s"].transport, McpTransport::Stdio);
+    warn_at(&p, "/mcpServers/s/type");
 }
 
 #[test]
-fn unknown_type_is_a_schema_error_naming_the_choices() {
+fn unknown_type_is_a_warning_and_the_transport_follows_the_fields() {
     let t = r#"{"mcpServers": {"s": {"type": "websocket", "url": "http://h"}}}"#;
     let p = load_mcp(t);
-    assert_eq!(p.state, SourceState::Invalid);
-    let d = diag_at(&p, "/mcpServers/s/type");
-    assert!(d.message.starts_with("expected"), "{d}");
+    assert_eq!(p.state, SourceState::Valid);
+    assert_eq!(mcp_servers(&p)["s"].transport, McpTransport::Sse);
+    let d = warn_at(&p, "/mcpServers/s/type");
     assert!(
         d.message.contains("\"http\"") && d.message.contains("\"sse\""),
         "{d}"
@@ -310,7 +383,7 @@ fn schema_keys_are_not_servers() {
 }
 
 #[test]
-fn bad_approval_status_and_trust_level_are_invalid() {
+fn bad_approval_status_is_invalid_and_an_unknown_trust_level_is_skipped() {
     let env = env();
     let cx = ctx(&env, LoadMode::Lenient);
     let a = load::load_approvals(
@@ -320,13 +393,22 @@ fn bad_approval_status_and_trust_level_are_invalid() {
     );
     assert_eq!(a.state, SourceState::Invalid);
     assert_eq!(a.content, Content::Empty);
-    let t = load::load_trusted_folders(Path::new("/t.json"), &text(r#"{"/ws": "YES"}"#), &cx);
-    assert_eq!(t.state, SourceState::Invalid);
-    assert!(
-        t.diagnostics[0].message.contains("TRUST_FOLDER"),
-        "{:?}",
-        t.diagnostics
+    // Qwen Code skips a rule whose level it does not know: a warning here.
+    let t = load::load_trusted_folders(
+        Path::new("/t.json"),
+        &text(r#"{"/ws": "YES", "/x": "DO_NOT_TRUST"}"#),
+        &cx,
     );
+    assert_eq!(t.state, SourceState::Valid);
+    assert!(
+        warn_at(&t, "/~1ws").message.contains("TRUST_FOLDER"),
+        "{:?}",
+        t.warnings
+    );
+    match &t.content {
+        Content::TrustedFolders(f) => assert_eq!(f.keys().collect::<Vec<_>>(), ["/x"]),
+        other => panic!("{other:?}"),
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -345,7 +427,7 @@ fn comments_are_accepted_in_every_source() {
                          "args": ["/* not a comment */"]}}"#))
         .extension(
             "e1",
-            &c(r#"{"mcpServers": {/* x */"e": {"command": "x"}}}"#),
+            &c(r#"{"name": "e1", "mcpServers": {/* x */"e": {"command": "x"}}}"#),
         )
         .trusted(&c(r#"{"/ws": /* x */ "TRUST_FOLDER"}"#))
         .approvals(&c(r#"{/* none */}"#))
@@ -434,10 +516,12 @@ fn unset_variable_without_default_names_it_with_file_and_pointer() {
             "\"${API_KEY}\"",
         ),
     ] {
+        // Qwen Code leaves it literal: so does Steward, with a warning.
         let t = mcp_json_one("s", entry);
         let p = load_mcp(&t);
-        assert_eq!(p.state, SourceState::Invalid, "{entry}");
-        let d = diag_at(&p, pointer);
+        assert_eq!(p.state, SourceState::Valid, "{entry}");
+        assert_eq!(mcp_servers(&p).len(), 1, "{entry}");
+        let d = warn_at(&p, pointer);
         assert!(d.message.contains("API_KEY"), "{entry}: {d}");
         assert_eq!(d.file, PathBuf::from("/ws/.mcp.json"));
         assert_located(d, &t, needle);
@@ -448,8 +532,8 @@ fn unset_variable_without_default_names_it_with_file_and_pointer() {
 fn unset_variable_in_settings_names_the_settings_file() {
     let t = r#"{"mcpServers": {"s": {"command": "x", "env": {"K": "$NOT_SET"}}}}"#;
     let p = load_settings_text(SourceKind::WorkspaceSettings, t, LoadMode::Strict);
-    assert_eq!(p.state, SourceState::Invalid);
-    let d = diag_at(&p, "/mcpServers/s/env/K");
+    assert_eq!(p.state, SourceState::Valid);
+    let d = warn_at(&p, "/mcpServers/s/env/K");
     assert_eq!(d.file, PathBuf::from("/ws/.qwen/settings.json"));
     assert!(d.message.contains("NOT_SET"), "{d}");
 }
@@ -475,20 +559,25 @@ fn extension_variables_expand_only_in_extensions() {
     );
     assert_eq!(s.scope, Scope::Extension);
     assert_eq!(s.extension_name.as_deref(), Some("tools"));
-    // The same entry in settings or .mcp.json: unset variables.
+    // The same entry in settings or .mcp.json: unset variables, literal.
     let p = load_mcp(&mcp_json_one("s", entry));
-    assert_eq!(p.state, SourceState::Invalid);
+    assert_eq!(p.state, SourceState::Valid);
     assert!(
-        diag_at(&p, "/mcpServers/s/command")
+        warn_at(&p, "/mcpServers/s/command")
             .message
             .contains("extensionPath")
+    );
+    assert_eq!(
+        mcp_servers(&p)["s"].command.as_deref(),
+        Some("${extensionPath}${/}bin${/}srv")
     );
     let p = load_settings_text(
         SourceKind::UserSettings,
         &settings_one("s", entry),
         LoadMode::Strict,
     );
-    assert_eq!(p.state, SourceState::Invalid);
+    assert_eq!(p.state, SourceState::Valid);
+    assert_eq!(p.warnings.len(), 4, "{:?}", p.warnings);
 }
 
 #[test]
@@ -505,14 +594,15 @@ fn extension_variables_expand_in_extension_lsp_servers() {
     assert_eq!(py.command.as_deref(), Some(&*format!("{dir}/pylsp")));
     assert_eq!(py.args, ["/ws"]);
     let p = load_lsp(r#"{"py": {"command": "${extensionPath}/pylsp"}}"#);
-    assert_eq!(p.state, SourceState::Invalid);
+    assert_eq!(p.state, SourceState::Valid);
+    warn_at(&p, "/py/command");
 }
 
 // ---------------------------------------------------------------------------
 // Extensions
 
 #[test]
-fn extension_inline_servers_and_default_name() {
+fn extension_inline_servers() {
     let p = load_ext(
         "my-ext",
         r#"{"version": "1.0", "mcpServers": {"s": {"command": "x"}}, "lspServers": {"py": {"command": "pylsp"}}}"#,
@@ -523,10 +613,52 @@ fn extension_inline_servers_and_default_name() {
     assert_eq!(p.kind, SourceKind::Extension);
     assert_eq!(p.path, ext_dir("my-ext").join("qwen-extension.json"));
     let e = extension_content(&p);
-    assert_eq!(e.name, "my-ext", "name defaults to the directory name");
+    assert_eq!(e.name, "my-ext");
     assert_eq!(e.mcp_servers["s"].extension_name.as_deref(), Some("my-ext"));
     assert_eq!(e.lsp_servers["py"].scope, Scope::Extension);
     assert!(e.referenced_files.is_empty());
+}
+
+/// Qwen Code skips an extension without a name, or with a name outside
+/// `[A-Za-z0-9_.-]`: it contributes nothing, and says why.
+#[test]
+fn extension_without_a_valid_name_is_invalid() {
+    for manifest in [
+        r#"{"mcpServers": {"s": {"command": "x"}}}"#,
+        r#"{"name": "bad name", "mcpServers": {"s": {"command": "x"}}}"#,
+        r#"{"name": "", "mcpServers": {"s": {"command": "x"}}}"#,
+    ] {
+        let p = load_ext_as_written("e", manifest);
+        assert_eq!(p.state, SourceState::Invalid, "{manifest}");
+        assert_eq!(p.content, Content::Empty, "{manifest}");
+        assert!(
+            p.diagnostics[0].message.contains("name"),
+            "{:?}",
+            p.diagnostics
+        );
+    }
+}
+
+/// `${…}` over the whole manifest, as Qwen Code hydrates it: the extension
+/// variables anywhere (a referenced file's path too); other names literal.
+#[test]
+fn extension_variables_expand_over_the_whole_manifest() {
+    let p = load_ext(
+        "e",
+        r#"{"name": "e", "lspServers": "${extensionPath}${/}lsp.json",
+            "mcpServers": {"s": {"command": "x", "description": "${extensionPath} ${unknown}"}}}"#,
+        &[("lsp.json", r#"{"py": {"command": "pylsp"}}"#)],
+        LoadMode::Strict,
+    );
+    assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+    let e = extension_content(&p);
+    assert_eq!(e.referenced_files, [ext_dir("e").join("lsp.json")]);
+    assert_eq!(e.lsp_servers.keys().collect::<Vec<_>>(), ["py"]);
+    let dir = ext_dir("e").to_string_lossy().into_owned();
+    assert_eq!(
+        e.mcp_servers["s"].description.as_deref(),
+        Some(&*format!("{dir} ${{unknown}}"))
+    );
 }
 
 #[test]
@@ -571,7 +703,7 @@ fn extension_servers_as_relative_paths_are_read_through_the_reader() {
 
 #[test]
 fn extension_missing_referenced_file_is_a_diagnostic() {
-    let manifest = r#"{"mcpServers": "nope.json", "lspServers": "gone.json"}"#;
+    let manifest = r#"{"name": "e", "mcpServers": "nope.json", "lspServers": "gone.json"}"#;
     let strict = load_ext("e", manifest, &[], LoadMode::Strict);
     assert_eq!(strict.state, SourceState::Invalid);
     assert_eq!(strict.content, Content::Empty);
@@ -791,6 +923,8 @@ fn lsp_socket_string_is_a_unix_socket_path_in_the_workspace() {
     assert_eq!(s.socket.unwrap().path.as_deref(), Some("/ws/py.sock"));
 }
 
+/// A language server that cannot be started is an error (Qwen Code's strict
+/// `.lsp.json` reload refuses it too); a cold start drops it with a row.
 #[test]
 fn lsp_transport_without_its_endpoint_is_an_error() {
     for entry in [
@@ -800,7 +934,8 @@ fn lsp_transport_without_its_endpoint_is_an_error() {
         r#"{"args": ["--stdio"]}"#,
         r#"{"transport": "stdio", "socket": "x.sock"}"#,
     ] {
-        let p = load_lsp(&format!(r#"{{"py": {entry}}}"#));
+        let t = format!(r#"{{"py": {entry}, "ok": {{"command": "x"}}}}"#);
+        let p = load_lsp(&t);
         assert_eq!(p.state, SourceState::Invalid, "{entry}");
         assert_eq!(p.content, Content::Empty, "{entry}");
         assert!(
@@ -808,16 +943,24 @@ fn lsp_transport_without_its_endpoint_is_an_error() {
             "{entry}: {:?}",
             p.diagnostics
         );
+        let p = load_lsp_mode(&t, LoadMode::Lenient);
+        assert_eq!(
+            lsp_servers(&p).keys().collect::<Vec<_>>(),
+            ["ok"],
+            "{entry}"
+        );
+        assert_eq!(dropped_names(&p), ["py"], "{entry}");
     }
 }
 
 #[test]
-fn lsp_workspace_folder_outside_the_workspace_is_rejected() {
+fn lsp_workspace_folder_outside_the_workspace_is_the_root_with_a_warning() {
     for folder in ["..", "../other", "/etc", "/ws2", "sub/../../x"] {
         let t = format!(r#"{{"py": {{"command": "pylsp", "workspaceFolder": "{folder}"}}}}"#);
         let p = load_lsp(&t);
-        assert_eq!(p.state, SourceState::Invalid, "{folder}");
-        let d = diag_at(&p, "/py/workspaceFolder");
+        assert_eq!(p.state, SourceState::Valid, "{folder}");
+        assert_eq!(lsp_servers(&p)["py"].workspace_folder, "/ws");
+        let d = warn_at(&p, "/py/workspaceFolder");
         assert!(d.message.contains("outside the workspace"), "{d}");
         assert_located(d, &t, &format!("\"{folder}\""));
     }
@@ -839,12 +982,16 @@ fn lsp_workspace_folder_inside_is_accepted_and_root_uri_derived() {
     assert_eq!(s.root_uri, "file:///ws/a%20b/c");
     let s = one_lsp("py", r#"{"command": "pylsp", "workspaceFolder": "."}"#);
     assert_eq!(s.workspace_folder, "/ws");
-    // An explicit rootUri is kept.
+    // An explicit rootUri inside the workspace is kept; outside, the
+    // workspace folder's is used, with a warning.
     let s = one_lsp(
         "py",
-        r#"{"command": "pylsp", "rootUri": "file:///elsewhere"}"#,
+        r#"{"command": "pylsp", "rootUri": "file:///ws/a%20b"}"#,
     );
-    assert_eq!(s.root_uri, "file:///elsewhere");
+    assert_eq!(s.root_uri, "file:///ws/a%20b");
+    let p = load_lsp(r#"{"py": {"command": "pylsp", "rootUri": "file:///elsewhere"}}"#);
+    assert_eq!(lsp_servers(&p)["py"].root_uri, "file:///ws");
+    warn_at(&p, "/py/rootUri");
 }
 
 #[test]
@@ -894,14 +1041,20 @@ fn lenient_keeps_valid_entries_and_reports_invalid_ones_mcp() {
     let p = load_mcp_mode(MIXED_MCP, LoadMode::Lenient);
     assert_eq!(p.state, SourceState::Invalid);
     assert!(!p.is_valid());
-    assert_eq!(mcp_servers(&p).keys().collect::<Vec<_>>(), ["good"]);
-    for ptr in [
-        "/mcpServers/no-transport",
-        "/mcpServers/bad-type/args",
-        "/mcpServers/unset/env/K",
-    ] {
-        diag_at(&p, ptr);
-    }
+    // An unset variable stays literal (a warning), as in Qwen Code.
+    assert_eq!(
+        mcp_servers(&p).keys().collect::<Vec<_>>(),
+        ["good", "unset"]
+    );
+    assert_eq!(
+        mcp_servers(&p)["unset"].env.as_ref().unwrap()["K"],
+        "$NOT_SET"
+    );
+    diag_at(&p, "/mcpServers/bad-type/args");
+    warn_at(&p, "/mcpServers/no-transport");
+    warn_at(&p, "/mcpServers/unset/env/K");
+    // Both entries without a spec keep a row.
+    assert_eq!(dropped_names(&p), ["bad-type", "no-transport"]);
 }
 
 #[test]
@@ -916,14 +1069,19 @@ fn strict_rejects_the_whole_source_mcp() {
 fn lenient_keeps_valid_entries_and_reports_invalid_ones_lsp() {
     let p = load_lsp_mode(MIXED_LSP, LoadMode::Lenient);
     assert_eq!(p.state, SourceState::Invalid);
-    assert_eq!(lsp_servers(&p).keys().collect::<Vec<_>>(), ["good"]);
-    for ptr in [
-        "/no-command",
-        "/bad-type/maxRestarts",
-        "/outside/workspaceFolder",
-    ] {
-        diag_at(&p, ptr);
-    }
+    // What Qwen Code coerces loads, with warnings.
+    assert_eq!(
+        lsp_servers(&p).keys().collect::<Vec<_>>(),
+        ["bad-type", "good", "outside"]
+    );
+    assert_eq!(
+        lsp_servers(&p)["bad-type"].max_restarts,
+        DEFAULT_MAX_RESTARTS
+    );
+    diag_at(&p, "/no-command");
+    warn_at(&p, "/bad-type/maxRestarts");
+    warn_at(&p, "/outside/workspaceFolder");
+    assert_eq!(dropped_names(&p), ["no-command"]);
 }
 
 #[test]
@@ -945,6 +1103,7 @@ fn strict_and_lenient_apply_the_same_rules() {
         let s = load_lsp_mode(t, LoadMode::Strict);
         let l = load_lsp_mode(t, LoadMode::Lenient);
         assert_eq!(s.diagnostics, l.diagnostics, "{t}");
+        assert_eq!(s.warnings, l.warnings, "{t}");
     }
     // A valid source loads identically in both modes.
     let t = r#"{"mcpServers": {"s": {"command": "x"}}}"#;
@@ -1004,8 +1163,7 @@ fn problem_outside_entries_rejects_the_whole_source_even_lenient() {
 
 #[test]
 fn lenient_settings_keep_policy_and_valid_servers() {
-    let t =
-        r#"{"mcp": {"allowed": ["good"]}, "mcpServers": {"good": {"command": "x"}, "bad": {}}}"#;
+    let t = r#"{"mcp": {"allowed": ["good"]}, "mcpServers": {"good": {"command": "x"}, "bad": {"command": 5}}}"#;
     let p = load_settings_text(SourceKind::UserSettings, t, LoadMode::Lenient);
     assert_eq!(p.state, SourceState::Invalid);
     match &p.content {
@@ -1159,25 +1317,74 @@ fn integral_float_numbers_are_integers() {
     );
     assert_eq!(s.max_restarts, 2);
     assert_eq!(s.startup_timeout, 10_000);
-    // A real fraction is still an error, located at the field.
+    // A real fraction is rounded up to whole milliseconds, with a warning.
     let t = r#"{"mcpServers": {"s": {"command": "x", "timeout": 1.5}, "ok": {"command": "y"}}}"#;
-    let p = load_mcp_mode(t, LoadMode::Lenient);
-    let d = diag_at(&p, "/mcpServers/s/timeout");
-    assert!(d.message.starts_with("expected an integer"), "{d}");
-    assert_located(d, t, "1.5");
-    assert_eq!(mcp_servers(&p).keys().collect::<Vec<_>>(), ["ok"]);
+    let p = load_mcp_mode(t, LoadMode::Strict);
+    assert_eq!(p.state, SourceState::Valid);
+    assert_eq!(mcp_servers(&p)["s"].timeout, Some(2));
+    assert_located(warn_at(&p, "/mcpServers/s/timeout"), t, "1.5");
 }
 
 #[test]
-fn explicit_null_field_is_absent_for_both_hashes() {
-    // Canonical JSON: absent ≡ null.
+fn explicit_null_field_is_absent_for_the_config_hash() {
+    // Canonical JSON: absent ≡ null. Qwen Code's approval hash keeps a null.
     let a = one_mcp(r#"{"command": "x", "cwd": null, "env": null, "timeout": null}"#);
     let b = one_mcp(r#"{"command": "x"}"#);
-    assert_eq!(a, b);
+    assert_eq!(a.config_hash, b.config_hash);
+    assert_ne!(a.approval_hash, b.approval_hash);
+    assert_eq!(
+        McpServerSpec {
+            approval_hash: String::new(),
+            ..a
+        },
+        McpServerSpec {
+            approval_hash: String::new(),
+            ..b
+        }
+    );
     let a = one_lsp(
         "py",
         r#"{"command": "x", "settings": null, "rootUri": null}"#,
     );
     let b = one_lsp("py", r#"{"command": "x"}"#);
     assert_eq!(a, b);
+}
+
+/// A file that is not UTF-8 is unreadable, with the position of the first
+/// offending byte (it used to have none).
+#[test]
+fn non_utf8_files_are_reported_at_the_offending_byte() {
+    let text = load::FileText::from_bytes(b"{\n  \"mcpServers\": \"\xff\"}".to_vec());
+    let env = env();
+    let p = load::load_mcp_json(
+        Path::new("/ws/.mcp.json"),
+        &text,
+        &ctx(&env, LoadMode::Strict),
+    );
+    assert_eq!(p.state, SourceState::Invalid);
+    let d = &p.diagnostics[0];
+    assert_eq!((d.line, d.column), (Some(2), Some(18)), "{d}");
+    assert!(d.message.contains("not UTF-8"), "{d}");
+}
+
+/// A key written twice: the last one wins (JSON.parse), with a warning at
+/// the repetition.
+#[test]
+fn duplicate_keys_warn_at_the_repetition() {
+    let t = "{\"mcpServers\": {\"s\": {\"command\": \"a\", \"command\": \"b\"}}}";
+    let p = load_mcp(t);
+    assert_eq!(p.state, SourceState::Valid);
+    assert_eq!(mcp_servers(&p)["s"].command.as_deref(), Some("b"));
+    let d = p
+        .warnings
+        .iter()
+        .find(|w| w.message.contains("duplicate key \"command\""))
+        .unwrap_or_else(|| panic!("{:?}", p.warnings));
+    assert_eq!((d.line, d.column), (Some(1), Some(39)), "{d}");
+    // Nothing to say about a file without repetitions.
+    assert!(
+        load_mcp(r#"{"mcpServers": {"s": {"command": "a"}, "t": {"command": "a"}}}"#)
+            .warnings
+            .is_empty()
+    );
 }

@@ -245,45 +245,98 @@ fn admission_items_report_blocked_with_reason_and_skip_lsp_when_disabled() {
 }
 
 // ---------------------------------------------------------------------------
-// Settings policy keys: later wins per leaf, arrays replaced whole,
-// `excluded` is a union.
+// Settings policy keys, merged as Qwen Code merges them: later wins per leaf,
+// `allowed` and `excluded` lists are the union of every layer.
 
 #[test]
-fn settings_policy_later_layer_wins_per_leaf() {
+fn settings_policy_later_layer_wins_per_leaf_and_allowed_lists_concatenate() {
     let s = srcs()
         .system_defaults(r#"{"mcp": {"allowed": ["d"], "serverCommand": "def"}}"#)
         .user(r#"{"mcp": {"allowed": ["u"]}}"#)
         .workspace(r#"{"mcp": {"serverCommand": "ws-cmd"}}"#)
         .desired();
-    // allowed from user (the workspace `mcp` object does not replace it whole)
-    assert_eq!(s.policy.mcp_allowed.settings, Some(vec!["u".to_owned()]));
+    assert_eq!(
+        s.policy.mcp_allowed.settings,
+        Some(vec!["d".to_owned(), "u".to_owned()])
+    );
     assert_eq!(s.policy.mcp_server_command.as_deref(), Some("ws-cmd"));
     let s = srcs()
         .user(r#"{"mcp": {"allowed": ["u"]}, "lsp": {"allowed": ["lu"]}}"#)
-        .workspace(r#"{"mcp": {"allowed": ["w"]}}"#)
+        .workspace(r#"{"mcp": {"allowed": ["w", "u", ""]}}"#)
         .system(r#"{"lsp": {"allowed": ["ls"]}}"#)
         .desired();
-    assert_eq!(s.policy.mcp_allowed.settings, Some(vec!["w".to_owned()]));
-    assert_eq!(s.policy.lsp_allowed.settings, Some(vec!["ls".to_owned()]));
+    assert_eq!(
+        s.policy.mcp_allowed.settings,
+        Some(vec!["u".to_owned(), "w".to_owned()])
+    );
+    assert_eq!(
+        s.policy.lsp_allowed.settings,
+        Some(vec!["lu".to_owned(), "ls".to_owned()])
+    );
 }
 
 #[test]
-fn settings_arrays_are_replaced_whole_not_merged() {
+fn allowed_lists_of_every_layer_admit() {
     let s = srcs()
-        .user(r#"{"mcp": {"allowed": ["a", "b"]}, "mcpServers": {"a": {"command": "x"}, "c": {"command": "x"}}}"#)
+        .user(r#"{"mcp": {"allowed": ["a", "b"]}, "mcpServers": {"a": {"command": "x"}, "c": {"command": "x"}, "d": {"command": "x"}}}"#)
         .system(r#"{"mcp": {"allowed": ["c"]}}"#)
         .desired();
-    assert_eq!(mcp_reason(&s, "a"), Some(Reason::NotAllowed));
+    assert_eq!(mcp_reason(&s, "a"), None);
     assert_eq!(mcp_reason(&s, "c"), None);
+    assert_eq!(mcp_reason(&s, "d"), Some(Reason::NotAllowed));
 }
 
 #[test]
-fn later_layer_can_deny_all_with_empty_allowed() {
+fn an_empty_allowed_list_denies_all_only_when_no_layer_lists_names() {
+    // Qwen Code concatenates: `[]` adds nothing to another layer's names.
     let s = srcs()
-        .user(r#"{"mcp": {"allowed": ["a"]}, "mcpServers": {"a": {"command": "x"}}}"#)
+        .user(r#"{"mcp": {"allowed": ["a"]}, "mcpServers": {"a": {"command": "x"}, "b": {"command": "x"}}}"#)
+        .workspace(r#"{"mcp": {"allowed": []}}"#)
+        .desired();
+    assert_eq!(mcp_reason(&s, "a"), None);
+    assert_eq!(mcp_reason(&s, "b"), Some(Reason::NotAllowed));
+    let s = srcs()
+        .user(r#"{"mcpServers": {"a": {"command": "x"}}}"#)
         .workspace(r#"{"mcp": {"allowed": []}}"#)
         .desired();
     assert_eq!(mcp_reason(&s, "a"), Some(Reason::NotAllowed));
+}
+
+/// An untrusted workspace's settings layer is dropped whole (Qwen Code):
+/// its servers are not configured at all, its lists change nothing.
+#[test]
+fn an_untrusted_workspace_settings_layer_is_dropped_whole() {
+    let s = srcs()
+        .user(r#"{"security": {"folderTrust": {"enabled": true}}, "mcpServers": {"u": {"command": "x"}}}"#)
+        .workspace(r#"{"mcp": {"excluded": ["u"], "allowed": ["w"]}, "mcpServers": {"w": {"command": "x"}}}"#)
+        .desired();
+    assert!(!s.policy.trusted);
+    assert!(s.mcp.contains_key("u") && !s.mcp.contains_key("w"));
+    assert!(s.policy.mcp_excluded.is_empty());
+    assert_eq!(s.policy.mcp_allowed.settings, None);
+    assert_eq!(mcp_reason(&s, "u"), Some(Reason::UntrustedWorkspace));
+}
+
+/// Version-1 keys are read where Qwen Code migrates them.
+#[test]
+fn legacy_settings_keys_are_migrated_in_memory() {
+    let s = srcs()
+        .system_defaults(r#"{"folderTrust": true}"#)
+        .user(r#"{"allowMCPServers": ["a", "b"], "excludeMCPServers": ["b"], "mcpServerCommand": "cmd",
+                  "mcpServers": {"a": {"command": "x"}, "b": {"command": "x"}, "c": {"command": "x"}}}"#)
+        .trusted(r#"{"/ws": "TRUST_FOLDER"}"#)
+        .desired();
+    assert!(s.policy.folder_trust_enabled && s.policy.trusted);
+    assert_eq!(mcp_reason(&s, "a"), None);
+    assert_eq!(mcp_reason(&s, "b"), Some(Reason::Excluded));
+    assert_eq!(mcp_reason(&s, "c"), Some(Reason::NotAllowed));
+    assert_eq!(s.policy.mcp_server_command.as_deref(), Some("cmd"));
+    // In a file Qwen Code has already migrated, a legacy key is ignored.
+    let s = srcs()
+        .user(r#"{"$version": 4, "allowMCPServers": ["a"], "mcpServers": {"b": {"command": "x"}}}"#)
+        .desired();
+    assert_eq!(s.policy.mcp_allowed.settings, None);
+    assert_eq!(mcp_reason(&s, "b"), None);
 }
 
 #[test]

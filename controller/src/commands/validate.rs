@@ -1,7 +1,9 @@
 //! `steward validate`: strict validation (the rules a hot reload applies) of
 //! every source of the workspace, or of the files named on the command line
 //! (their format chosen from the file name). Problems go to stdout, one
-//! `path:line:col: message (at /pointer)` per line; the summary to stderr.
+//! `path:line:col: message (at /pointer)` per line — warnings (what Qwen Code
+//! tolerates) as `path:line:col: warning: message` — and the summary to
+//! stderr. Exit 1 on errors; warnings alone exit 0.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -84,21 +86,44 @@ pub fn run(
     };
 
     let mut problems = 0usize;
+    let mut warnings = 0usize;
     let mut bad_sources = 0usize;
     for source in &checked {
         if source.state == SourceState::Invalid {
             bad_sources += 1;
         }
-        for d in &source.diagnostics {
-            problems += 1;
-            writeln!(io.out, "{d}")?;
+        // Errors and warnings in file order.
+        let mut lines: Vec<(&Diagnostic, bool)> = source
+            .diagnostics
+            .iter()
+            .map(|d| (d, false))
+            .chain(source.warnings.iter().map(|d| (d, true)))
+            .collect();
+        lines.sort_by_key(|(d, _)| (d.line.is_none(), d.line, d.column));
+        for (d, warning) in lines {
+            if warning {
+                warnings += 1;
+                let shown = Diagnostic {
+                    message: format!("warning: {}", d.message),
+                    ..d.clone()
+                };
+                writeln!(io.out, "{shown}")?;
+            } else {
+                problems += 1;
+                writeln!(io.out, "{d}")?;
+            }
         }
     }
     let noun = if files.is_empty() { "source" } else { "file" };
+    let warned = if warnings > 0 {
+        format!(", {warnings} warning{}", plural(warnings))
+    } else {
+        String::new()
+    };
     if problems > 0 {
         writeln!(
             io.err,
-            "{problems} problem{} in {bad_sources} of {} {noun}{}",
+            "{problems} problem{} in {bad_sources} of {} {noun}{}{warned}",
             plural(problems),
             checked.len(),
             plural(checked.len())
@@ -118,7 +143,7 @@ pub fn run(
     if files.is_empty() {
         write!(io.err, ", {absent} absent")?;
     }
-    writeln!(io.err)?;
+    writeln!(io.err, "{warned}")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -144,13 +169,11 @@ fn load_file(
                 FileFormat::Approvals => SourceKind::Approvals,
                 FileFormat::Extension => SourceKind::Extension,
             };
-            return ParsedSource {
+            return ParsedSource::invalid(
                 kind,
-                path: file.to_path_buf(),
-                state: SourceState::Invalid,
-                diagnostics: vec![Diagnostic::new(file, None, "", "the file does not exist")],
-                content: load::Content::Empty,
-            };
+                file,
+                vec![Diagnostic::new(file, None, "", "the file does not exist")],
+            );
         }
         text => text,
     };

@@ -1493,6 +1493,7 @@ mod tests {
             description: None,
             disabled: None,
             oauth: None,
+            qwen: Default::default(),
             extension_name: None,
             config_hash: String::new(),
             approval_hash: String::new(),

@@ -71,6 +71,19 @@ pub struct Ext {
     pub files: Vec<(String, String)>,
 }
 
+/// `manifest` with `"name": dir` when it has no name (Qwen Code requires one;
+/// most tests are not about it).
+pub fn named_manifest(dir: &str, manifest: &str) -> String {
+    if manifest.contains("\"name\"") {
+        return manifest.to_owned();
+    }
+    match manifest.trim_start().strip_prefix('{') {
+        Some(rest) if rest.trim_start().starts_with('}') => format!("{{\"name\": \"{dir}\"{rest}"),
+        Some(rest) => format!("{{\"name\": \"{dir}\", {rest}"),
+        None => manifest.to_owned(),
+    }
+}
+
 pub fn ext_dir(dir: &str) -> PathBuf {
     Path::new(HOME).join("extensions").join(dir)
 }
@@ -215,6 +228,7 @@ impl Srcs {
             env: &self.env,
             mode: self.mode,
             memo: None,
+            realpath: load::as_written,
         }
     }
 
@@ -230,7 +244,8 @@ impl Srcs {
             .iter()
             .map(|e| {
                 let read = reader(&e.files);
-                load::load_extension(&ext_dir(&e.dir), &text(&e.manifest), &read, &cx)
+                let manifest = named_manifest(&e.dir, &e.manifest);
+                load::load_extension(&ext_dir(&e.dir), &text(&manifest), &read, &cx)
             })
             .collect();
         let cli_read = reader(&self.cli_files);
@@ -383,6 +398,7 @@ pub fn ctx(env: &BTreeMap<String, String>, mode: LoadMode) -> LoadContext<'_> {
         env,
         mode,
         memo: None,
+        realpath: load::as_written,
     }
 }
 

@@ -512,6 +512,7 @@ mod unit_tests {
             config_hash: String::new(),
             approval_hash: String::new(),
             as_written: Default::default(),
+            qwen: Default::default(),
         }
     }
 

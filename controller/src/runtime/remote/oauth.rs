@@ -590,6 +590,7 @@ mod tests {
             config_hash: String::new(),
             approval_hash: String::new(),
             as_written: Default::default(),
+            qwen: Default::default(),
         }
     }
 

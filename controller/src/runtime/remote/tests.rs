@@ -43,6 +43,7 @@ fn spec(transport: McpTransport, url: &str) -> McpServerSpec {
         config_hash: String::new(),
         approval_hash: String::new(),
         as_written: Default::default(),
+        qwen: Default::default(),
     }
 }
 
