@@ -326,7 +326,7 @@ pub enum LspCommand {
     Symbols { file: PathBuf },
     /// The server's diagnostics for the document (waits briefly for them)
     Diagnostics { file: PathBuf },
-    /// Send any request: METHOD [PARAMS_JSON]
+    /// Send any request: a METHOD, with PARAMS as JSON if it takes any
     Request {
         /// The server (default: chosen by --file)
         #[arg(long)]

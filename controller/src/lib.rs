@@ -5,10 +5,14 @@
 //! Data flows one way, one module per step:
 //!
 //! ```text
-//! source files ──watch──▶ snapshot ──diff──▶ queue ──▶ reconcile(key) ──▶ runtime ──▶ status
-//!  (sources)    (watch)   (snapshot:          (queue)   (reconcile)       (runtime:    (status,
-//!                          desired state +                                 process,     control
-//!                          admission)                                      mcp)         socket)
+//! source files ──watch──▶ snapshot ──diff──▶ queue ──▶ reconcile(key) ──launch──▶ instance ──▶ runtime
+//!  (sources)    (watch)   (desired state      ▲       (decide, never      (one attempt,   (process,
+//!                          + admission)       │        wait)               own task)       mcp, lsp)
+//!                                             │          │                    │
+//!                                             └──────────┼─── phase events ───┘
+//!                                                        ▼
+//!                                   status store + registry ──▶ control socket (status, events, logs)
+//!                                                           ──▶ gateway (agents: tools, `lsp` tool)
 //! ```
 //!
 //! - **Sources → snapshot.** [`sources`] reads files; `steward-schema` parses,
@@ -35,9 +39,19 @@
 //!   and what is observed, and acts on the difference — added → start,
 //!   removed → stop, `configHash` changed → stop then start, filters changed →
 //!   re-filter, unchanged → untouched, not admitted → stop and `Blocked`.
-//!   Admission is decided before anything is spawned.
-//! - **Who owns a process.** Exactly one runtime handle per running server,
-//!   held by the reconciler and handed to the reconcile of its key. Every
+//!   Admission is decided before anything is spawned. A reconcile decides and
+//!   *launches*; it never awaits a process. Keys whose admission turns to
+//!   Blocked (and removals) go to the front of the queue.
+//! - **Instances** ([`instance`]): one attempt to run one spec, in its own
+//!   task — spawn, handshake, discovery, then the drain, close, grace period
+//!   and reaping when asked to stop. Each phase change (`Starting{pid}`,
+//!   `Ready`, `Failed`, `Exited`, `Stopped`) comes back as an event for its
+//!   key, so readiness is observed, not awaited: cold start is bounded by the
+//!   machine, and a gate never waits behind a slow handshake. A new spec
+//!   starts only once the old instance is `Stopped`: never two processes of
+//!   one server.
+//! - **Who owns a process.** Exactly one instance task per running attempt;
+//!   the reconciler holds its handle. Every
 //!   child is started by [`runtime::process::Spawner`]'s dedicated thread
 //!   (posix_spawn of an exec shim), in its own process group, with a
 //!   parent-death signal; stopping is protocol
@@ -57,6 +71,16 @@
 //!   which keeps the current and the previous process. `steward events -w`,
 //!   `logs -f` and `status --watch` are served as [`streams`] that read those
 //!   stores and never go through the event loop.
+//! - **The agent endpoint is a reader, too** ([`gateway`]). Reconcile
+//!   publishes each Ready MCP connection, with its filtered catalog, into
+//!   the [`gateway::registry::Registry`] (a server restarting for a new
+//!   configuration stays listed as `Restarting`, so calls wait for it). Every
+//!   client session reads the registry's union (`server__tool` names),
+//!   forwards calls through [`runtime::relay`], and learns of changes from
+//!   the registry's version, coalesced into `list_changed`. A call to a
+//!   server that is not live is answered from the status store: why, and what
+//!   to do. The gateway never enqueues work, and reconcile never waits on a
+//!   client.
 pub mod approvals;
 pub mod backoff;
 pub mod cli;

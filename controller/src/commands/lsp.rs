@@ -61,7 +61,7 @@ pub fn run(paths: &Paths, args: LspArgs, io: &mut Io<'_>) -> Result<ExitCode, Co
                     Some(
                         serde_json::from_str::<Value>(p).map_err(|e| CommandError::Usage {
                             subcommand: "lsp",
-                            message: format!("PARAMS_JSON is not valid JSON: {e}"),
+                            message: format!("PARAMS is not valid JSON: {e}"),
                         })?,
                     )
                 }

@@ -7,7 +7,7 @@
 //! with the right `Authorization: Bearer` is answered 401 when a token is
 //! set.
 //!
-//! An HTTP session lasts while its client is connected ([`Liveness`]):
+//! An HTTP session lasts while its client is connected (`Liveness`):
 //! rmcp alone would end it after five minutes without a request, even while
 //! the client holds its GET stream open to hear from the server.
 

@@ -196,7 +196,7 @@ pub async fn connect(
 
 /// The transport of one remote session.
 pub enum RemoteTransport {
-    /// `httpUrl`: rmcp's streamable-HTTP client over [`WatchedClient`].
+    /// `httpUrl`: rmcp's streamable-HTTP client over `WatchedClient`.
     Streamable(StreamableHttpClientTransport<WatchedClient>),
     /// `url`: the legacy HTTP+SSE transport.
     Sse(SseTransport),
