@@ -441,7 +441,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "MS", default_value_t = 300)]
     pub debounce_ms: u64,
 
-    /// How many servers may be (re)started or stopped at once
+    /// How many reconciles run at once. Each is short: servers start, say hello
+    /// and stop in their own tasks, so this does not bound how many start together
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub workers: usize,
 
