@@ -392,20 +392,8 @@ impl Session {
                 .take()
                 .unwrap_or_else(|| gateway.registry.counters(&up.server).begin());
             params.name = original.into();
-            let caller = Arc::new(ClientCaller {
-                peer: context.peer.clone(),
-            });
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            let answer = up
-                .handle
-                .call(
-                    request,
-                    caller,
-                    caller_token.clone(),
-                    up.timeout,
-                    &context.ct,
-                )
-                .await;
+            let answer = forward(&up, request, context, caller_token.clone()).await;
             let server = &up.server;
             return match answer {
                 Ok(result) => match as_call_tool_result(result) {
@@ -416,10 +404,7 @@ impl Session {
                         }
                         Ok(response)
                     }
-                    None => Err(ErrorData::internal_error(
-                        format!("server \"{server}\" answered tools/call with something else"),
-                        None,
-                    )),
+                    None => Err(unexpected(server, "tools/call")),
                 },
                 Err(CallError::Server(error)) => Err(error),
                 Err(CallError::Cancelled) => Err(ErrorData::new(
@@ -556,29 +541,12 @@ impl ServerHandler for Session {
             }
         };
         request.name = original;
-        let caller = Arc::new(ClientCaller {
-            peer: context.peer.clone(),
-        });
-        let answer = up
-            .handle
-            .call(
-                ClientRequest::GetPromptRequest(GetPromptRequest::new(request)),
-                caller,
-                context.meta.get_progress_token(),
-                up.timeout,
-                &context.ct,
-            )
-            .await;
-        match answer {
+        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(request));
+        let progress = context.meta.get_progress_token();
+        match forward(&up, request, &context, progress).await {
             Ok(ServerResult::GetPromptResult(r)) => Ok(GetPromptResponse::Complete(r)),
             Ok(ServerResult::InputRequiredResult(r)) => Ok(GetPromptResponse::InputRequired(r)),
-            Ok(_) => Err(ErrorData::internal_error(
-                format!(
-                    "server \"{}\" answered prompts/get with something else",
-                    up.server
-                ),
-                None,
-            )),
+            Ok(_) => Err(unexpected(&up.server, "prompts/get")),
             Err(e) => Err(call_error(&up.server, e)),
         }
     }
@@ -623,29 +591,12 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let up = self.gateway.resource_upstream(&request.uri)?;
-        let caller = Arc::new(ClientCaller {
-            peer: context.peer.clone(),
-        });
-        let answer = up
-            .handle
-            .call(
-                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request)),
-                caller,
-                context.meta.get_progress_token(),
-                up.timeout,
-                &context.ct,
-            )
-            .await;
-        match answer {
+        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request));
+        let progress = context.meta.get_progress_token();
+        match forward(&up, request, &context, progress).await {
             Ok(ServerResult::ReadResourceResult(r)) => Ok(ReadResourceResponse::Complete(r)),
             Ok(ServerResult::InputRequiredResult(r)) => Ok(ReadResourceResponse::InputRequired(r)),
-            Ok(_) => Err(ErrorData::internal_error(
-                format!(
-                    "server \"{}\" answered resources/read with something else",
-                    up.server
-                ),
-                None,
-            )),
+            Ok(_) => Err(unexpected(&up.server, "resources/read")),
             Err(e) => Err(call_error(&up.server, e)),
         }
     }
@@ -670,20 +621,8 @@ impl ServerHandler for Session {
         let Some(up) = server.and_then(|s| self.gateway.registry.live(&s)) else {
             return Ok(CompleteResult::default());
         };
-        let caller = Arc::new(ClientCaller {
-            peer: context.peer.clone(),
-        });
-        match up
-            .handle
-            .call(
-                ClientRequest::CompleteRequest(CompleteRequest::new(request)),
-                caller,
-                None,
-                up.timeout,
-                &context.ct,
-            )
-            .await
-        {
+        let request = ClientRequest::CompleteRequest(CompleteRequest::new(request));
+        match forward(&up, request, &context, None).await {
             Ok(ServerResult::CompleteResult(r)) => Ok(r),
             Ok(_) => Ok(CompleteResult::default()),
             Err(e) => Err(call_error(&up.server, e)),
@@ -717,6 +656,31 @@ impl ServerHandler for Session {
         }
         Ok(())
     }
+}
+
+/// Forward `request` to `up` for the client of `context`: the server's
+/// progress and its own requests go to that client, and the client's
+/// cancellation ends the call.
+async fn forward(
+    up: &Upstream,
+    request: ClientRequest,
+    context: &RequestContext<RoleServer>,
+    progress: Option<rmcp::model::ProgressToken>,
+) -> Result<ServerResult, CallError> {
+    let caller = Arc::new(ClientCaller {
+        peer: context.peer.clone(),
+    });
+    up.handle
+        .call(request, caller, progress, up.timeout, &context.ct)
+        .await
+}
+
+/// The error for an answer of the wrong kind.
+fn unexpected(server: &str, method: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!("server \"{server}\" answered {method} with something else"),
+        None,
+    )
 }
 
 fn call_error(server: &str, error: CallError) -> ErrorData {
