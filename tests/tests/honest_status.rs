@@ -10,8 +10,10 @@
 
 use std::path::Path;
 
-use steward_schema::resource::{Reason, SourceKind, SourceState, WorkspaceStatus};
-use steward_tests::fake_mcp::read_record;
+use steward_schema::resource::{
+    Condition, ConditionStatus, Phase, Reason, SourceKind, SourceState, WorkspaceStatus,
+};
+use steward_tests::fake_mcp::{FakeMcpConfig, read_record};
 use steward_tests::harness::{
     Controller, Env, alive, fake_tools as tools, mcp, mcp_servers, pid_of, ready, recorded_pids,
     wait_until,
@@ -96,5 +98,140 @@ fn an_approvals_path_that_is_a_directory_keeps_approved_servers_running() {
     assert_eq!(pid_of(&s, "proj"), Some(pid), "{:?}", mcp(&s, "proj"));
     assert!(alive(pid));
     assert_eq!(starts(&env.record("proj")), 1);
+    finish(c, &env);
+}
+
+// ---- issue 10, "Status that lies" ----------------------------------------------
+
+fn condition(s: &WorkspaceStatus, type_: &str) -> Option<Condition> {
+    s.controller
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .cloned()
+}
+
+fn condition_is(s: &WorkspaceStatus, type_: &str, status: ConditionStatus) -> bool {
+    condition(s, type_).is_some_and(|c| c.status == status)
+}
+
+/// A crashed MCP server no longer lists the tools of the process that died.
+#[test]
+fn a_crashed_mcp_server_lists_no_tools() {
+    let env = Env::new();
+    let config = FakeMcpConfig {
+        crash_after_ms: Some(400),
+        ..tools(&["t1", "t2"])
+    };
+    env.user_mcp_servers(&[("flaky", env.fake_mcp("flaky", config))]);
+    let c = env.start(&[]);
+    let s = c.wait_for("flaky Ready with its tools", |s| ready(s, "flaky"));
+    assert_eq!(
+        mcp(&s, "flaky")
+            .unwrap()
+            .status
+            .tools
+            .as_ref()
+            .map(Vec::len),
+        Some(2)
+    );
+    // Crashes repeat, and from the second one on it waits before restarting.
+    let s = c.wait_for("flaky Failed after a crash", |s| {
+        mcp(s, "flaky").is_some_and(|m| {
+            m.status.phase == Phase::Failed
+                && matches!(
+                    m.status.reason,
+                    Some(Reason::Crashed | Reason::CrashLoopBackOff)
+                )
+        })
+    });
+    let m = mcp(&s, "flaky").unwrap();
+    assert_eq!(m.status.tools, None, "a crashed server lists tools: {m:?}");
+    assert_eq!(m.status.pid, None);
+    finish(c, &env);
+}
+
+/// `RestartRequired` (an edit of `mcp.serverCommand`) clears when the edit
+/// is reverted.
+#[test]
+fn restart_required_clears_when_the_server_command_edit_is_reverted() {
+    let env = Env::new();
+    let original = r#"{"mcp": {"serverCommand": "node server.js"}}"#;
+    env.write_home("settings.json", original);
+    let c = env.start(&[]);
+    let s = c.status();
+    assert!(
+        !condition_is(&s, "RestartRequired", ConditionStatus::True),
+        "{:?}",
+        condition(&s, "RestartRequired")
+    );
+    env.write_home(
+        "settings.json",
+        r#"{"mcp": {"serverCommand": "node other.js"}}"#,
+    );
+    c.wait_for("RestartRequired True", |s| {
+        condition_is(s, "RestartRequired", ConditionStatus::True)
+    });
+    env.write_home("settings.json", original);
+    let s = c.wait_for("RestartRequired False after the revert", |s| {
+        condition_is(s, "RestartRequired", ConditionStatus::False)
+    });
+    assert_eq!(
+        condition(&s, "RestartRequired").unwrap().reason.as_deref(),
+        Some("ServerCommandUnchanged")
+    );
+    finish(c, &env);
+}
+
+/// A server that fails to start and is retried counts every retry in
+/// `restarts`, while it is still failing.
+#[test]
+fn restarts_count_every_retry_of_a_server_that_fails_to_start() {
+    let env = Env::new();
+    // Exits at once: the handshake never completes (a start failure).
+    let config = FakeMcpConfig {
+        crash_after_ms: Some(0),
+        ..tools(&["t"])
+    };
+    env.user_mcp_servers(&[("broken", env.fake_mcp("broken", config))]);
+    let c = env.start(&[]);
+    let s = c.wait_for("broken retried at least twice", |s| {
+        mcp(s, "broken").is_some_and(|m| m.status.restarts >= 2)
+    });
+    let m = mcp(&s, "broken").unwrap();
+    assert_ne!(m.status.phase, Phase::Ready, "{m:?}");
+    assert!(
+        starts(&env.record("broken")) >= 2,
+        "retries are real attempts"
+    );
+    finish(c, &env);
+}
+
+/// After an invalid edit the `SourcesValid` condition is False and names
+/// the file; a valid save sets it True again.
+#[test]
+fn sources_valid_condition_names_a_rejected_edit_until_it_is_fixed() {
+    let env = Env::new();
+    let entry = env.fake_mcp("alpha", tools(&["a"]));
+    env.user_mcp_servers(&[("alpha", entry.clone())]);
+    let c = env.start(&[]);
+    c.wait_for("alpha Ready", |s| ready(s, "alpha"));
+    let settings = env.home.join("settings.json");
+    env.write_home("settings.json", "{ \"mcpServers\": ");
+    let s = c.wait_for("SourcesValid False", |s| {
+        condition_is(s, "SourcesValid", ConditionStatus::False)
+    });
+    let cond = condition(&s, "SourcesValid").unwrap();
+    let message = cond.message.unwrap_or_default();
+    assert!(
+        message.contains(&settings.display().to_string()),
+        "the condition does not name the file: {message}"
+    );
+    assert!(ready(&s, "alpha"), "the previous content stays in force");
+
+    env.user_mcp_servers(&[("alpha", entry)]);
+    c.wait_for("SourcesValid True after the fix", |s| {
+        condition_is(s, "SourcesValid", ConditionStatus::True)
+    });
     finish(c, &env);
 }
