@@ -235,3 +235,63 @@ fn sources_valid_condition_names_a_rejected_edit_until_it_is_fixed() {
     });
     finish(c, &env);
 }
+
+// ---- issue 10, "Backoff reset by unrelated saves" -------------------------------
+
+/// The status message of `name`, when it is Failed.
+fn failed_message(s: &WorkspaceStatus, name: &str) -> Option<String> {
+    mcp(s, name)
+        .filter(|m| m.status.phase == Phase::Failed)
+        .and_then(|m| m.status.message.clone())
+}
+
+fn restarts(s: &WorkspaceStatus, name: &str) -> u32 {
+    mcp(s, name).map_or(0, |m| m.status.restarts)
+}
+
+/// A crash-looping server's backoff ladder (1 s base: restart at once,
+/// then 1 s, 2 s, 4 s, …, shown as "restarting in …") is not reset by a
+/// save of its file that is rejected as invalid; a valid save retries it
+/// from the start of the ladder.
+#[test]
+fn an_invalid_save_does_not_reset_a_crash_loop_but_a_valid_one_does() {
+    let env = Env::new();
+    let config = FakeMcpConfig {
+        crash_after_ms: Some(300),
+        ..tools(&["t"])
+    };
+    let settings = mcp_servers(&[("flaky", env.fake_mcp("flaky", config))]);
+    env.write_home("settings.json", &settings);
+    let c = env.start(&["--crash-backoff-ms", "1000"]);
+    let s = c.wait_for("flaky waits 2s after its third crash", |s| {
+        failed_message(s, "flaky").is_some_and(|m| m.contains("restarting in 2s"))
+    });
+    let before = restarts(&s, "flaky");
+
+    env.write_home("settings.json", "{ \"mcpServers\": ");
+    c.wait_for("the invalid save rejected", |s| {
+        condition_is(s, "SourcesValid", ConditionStatus::False)
+    });
+    let s = c.wait_for("the next crash", |s| {
+        restarts(s, "flaky") > before && failed_message(s, "flaky").is_some()
+    });
+    let message = failed_message(&s, "flaky").unwrap();
+    assert!(
+        message.contains("restarting in 4s"),
+        "the rejected save reset the backoff: {message}"
+    );
+    let before = restarts(&s, "flaky");
+
+    env.write_home("settings.json", &settings);
+    let s = c.wait_for("the crash after the valid save's retry", |s| {
+        restarts(s, "flaky") > before && failed_message(s, "flaky").is_some()
+    });
+    // From the bottom of the ladder: at once (a state too brief to be sure
+    // to see), then 1 s; continuing the ladder would say 8 s.
+    let message = failed_message(&s, "flaky").unwrap();
+    assert!(
+        message.contains("restarting now") || message.contains("restarting in 1s"),
+        "the valid save did not reset the backoff: {message}"
+    );
+    finish(c, &env);
+}
