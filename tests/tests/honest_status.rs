@@ -295,3 +295,83 @@ fn an_invalid_save_does_not_reset_a_crash_loop_but_a_valid_one_does() {
     );
     finish(c, &env);
 }
+
+// ---- issue 10 (10): no per-server state left behind ---------------------------
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Adding and removing 200 servers (in rounds of 20, each a new name, half
+/// of them failing to start so they hold a backoff) leaves no item in the
+/// status, no process alive once the status says it is gone, and no
+/// descriptor open in the controller: its per-server state does not grow
+/// with servers that are gone.
+#[test]
+fn adding_and_removing_200_servers_leaves_no_state_behind() {
+    const ROUNDS: usize = 10;
+    const PER_ROUND: usize = 20;
+    let env = Env::new();
+    env.write_home("settings.json", "{}");
+    let c = env.start(&[]);
+    c.wait_for("the cold start settled", |s| {
+        s.controller.last_reload.is_some()
+    });
+    let baseline = open_fds(c.pid());
+    for round in 0..ROUNDS {
+        let names: Vec<String> = (0..PER_ROUND).map(|i| format!("r{round}-s{i}")).collect();
+        let entries: Vec<(&str, serde_json::Value)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let entry = if i % 2 == 0 {
+                    env.fake_mcp(name, tools(&["t"]))
+                } else {
+                    serde_json::json!({ "command": "/nonexistent/steward-no-such-server" })
+                };
+                (name.as_str(), entry)
+            })
+            .collect();
+        env.write_home("settings.json", &mcp_servers(&entries));
+        c.wait_for("the round's servers Ready or Failed", |s| {
+            names.iter().enumerate().all(|(i, name)| {
+                mcp(s, name).is_some_and(|m| {
+                    m.status.phase
+                        == if i % 2 == 0 {
+                            Phase::Ready
+                        } else {
+                            Phase::Failed
+                        }
+                })
+            })
+        });
+        env.write_home("settings.json", "{}");
+        let s = c.wait_for("every server of the round removed", |s| s.items.is_empty());
+        assert!(s.items.is_empty());
+        let living: Vec<u32> = recorded_pids(&env.records())
+            .into_iter()
+            .filter(|p| alive(*p))
+            .collect();
+        assert!(
+            living.is_empty(),
+            "round {round}: the status says removed, but {living:?} are alive"
+        );
+        // Handles of the last processes are closed a moment after they are
+        // reaped: flat means back to where it started, not at this instant.
+        wait_until("the controller's descriptors back to the baseline", || {
+            open_fds(c.pid()) <= baseline + 2
+        });
+    }
+    let pids = recorded_pids(&env.records());
+    assert_eq!(
+        pids.len(),
+        ROUNDS * PER_ROUND / 2,
+        "one process per started server"
+    );
+    wait_until("every removed server exits", || {
+        pids.iter().all(|p| !alive(*p))
+    });
+    finish(c, &env);
+}
