@@ -306,9 +306,8 @@ fn open_fds(pid: u32) -> usize {
 
 /// Adding and removing 200 servers (in rounds of 20, each a new name, half
 /// of them failing to start so they hold a backoff) leaves no item in the
-/// status, no process alive once the status says it is gone, and no
-/// descriptor open in the controller: its per-server state does not grow
-/// with servers that are gone.
+/// status, no process alive, and no descriptor open in the controller: its
+/// per-server state does not grow with servers that are gone.
 #[test]
 fn adding_and_removing_200_servers_leaves_no_state_behind() {
     const ROUNDS: usize = 10;
@@ -350,14 +349,12 @@ fn adding_and_removing_200_servers_leaves_no_state_behind() {
         env.write_home("settings.json", "{}");
         let s = c.wait_for("every server of the round removed", |s| s.items.is_empty());
         assert!(s.items.is_empty());
-        let living: Vec<u32> = recorded_pids(&env.records())
-            .into_iter()
-            .filter(|p| alive(*p))
-            .collect();
-        assert!(
-            living.is_empty(),
-            "round {round}: the status says removed, but {living:?} are alive"
-        );
+        // A removed server still stopping is listed under `removed`, not
+        // `items`: its process goes a moment later.
+        let pids = recorded_pids(&env.records());
+        wait_until("the round's servers exit", || {
+            pids.iter().all(|p| !alive(*p))
+        });
         // Handles of the last processes are closed a moment after they are
         // reaped: flat means back to where it started, not at this instant.
         wait_until("the controller's descriptors back to the baseline", || {
