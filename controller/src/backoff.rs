@@ -251,6 +251,11 @@ impl<K: Clone + Eq + Hash> KeyBackoff<K> {
     }
 
     /// The key's spec changed (or the key went away): its backoff starts over.
+    /// How many keys it holds a ladder for.
+    pub fn tracked_keys(&self) -> usize {
+        self.keys.len()
+    }
+
     pub fn reset(&mut self, key: &K) {
         self.keys.remove(key);
     }
@@ -426,6 +431,11 @@ impl<N: Clone + Eq + Hash> CrashLoop<N> {
     }
 
     /// Forgets `name` (server removed, or an explicit restart was asked for).
+    /// How many names it holds an entry for.
+    pub fn tracked_names(&self) -> usize {
+        self.entries.len()
+    }
+
     pub fn reset(&mut self, name: &N) {
         self.entries.remove(name);
     }

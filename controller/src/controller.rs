@@ -933,3 +933,38 @@ fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> 
     ));
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settled(key: &Key, outcome: Outcome, epoch: u64) -> Settled {
+        Settled {
+            key: key.clone(),
+            outcome,
+            epoch,
+        }
+    }
+
+    /// Issue 10, "Status that lies": an outcome decided on a snapshot older
+    /// than the change that made its key pending does not complete the
+    /// reload (so `lastReload` does not credit it, and `steward reload`
+    /// does not answer before the new spec is applied).
+    #[test]
+    fn an_outcome_of_an_older_snapshot_does_not_complete_a_newer_reload() {
+        let (a, b) = (Key::mcp("a"), Key::mcp("b"));
+        let all = [a.clone(), b.clone()];
+        let mut tracker = ReloadTracker::default();
+        tracker.begin("edit", std::slice::from_ref(&a), 7, all.iter());
+        assert_eq!(
+            tracker.outcome(&settled(&a, Outcome::Restarted, 6)),
+            None,
+            "an outcome of epoch 6 completed the reload of epoch 7"
+        );
+        let summary = tracker
+            .outcome(&settled(&a, Outcome::Restarted, 7))
+            .expect("the outcome of the reload's own snapshot completes it");
+        assert_eq!(summary.restarted, ["a"]);
+        assert_eq!(summary.unchanged, ["b"]);
+    }
+}

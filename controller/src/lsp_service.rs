@@ -32,7 +32,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::control::{LspOp, LspQuery};
-use crate::runtime::lsp::LspConnection;
+use crate::runtime::lsp::{LspConnection, OPEN_DELAY};
 use crate::snapshot::{Key, Snapshot};
 use crate::status::StatusStore;
 
@@ -145,9 +145,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl LspService {
     /// A connection became ready: replay the tracked documents, then make it
     /// available to queries. Returns how many documents were replayed.
+    ///
+    /// Every `didOpen` goes out at once and the open delay is waited once
+    /// for all of them, so a restart costs one delay, not one per document.
     pub async fn publish(&self, name: &str, conn: Arc<LspConnection>) -> usize {
         let docs = self.tracked(name);
-        let mut replayed = 0;
+        let (mut replayed, mut opened) = (0, false);
         for (uri, language) in &docs {
             let Ok(path) = uri.to_file_path() else {
                 continue;
@@ -155,10 +158,16 @@ impl LspService {
             let Ok(text) = std::fs::read_to_string(&path) else {
                 continue;
             };
-            match conn.sync_document(uri.clone(), language, text).await {
-                Ok(_) => replayed += 1,
+            match conn.send_document(uri.clone(), language, text) {
+                Ok((_, fresh)) => {
+                    replayed += 1;
+                    opened |= fresh;
+                }
                 Err(e) => tracing::warn!(server = name, %uri, %e, "could not replay a document"),
             }
+        }
+        if opened {
+            tokio::time::sleep(OPEN_DELAY).await;
         }
         if replayed > 0 {
             tracing::info!(server = name, documents = replayed, "documents replayed");

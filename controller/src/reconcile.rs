@@ -221,6 +221,17 @@ impl Reconciler {
         lock(&self.lsp_crashes).remove(key);
     }
 
+    /// How many keys the reconciler holds state for (slots, backoffs,
+    /// crash loops, held and crash-counted language servers); a removed
+    /// server leaves none once its process is gone.
+    pub fn keys_with_state(&self) -> usize {
+        lock(&self.slots).len()
+            + lock(&self.backoff).tracked_keys()
+            + lock(&self.crash).tracked_names()
+            + lock(&self.held).len()
+            + lock(&self.lsp_crashes).len()
+    }
+
     /// Mark `key` stopped (or started) by the user.
     pub fn set_stopped(&self, key: &Key, stopped: bool) {
         let mut set = lock(&self.stopped);
@@ -789,4 +800,107 @@ impl Reconciler {
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use steward_schema::desired::CliOptions;
+
+    use super::*;
+    use crate::paths::Paths;
+    use crate::status::ControllerFacts;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Issue 10 (10): per-key state does not outlive the key. Servers that
+    /// failed to start (each holding a slot and a backoff) and are then
+    /// removed leave the reconciler holding nothing, however many came and
+    /// went.
+    #[tokio::test]
+    async fn removed_servers_leave_no_per_key_state() {
+        const N: usize = 50;
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let env = BTreeMap::from([(
+            "QWEN_HOME".to_owned(),
+            dir.path().join("home").to_string_lossy().into_owned(),
+        )]);
+        let paths = Paths::resolve(&ws, &env).unwrap();
+        let user = paths.user_settings.clone();
+        let servers: serde_json::Map<String, serde_json::Value> = (0..N)
+            .map(|i| {
+                (
+                    format!("s{i}"),
+                    serde_json::json!({ "command": "/nonexistent/steward-no-such-server" }),
+                )
+            })
+            .collect();
+        write(
+            &user,
+            &serde_json::json!({ "mcpServers": servers }).to_string(),
+        );
+        let store = Arc::new(DesiredStore::cold_start(
+            paths,
+            env,
+            CliOptions::default(),
+            Vec::new(),
+        ));
+        let status = Arc::new(StatusStore::new(ControllerFacts::default()));
+        let (events, mut event_rx) = mpsc::unbounded_channel();
+        let (outcomes, _outcome_rx) = mpsc::unbounded_channel();
+        let reconciler = Arc::new(Reconciler::new(
+            store.clone(),
+            status.clone(),
+            Spawner::new().unwrap(),
+            ReconcileConfig::default(),
+            BTreeSet::new(),
+            Arc::new(LspService::default()),
+            Arc::new(Registry::default()),
+            None,
+            events,
+            outcomes,
+            CancellationToken::new(),
+        ));
+        let keys: Vec<Key> = store.snapshot().keys().into_iter().collect();
+        assert_eq!(keys.len(), N);
+        for key in &keys {
+            reconciler.clone().reconcile(key.clone()).await;
+        }
+        let failed = |status: &StatusStore| {
+            keys.iter()
+                .all(|k| status.get(k).is_some_and(|s| s.phase == Phase::Failed))
+        };
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while !failed(&status) {
+                let event = event_rx.recv().await.expect("the instances report");
+                reconciler.clone().reconcile(event.key).await;
+            }
+        })
+        .await
+        .expect("every server fails to start");
+        assert!(
+            reconciler.keys_with_state() >= N,
+            "failed servers hold a backoff each: {}",
+            reconciler.keys_with_state()
+        );
+
+        write(&user, "{}");
+        store.apply_file(&user);
+        for key in &keys {
+            reconciler.clone().reconcile(key.clone()).await;
+        }
+        assert_eq!(
+            reconciler.keys_with_state(),
+            0,
+            "state left for removed servers"
+        );
+        assert!(keys.iter().all(|k| status.get(k).is_none()));
+    }
 }

@@ -789,4 +789,60 @@ mod tests {
             Some(Reason::PendingApproval)
         );
     }
+
+    /// Issue 10 (21): an approvals path that became a directory is an
+    /// unreadable source, rejected like a corrupt file: the approvals in
+    /// force stay, and the source reports the error.
+    #[test]
+    fn an_unreadable_approvals_path_keeps_the_approvals_in_force() {
+        let f = fixture("{}", Some(TWO));
+        let b = Key::mcp("b");
+        let snap = f.store.snapshot();
+        let Some(Desired::Mcp(d)) = snap.get(&b) else {
+            panic!("b is desired");
+        };
+        let paths = f.store.paths().clone();
+        crate::approvals::record(
+            &paths.approvals,
+            &paths.workspace,
+            &[(
+                "b".to_owned(),
+                d.spec.approval_hash.clone(),
+                ApprovalStatus::Approved,
+            )],
+        )
+        .unwrap();
+        f.store.apply_file(&paths.approvals);
+        assert!(f.store.snapshot().blocked(&b).is_none());
+
+        let corrupt = || {
+            std::fs::write(&paths.approvals, "{").unwrap();
+        };
+        let directory = || {
+            std::fs::remove_file(&paths.approvals).unwrap();
+            std::fs::create_dir(&paths.approvals).unwrap();
+        };
+        let cases: [(&str, &dyn Fn()); 2] =
+            [("a corrupt file", &corrupt), ("a directory", &directory)];
+        for (what, make) in cases {
+            make();
+            let applied = f.store.apply_file(&paths.approvals);
+            assert!(applied.changed.is_empty(), "{what}: {:?}", applied.changed);
+            assert_eq!(applied.rejected.len(), 1, "{what}: reported");
+            let snap = f.store.snapshot();
+            assert!(snap.blocked(&b).is_none(), "{what} stopped the approved b");
+            assert!(
+                snap.invalid.contains_key(&paths.approvals),
+                "{what}: the source is reported invalid"
+            );
+            assert!(f.store.resync_file(&paths.approvals).is_none(), "{what}");
+            let reloaded = f.store.reload_all();
+            assert!(
+                reloaded.changed.is_empty(),
+                "{what}: {:?}",
+                reloaded.changed
+            );
+            assert!(f.store.snapshot().blocked(&b).is_none(), "{what}: reload");
+        }
+    }
 }

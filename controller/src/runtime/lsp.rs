@@ -216,7 +216,23 @@ impl LspConnection {
         language_id: &str,
         text: String,
     ) -> Result<i32, String> {
-        let (version, opened) = {
+        let (version, opened) = self.send_document(uri, language_id, text)?;
+        if opened {
+            tokio::time::sleep(OPEN_DELAY).await;
+        }
+        Ok(version)
+    }
+
+    /// [`sync_document`](Self::sync_document) without the wait: returns the
+    /// version and whether `didOpen` was sent, so a caller opening many
+    /// documents (a replay after a restart) waits [`OPEN_DELAY`] once.
+    pub fn send_document(
+        &self,
+        uri: Url,
+        language_id: &str,
+        text: String,
+    ) -> Result<(i32, bool), String> {
+        {
             // Decided and sent under the lock, so versions go out in order.
             let mut store = lock(&self.shared.store);
             let seen = store.diagnostics.get(&uri).map_or(0, |p| p.count);
@@ -228,7 +244,7 @@ impl LspConnection {
                 )
             });
             let (version, opened) = match current {
-                Some((true, true, version)) => return Ok(version),
+                Some((true, true, version)) => return Ok((version, false)),
                 Some((true, false, version)) => {
                     let version = version + 1;
                     let params = DidChangeTextDocumentParams {
@@ -281,12 +297,8 @@ impl LspConnection {
                     seen_at_sync: seen,
                 },
             );
-            (version, opened)
-        };
-        if opened {
-            tokio::time::sleep(OPEN_DELAY).await;
+            Ok((version, opened))
         }
-        Ok(version)
     }
 
     /// The documents opened through this connection: `(uri, language id,
