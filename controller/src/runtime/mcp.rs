@@ -1113,6 +1113,9 @@ async fn watch_session(args: WatchArgs) {
     let mut ping: Option<(PingFuture, Instant)> = None;
     let mut unresponsive = false;
     let mut notices_open = true;
+    // A remote session's loss comes as a notice; it is the end: nothing
+    // after it (a ping failing on the dead session) is reported.
+    let mut ended = false;
 
     loop {
         tokio::select! {
@@ -1126,7 +1129,11 @@ async fn watch_session(args: WatchArgs) {
                 return;
             }
             notice = notices.recv(), if notices_open => match notice {
-                Some(event) => emit(event),
+                Some(_) if ended => {}
+                Some(event) => {
+                    ended = matches!(event, McpEvent::Exited(_));
+                    emit(event);
+                }
                 None => notices_open = false,
             },
             info = wait_exit(exit.as_mut()) => {
@@ -1134,12 +1141,14 @@ async fn watch_session(args: WatchArgs) {
                 return;
             }
             _ = &mut session => {
-                if let Some(end) = session_ended(exit.as_mut(), &mut close).await {
+                if let Some(end) = session_ended(exit.as_mut(), &mut close).await
+                    && !ended
+                {
                     emit(McpEvent::Exited(end));
                 }
                 return;
             }
-            () = tokio::time::sleep_until(next_ping), if pinging && !unresponsive && ping.is_none() => {
+            () = tokio::time::sleep_until(next_ping), if pinging && !unresponsive && !ended && ping.is_none() => {
                 let now = Instant::now();
                 // A server that talked within the interval, or is busy with a
                 // call, is alive: no ping (and no controller CPU) for it.
@@ -1157,6 +1166,9 @@ async fn watch_session(args: WatchArgs) {
                 let sent = ping.take().map(|(_, sent)| sent).unwrap_or_else(Instant::now);
                 next_ping = next_ping_slot(Instant::now(), timeouts.ping_interval);
                 let Err(message) = result else { continue };
+                if ended {
+                    continue;
+                }
                 if relay.heard_since(sent) {
                     tracing::debug!(server = %name, error = %message, "no answer to ping, but the server talked meanwhile");
                     continue;
@@ -2085,6 +2097,11 @@ mod tests {
             ),
             "{event:?}"
         );
+        // The end is reported once: pings failing on the dead session in
+        // the next few intervals (an absence can only be watched for a
+        // while) say nothing more.
+        tokio::time::sleep(timeouts.ping_interval * 6).await;
+        no_more_events(&mut rx);
         connection
             .stop(Duration::from_secs(1), Duration::from_secs(1))
             .await;
