@@ -236,6 +236,60 @@ fn sources_valid_condition_names_a_rejected_edit_until_it_is_fixed() {
     finish(c, &env);
 }
 
+// ---- issue 10 (9): silent drops ---------------------------------------------------
+
+/// At cold start an entry with a wrong type or a typo, and a `--mcp-config`
+/// file that does not exist, are never silent: each dropped entry keeps a
+/// `Failed`/`InvalidSpec` row whose message has file:line:col, the missing
+/// file is an `Invalid` source, and each is a WARN line in the log. The
+/// valid entry beside them runs.
+#[test]
+fn cold_start_drops_keep_a_row_and_a_warning() {
+    let env = Env::new();
+    let good = env.fake_mcp("good", tools(&["g"]));
+    let settings = format!(
+        "{{\n  \"mcpServers\": {{\n    \"good\": {good},\n    \"wrongtype\": {{\"command\": 5}},\n    \"typo\": {{\"comand\": \"x\"}}\n  }}\n}}\n"
+    );
+    env.write_home("settings.json", &settings);
+    let c = env.start(&["--mcp-config", "nope.json"]);
+    let s = c.wait_for("good Ready beside the dropped entries", |s| {
+        ready(s, "good")
+    });
+    let path = env.home.join("settings.json").display().to_string();
+    for (name, line) in [("wrongtype", 4), ("typo", 5)] {
+        let row = mcp(&s, name).unwrap_or_else(|| panic!("no status row for {name}"));
+        assert_eq!(row.status.phase, Phase::Failed, "{name}");
+        assert_eq!(row.status.reason, Some(Reason::InvalidSpec), "{name}");
+        let message = row.status.message.clone().unwrap_or_default();
+        assert!(
+            message.starts_with(&format!("{path}:{line}:")),
+            "{name}: the message has no file:line:col: {message}"
+        );
+    }
+    let missing = env.ws.join("nope.json");
+    let source = s
+        .sources
+        .iter()
+        .find(|src| src.kind == SourceKind::CliMcpConfig)
+        .expect("the --mcp-config source is listed");
+    assert_eq!(source.path, missing.display().to_string());
+    assert_eq!(source.state, SourceState::Invalid);
+    wait_until("a WARN line for each drop and for the missing file", || {
+        let log = c.log_text();
+        let warned = |what: &str| {
+            log.lines().any(|l| {
+                l.contains("WARN") && l.contains("entry dropped (InvalidSpec)") && l.contains(what)
+            })
+        };
+        warned("server=wrongtype")
+            && warned("server=typo")
+            && log
+                .lines()
+                .any(|l| l.contains("WARN") && l.contains(&missing.display().to_string()))
+    });
+    finish(c, &env);
+}
+
 // ---- issue 10, "Backoff reset by unrelated saves" -------------------------------
 
 /// The status message of `name`, when it is Failed.
