@@ -79,7 +79,7 @@ struct Inner {
     servers: BTreeMap<Key, ServerStatus>,
     last_reload: Option<ReloadSummary>,
     conditions: Vec<Condition>,
-    removed: BTreeSet<RemovedRef>,
+    removed: BTreeSet<Key>,
 }
 
 /// A spec as shown without secrets, and the spec it was made from (held so
@@ -169,10 +169,7 @@ impl StatusStore {
     ) {
         let (changed, event) = {
             let mut inner = self.lock();
-            let removed = inner.removed.remove(&RemovedRef {
-                kind: key.kind,
-                name: key.name.clone(),
-            });
+            let removed = inner.removed.remove(key);
             let existed = inner.servers.contains_key(key);
             let entry = inner.servers.entry(key.clone()).or_insert_with(initial);
             let before = entry.clone();
@@ -199,10 +196,7 @@ impl StatusStore {
         let known = {
             let mut inner = self.lock();
             let known = inner.servers.remove(key).is_some();
-            inner.removed.insert(RemovedRef {
-                kind: key.kind,
-                name: key.name.clone(),
-            });
+            inner.removed.insert(key.clone());
             known
         };
         if known {
@@ -335,19 +329,27 @@ impl StatusStore {
         };
         // By kind, then name; entries that produced no spec have an
         // `InvalidSpec` row among the others.
-        // Removed from the desired state: already forgotten, or still stopping.
+        // Removed from the desired state: already forgotten, or still
+        // stopping (shown as such, with the pid, until its process is gone).
         let removed: BTreeSet<RemovedRef> = inner
             .removed
             .iter()
-            .cloned()
+            .map(|k| RemovedRef {
+                kind: k.kind,
+                name: k.name.clone(),
+                phase: None,
+                pid: None,
+            })
             .chain(
                 inner
                     .servers
-                    .keys()
-                    .filter(|k| !snap.contains(k))
-                    .map(|k| RemovedRef {
+                    .iter()
+                    .filter(|(k, _)| !snap.contains(k))
+                    .map(|(k, s)| RemovedRef {
                         kind: k.kind,
                         name: k.name.clone(),
+                        phase: Some(Phase::Stopping),
+                        pid: s.pid,
                     }),
             )
             .collect();

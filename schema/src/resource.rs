@@ -272,7 +272,9 @@ pub struct LspServerSpec {
 }
 
 /// Lifecycle phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 pub enum Phase {
     /// Admitted, waiting for a worker.
     Pending,
@@ -609,6 +611,12 @@ pub struct ControllerStatus {
 pub struct RemovedRef {
     pub kind: ResourceKind,
     pub name: String,
+    /// `Stopping` while its process is still being stopped (with its pid);
+    /// absent once nothing of it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 /// The whole observable state of one workspace: `steward status -o json`.

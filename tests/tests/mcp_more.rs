@@ -672,6 +672,16 @@ fn a_server_ignoring_sigterm_is_still_stopped_on_removal_within_the_grace() {
 
     let removed_at = Instant::now();
     env.user_mcp_servers(&[("ok", ok)]);
+    // While it is being stopped, status says so: removed, Stopping, its pid.
+    let stopping = |s: &WorkspaceStatus| {
+        s.removed
+            .iter()
+            .find(|r| r.name == "stubborn")
+            .map(|r| (r.phase, r.pid))
+    };
+    c.wait_for("stubborn removed and Stopping with its pid", |s| {
+        mcp(s, "stubborn").is_none() && stopping(s) == Some((Some(Phase::Stopping), Some(ps)))
+    });
     wait_all_gone("the stubborn server and its children", &pids);
     let took = removed_at.elapsed();
     // Close (2 s) + SIGTERM grace (3 s) + SIGKILL, plus the debounce and a
@@ -680,8 +690,8 @@ fn a_server_ignoring_sigterm_is_still_stopped_on_removal_within_the_grace() {
         took < Duration::from_secs(12),
         "stopping took {took:?}, beyond the bounded grace"
     );
-    c.wait_for("stubborn gone from status", |s| {
-        mcp(s, "stubborn").is_none()
+    c.wait_for("stubborn removed, nothing of it running", |s| {
+        mcp(s, "stubborn").is_none() && stopping(s) == Some((None, None))
     });
 }
 
