@@ -131,6 +131,14 @@ pub struct Response {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<WorkspaceStatus>>,
+    /// The controller's answer to `status`: the document already
+    /// serialized (kept until the next change), read back as `status`.
+    #[serde(
+        rename = "status",
+        skip_deserializing,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub status_json: Option<RawJson>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reload: Option<ReloadSummary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -148,12 +156,24 @@ pub struct Response {
     pub logs: Option<LogChunk>,
 }
 
+/// JSON serialized ahead of time, written as is (compared by its text).
+#[derive(Debug, Clone, Serialize)]
+#[serde(transparent)]
+pub struct RawJson(pub Box<serde_json::value::RawValue>);
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
 impl Response {
     pub fn ok() -> Self {
         Response {
             ok: true,
             error: None,
             status: None,
+            status_json: None,
             reload: None,
             message: None,
             server: None,

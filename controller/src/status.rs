@@ -141,6 +141,11 @@ impl StatusStore {
     }
 
     /// A receiver that sees a new value after every change.
+    /// Moves on every change of what [`Self::workspace_status`] shows.
+    pub fn version(&self) -> u64 {
+        *self.version.borrow()
+    }
+
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
     }

@@ -161,6 +161,7 @@ impl Gateway {
     /// The streamable-HTTP address, for status.
     pub fn set_listen(&self, address: String) {
         let _ = self.listen.set(address);
+        self.status.touch();
     }
 
     /// A client connected over `transport`; it counts as attached until the
@@ -241,6 +242,13 @@ impl Gateway {
 
     /// Fill in what the endpoint knows: `controller.gateway` and each
     /// McpServer's `status.calls`.
+    /// What [`Self::decorate`] adds changes only when this does (client
+    /// attach and detach, `list_changed` and `listen` also move the status
+    /// store's version).
+    pub fn version(&self) -> (u64, u64) {
+        (self.registry.version(), self.registry.calls_version())
+    }
+
     pub fn decorate(&self, doc: &mut WorkspaceStatus) {
         let calls = self.registry.calls();
         for item in &mut doc.items {

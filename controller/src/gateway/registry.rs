@@ -246,11 +246,13 @@ fn fingerprint<T: Serialize>(value: &T) -> u64 {
 }
 
 /// Call counters of one server (kept across its restarts).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Counters {
     total: AtomicU64,
     failed: AtomicU64,
     in_flight: AtomicU64,
+    /// Every server's counters share one: moves on every change of any.
+    changes: Arc<AtomicU64>,
 }
 
 impl Counters {
@@ -258,6 +260,7 @@ impl Counters {
     pub fn begin(self: &Arc<Self>) -> CallGuard {
         self.total.fetch_add(1, Ordering::Relaxed);
         self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.changes.fetch_add(1, Ordering::Release);
         CallGuard {
             counters: self.clone(),
             failed: true,
@@ -292,6 +295,7 @@ impl Drop for CallGuard {
         if self.failed {
             self.counters.failed.fetch_add(1, Ordering::Relaxed);
         }
+        self.counters.changes.fetch_add(1, Ordering::Release);
     }
 }
 
@@ -314,6 +318,8 @@ impl Inner {
 pub struct Registry {
     inner: Mutex<Inner>,
     version: watch::Sender<u64>,
+    /// Moves whenever a call starts or ends (see [`Self::calls_version`]).
+    calls_changed: Arc<AtomicU64>,
 }
 
 impl Default for Registry {
@@ -325,6 +331,7 @@ impl Default for Registry {
         Registry {
             inner: Mutex::new(inner),
             version: watch::Sender::new(0),
+            calls_changed: Arc::default(),
         }
     }
 }
@@ -475,8 +482,26 @@ impl Registry {
         self.lock()
             .counters
             .entry(server.to_owned())
-            .or_default()
+            .or_insert_with(|| {
+                Arc::new(Counters {
+                    total: AtomicU64::new(0),
+                    failed: AtomicU64::new(0),
+                    in_flight: AtomicU64::new(0),
+                    changes: self.calls_changed.clone(),
+                })
+            })
             .clone()
+    }
+
+    /// The version of the catalogs and slots: moves on every change.
+    pub fn version(&self) -> u64 {
+        *self.version.borrow()
+    }
+
+    /// The version of the call counters: the same value means the same
+    /// counts ([`Self::calls`]).
+    pub fn calls_version(&self) -> u64 {
+        self.calls_changed.load(Ordering::Acquire)
     }
 
     /// Call counts of every server that was called.
