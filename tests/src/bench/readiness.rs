@@ -158,18 +158,8 @@ pub(super) fn readiness(ctx: &Ctx) -> Result<Readiness> {
         let mut hub_err = None;
         let mut kept = None;
         for rep in 0..repeats(n) {
-            progress(format!(
-                "readiness: steward cold start, {n} servers (run {})",
-                rep + 1
-            ));
-            let (r, cold, cpu) = steward_cold(ctx, n)?;
-            stw_ms.push(cold);
-            cpu_s.extend(cpu);
-            if n == largest && rep + 1 == repeats(n) {
-                kept = Some(r);
-            } else {
-                r.finish();
-            }
+            // mcp-hub first: the last steward run of the largest N stays up
+            // for the steady-state figures and must not overlap it.
             if let Some(exe) = &hub_exe {
                 progress(format!(
                     "readiness: mcp-hub cold start, {n} servers (run {})",
@@ -183,6 +173,18 @@ pub(super) fn readiness(ctx: &Ctx) -> Result<Readiness> {
                     }
                     Err(e) => hub_err = Some(format!("{e:#}")),
                 }
+            }
+            progress(format!(
+                "readiness: steward cold start, {n} servers (run {})",
+                rep + 1
+            ));
+            let (r, cold, cpu) = steward_cold(ctx, n)?;
+            stw_ms.push(cold);
+            cpu_s.extend(cpu);
+            if n == largest && rep + 1 == repeats(n) {
+                kept = Some(r);
+            } else {
+                r.finish();
             }
         }
         let (s, cpu) = (summarize(&stw_ms).p50, summarize(&cpu_s).p50);
