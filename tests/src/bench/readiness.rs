@@ -155,6 +155,8 @@ pub(super) fn readiness(ctx: &Ctx) -> Result<Readiness> {
     let largest = ns.iter().copied().max().unwrap_or(0);
     for &n in &ns {
         let (mut stw_ms, mut hub_ms, mut cpu_s) = (vec![], vec![], vec![]);
+        let (mut stw_cpu, mut hub_cpu) = (vec![], vec![]);
+        let secs = |ticks: Option<u64>| ticks.map(|t| t as f64 / clk_tck() as f64);
         let mut hub_err = None;
         let mut kept = None;
         for rep in 0..repeats(n) {
@@ -168,6 +170,7 @@ pub(super) fn readiness(ctx: &Ctx) -> Result<Readiness> {
                 match start_hub_with(exe, ctx, n, &npx_like(ctx)) {
                     Ok(mut h) => {
                         hub_ms.push(h.cold_ms);
+                        hub_cpu.extend(secs(cpu_ticks(h.hub.pid)));
                         h.hub.terminate();
                         h.sb.reap_fakes();
                     }
@@ -181,6 +184,7 @@ pub(super) fn readiness(ctx: &Ctx) -> Result<Readiness> {
             let (r, cold, cpu) = steward_cold(ctx, n)?;
             stw_ms.push(cold);
             cpu_s.extend(cpu);
+            stw_cpu.extend(secs(cpu_ticks(r.stw.pid)));
             if n == largest && rep + 1 == repeats(n) {
                 kept = Some(r);
             } else {
@@ -193,10 +197,12 @@ pub(super) fn readiness(ctx: &Ctx) -> Result<Readiness> {
             "runs": stw_ms.len(),
             "stewardSpawnToAllReady": summary_ms(&stw_ms),
             "machineCpuDuringStartS": r3(cpu),
+            "controllerCpuDuringStartS": r3(summarize(&stw_cpu).p50),
         });
         if !hub_ms.is_empty() {
             let m = summarize(&hub_ms).p50;
             level["mcpHubSpawnToAllConnected"] = summary_ms(&hub_ms);
+            level["mcpHubCpuDuringStartS"] = json!(r3(summarize(&hub_cpu).p50));
             level["ratioP50"] = json!(r3(s / m));
             targets.insert(
                 format!("coldStartN{n}VsMcpHub"),
