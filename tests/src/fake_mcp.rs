@@ -52,6 +52,10 @@ pub struct FakeMcpConfig {
     pub initialize_delay_ms: u64,
     /// Never answer `initialize` (other requests are still answered).
     pub hang_in_initialize: bool,
+    /// Burn this much CPU time (busy loop, measured on the process's CPU
+    /// clock) right after recording "start", before reading any message: the
+    /// start-up work of a real server (an `npx` server loading its modules).
+    pub start_cpu_ms: u64,
     /// Exit with [`Self::exit_code`] this long after the process started.
     pub crash_after_ms: Option<u64>,
     /// Exit code used by [`Self::crash_after_ms`].
@@ -113,6 +117,7 @@ impl Default for FakeMcpConfig {
             record: None,
             initialize_delay_ms: 0,
             hang_in_initialize: false,
+            start_cpu_ms: 0,
             crash_after_ms: None,
             exit_code: 1,
             ignore_sigterm: false,

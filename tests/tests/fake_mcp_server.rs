@@ -745,6 +745,35 @@ async fn initialize_delay_delays_only_the_initialize_answer() {
 }
 
 #[tokio::test]
+async fn start_cpu_is_burnt_before_the_first_answer() {
+    let mut server = RawServer::spawn(FakeMcpConfig {
+        start_cpu_ms: 200,
+        ..FakeMcpConfig::default()
+    });
+    server.call(initialize(json!(1), "2025-06-18")).await;
+    // utime + stime (fields 14 and 15 of /proc/<pid>/stat, after the comm).
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", server.pid)).unwrap();
+    let fields: Vec<u64> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|f| f.parse().unwrap())
+        .collect();
+    #[allow(unsafe_code)]
+    // SAFETY: sysconf takes an integer and touches no memory of ours.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    let cpu_ms = (fields[0] + fields[1]) * 1000 / tick;
+    // One tick of rounding.
+    assert!(
+        cpu_ms + 1000 / tick >= 200,
+        "the fake used {cpu_ms} ms of CPU before answering"
+    );
+}
+
+#[tokio::test]
 async fn garbage_before_initialize_is_the_first_stdout_line() {
     let mut server = RawServer::spawn(FakeMcpConfig {
         garbage_on_stdout: Some(GarbageWhen::BeforeInitialize),

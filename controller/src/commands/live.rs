@@ -510,18 +510,49 @@ pub fn mcp(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, Comma
     })
 }
 
+/// The agent's stdin, read on the runtime when it is a pipe (as agents
+/// spawn servers): `tokio::io::stdin` reads on a blocking-pool thread, one
+/// more thread hand-off per message in each forwarded call.
+fn agent_stdin() -> Box<dyn tokio::io::AsyncRead + Unpin + Send> {
+    use std::os::fd::AsFd as _;
+    std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok())
+        .map_or_else(
+            || Box::new(tokio::io::stdin()) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+            |pipe| Box::new(pipe),
+        )
+}
+
+/// The agent's stdout, written on the runtime when it is a pipe (see
+/// [`agent_stdin`]).
+fn agent_stdout() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
+    use std::os::fd::AsFd as _;
+    std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok())
+        .map_or_else(
+            || Box::new(tokio::io::stdout()) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+            |pipe| Box::new(pipe),
+        )
+}
+
 /// Copy stdin to the controller's socket and its answers to stdout until
 /// either side ends.
 async fn bridge(stream: tokio::net::UnixStream) -> Result<ExitCode, CommandError> {
     let (mut from_controller, mut to_controller) = stream.into_split();
     let upstream = async {
-        let mut stdin = tokio::io::stdin();
+        let mut stdin = agent_stdin();
         let _ = tokio::io::copy(&mut stdin, &mut to_controller).await;
         // The agent hung up: let the controller see the end of the session.
         let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_controller).await;
     };
     let downstream = async {
-        let mut stdout = tokio::io::stdout();
+        let mut stdout = agent_stdout();
         let copied = tokio::io::copy(&mut from_controller, &mut stdout).await;
         let _ = tokio::io::AsyncWriteExt::flush(&mut stdout).await;
         copied

@@ -148,6 +148,9 @@ async fn run(config: FakeMcpConfig, recorder: Recorder) {
             "ppid": std::os::unix::process::parent_id(),
         }),
     );
+    if config.start_cpu_ms > 0 {
+        burn_cpu(Duration::from_millis(config.start_cpu_ms));
+    }
     let mut stderr = std::io::stderr().lock();
     for line in &config.stderr_lines {
         let _ = writeln!(stderr, "{line}");
@@ -187,6 +190,28 @@ async fn run(config: FakeMcpConfig, recorder: Recorder) {
             }
         }
         None => serve_stdio(server.clone(), stdout_rx).await,
+    }
+}
+
+/// Busy-loop until this process has used `amount` of CPU time (so a busy
+/// machine stretches the wall time, as it would a real server's start).
+#[allow(unsafe_code)]
+fn burn_cpu(amount: Duration) {
+    let cpu = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    };
+    let until = cpu() + amount;
+    let mut x: u64 = 1;
+    while cpu() < until {
+        for _ in 0..1000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
     }
 }
 

@@ -6,10 +6,18 @@
 //!
 //! ```text
 //! cargo build --release -p steward-tests --bins
-//! target/release/steward-bench [--quick] [--only reload,burst,cold,cost,mcp-hub]
+//! target/release/steward-bench [--quick]
+//!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway]
 //!     [--observe watch|poll] [--edits N] [--debounce-ms MS] [--mcp-hub PATH | --no-mcp-hub]
 //!     [--reload-ns 1,10,100] [--cost-ns 10,50,500] [--controller-arg ARG]... [--out FILE]
+//!     [--cold-ns 10,100,500] [--init-delay-ms 300] [--start-cpu-ms 10]
 //! ```
+//!
+//! `readiness` and `gate` (issue 11: cold starts of `npx`-like servers,
+//! idle CPU, `status` time and stop at N = 500, edits while 50 slow servers
+//! start) are in `src/bench/readiness.rs`; `gateway` (issue 8: the agent
+//! endpoint's added latency, throughput, list_changed delay, RSS) in
+//! `src/bench/gateway.rs`. Their module docs say how they measure.
 //!
 //! `--quick` (about 25 s) runs every scenario at small sizes; it is meant for
 //! a smoke test (no errors, no churn, at most 2 restarts for the burst), not
@@ -71,6 +79,11 @@ use steward_schema::resource::{Item, McpServer, Phase, WorkspaceStatus};
 use steward_tests::fake_mcp::{self, FakeMcpConfig, read_record};
 use steward_tests::harness::{Env, alive, signal};
 
+#[path = "../bench/gateway.rs"]
+mod gateway;
+#[path = "../bench/readiness.rs"]
+mod readiness;
+
 /// Added between the debounce window and the next write.
 const SPACING_MARGIN: Duration = Duration::from_millis(100);
 /// Bound on any single wait for a condition.
@@ -104,16 +117,32 @@ struct Opts {
     reload_ns: Option<Vec<usize>>,
     cost_ns: Option<Vec<usize>>,
     controller_args: Vec<String>,
+    /// Server counts of the issue 11 cold starts (`--cold-ns`).
+    cold_ns: Option<Vec<usize>>,
+    /// `initializeDelayMs` of the issue 11 fakes (an `npx` server's start).
+    init_delay_ms: u64,
+    /// `startCpuMs` of the issue 11 fakes.
+    start_cpu_ms: u64,
 }
 
-const SCENARIOS: &[&str] = &["reload", "burst", "cold", "cost", "mcp-hub"];
+const SCENARIOS: &[&str] = &[
+    "reload",
+    "burst",
+    "cold",
+    "cost",
+    "mcp-hub",
+    "readiness",
+    "gate",
+    "gateway",
+];
 
 const USAGE: &str = "\
 steward-bench: benchmarks of `steward run` with fake MCP servers (JSON on stdout)
 
 Options:
   --quick               small smoke run (< 30 s)
-  --only A,B            scenarios: reload, burst, cold, cost, mcp-hub (default: all)
+  --only A,B            scenarios: reload, burst, cold, cost, mcp-hub, readiness, gate,
+                        gateway (default: all)
   --observe watch|poll  how status is observed (default: watch stream)
   --edits N             edits per reload level (default 24; quick 4)
   --debounce-ms MS      passed to `steward run` (default 300, the product default)
@@ -123,6 +152,9 @@ Options:
   --reload-ns A,B       server counts of the reload levels (default 1,10,100; quick 1,10)
   --cost-ns A,B         server counts of the cost levels (default 10,50,500; quick 10,50)
   --controller-arg ARG  an extra argument for `steward run` (repeatable; e.g. --ping-interval-ms=0)
+  --cold-ns A,B         server counts of the readiness cold starts (default 10,100,500; quick 10)
+  --init-delay-ms MS    initialize delay of the readiness fakes (default 300)
+  --start-cpu-ms MS     CPU the readiness fakes burn at start (default 10)
   --out FILE            also write the JSON summary to FILE";
 
 fn parse_opts() -> Result<Opts> {
@@ -140,6 +172,9 @@ fn parse_opts() -> Result<Opts> {
         reload_ns: None,
         cost_ns: None,
         controller_args: Vec::new(),
+        cold_ns: None,
+        init_delay_ms: 300,
+        start_cpu_ms: 10,
     };
     let ns = |v: String| -> Result<Vec<usize>> {
         v.split(',')
@@ -189,6 +224,13 @@ fn parse_opts() -> Result<Opts> {
             "--reload-ns" => o.reload_ns = Some(ns(val("--reload-ns")?)?),
             "--cost-ns" => o.cost_ns = Some(ns(val("--cost-ns")?)?),
             "--controller-arg" => o.controller_args.push(val("--controller-arg")?),
+            "--cold-ns" => o.cold_ns = Some(ns(val("--cold-ns")?)?),
+            "--init-delay-ms" => {
+                o.init_delay_ms = val("--init-delay-ms")?.parse().context("--init-delay-ms")?
+            }
+            "--start-cpu-ms" => {
+                o.start_cpu_ms = val("--start-cpu-ms")?.parse().context("--start-cpu-ms")?
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -644,17 +686,43 @@ struct Fleet {
     names: Vec<String>,
     /// Extra env per server (the edits).
     extra: Vec<BTreeMap<String, String>>,
+    /// Each server's fake config (name and record file are set from the fleet).
+    configs: Vec<FakeMcpConfig>,
+    /// Servers whose config goes in `args` (`--config=<json>`) rather than env.
+    config_in_args: BTreeSet<usize>,
+    /// `mcp.excluded` of the settings file.
+    excluded: BTreeSet<String>,
 }
 
 impl Fleet {
-    fn new(fake: &Path, records: &Path, n: usize) -> Fleet {
+    /// `n` servers, each a fake with config `base`.
+    fn with(fake: &Path, records: &Path, n: usize, base: &FakeMcpConfig) -> Fleet {
         let width = n.saturating_sub(1).to_string().len().max(3);
-        Fleet {
+        let mut fleet = Fleet {
             fake: fake.to_path_buf(),
             records: records.to_path_buf(),
-            names: (0..n).map(|i| format!("s{i:0width$}")).collect(),
-            extra: vec![BTreeMap::new(); n],
+            names: Vec::new(),
+            extra: Vec::new(),
+            configs: Vec::new(),
+            config_in_args: BTreeSet::new(),
+            excluded: BTreeSet::new(),
+        };
+        for i in 0..n {
+            fleet.push(&format!("s{i:0width$}"), base);
         }
+        fleet
+    }
+
+    /// Add a server named `name` with config `base`; returns its index.
+    fn push(&mut self, name: &str, base: &FakeMcpConfig) -> usize {
+        self.names.push(name.to_owned());
+        self.extra.push(BTreeMap::new());
+        self.configs.push(FakeMcpConfig {
+            name: name.to_owned(),
+            record: Some(self.records.join(format!("{name}.jsonl"))),
+            ..base.clone()
+        });
+        self.names.len() - 1
     }
 
     fn len(&self) -> usize {
@@ -666,18 +734,19 @@ impl Fleet {
     }
 
     fn env_of(&self, i: usize) -> BTreeMap<String, String> {
-        let config = FakeMcpConfig {
-            name: self.names[i].clone(),
-            record: Some(self.record(i)),
-            ..FakeMcpConfig::default()
-        };
         let mut env = self.extra[i].clone();
-        env.insert(fake_mcp::CONFIG_ENV.to_owned(), config.to_json());
+        if !self.config_in_args.contains(&i) {
+            env.insert(fake_mcp::CONFIG_ENV.to_owned(), self.configs[i].to_json());
+        }
         env
     }
 
     fn entry(&self, i: usize, reordered: bool) -> String {
-        let cmd = serde_json::to_string(&self.fake.to_string_lossy()).unwrap_or_default();
+        let mut cmd = serde_json::to_string(&self.fake.to_string_lossy()).unwrap_or_default();
+        if self.config_in_args.contains(&i) {
+            let arg = format!("--config={}", self.configs[i].to_json());
+            cmd = format!("{cmd}, \"args\": {}", json!([arg]));
+        }
         let env = self.env_of(i);
         if reordered {
             // Same meaning: keys of the entry and of env in another order.
@@ -704,11 +773,25 @@ impl Fleet {
         if reordered {
             items.reverse();
             format!(
-                "{{\n  \"mcpServers\": {{\n    {}\n  }}\n}}\n",
-                items.join(",\n    ")
+                "{{\n  \"mcpServers\": {{\n    {}\n  }}{}\n}}\n",
+                items.join(",\n    "),
+                self.excluded_json()
             )
         } else {
-            format!("{{\"mcpServers\":{{{}}}}}", items.join(","))
+            format!(
+                "{{\"mcpServers\":{{{}}}{}}}",
+                items.join(","),
+                self.excluded_json()
+            )
+        }
+    }
+
+    /// `,"mcp":{"excluded":[...]}` when some server is excluded.
+    fn excluded_json(&self) -> String {
+        if self.excluded.is_empty() {
+            String::new()
+        } else {
+            format!(",\"mcp\":{}", json!({ "excluded": self.excluded }))
         }
     }
 
@@ -820,7 +903,7 @@ struct Stw {
 }
 
 impl Stw {
-    fn spawn(ctx: &Ctx, env: &Env) -> Result<Stw> {
+    fn spawn(ctx: &Ctx, env: &Env, extra: &[String]) -> Result<Stw> {
         let log = env.root.path().join("controller.log");
         let log_file = std::fs::File::create(&log)?;
         let mut vars = env.vars();
@@ -832,6 +915,7 @@ impl Stw {
             .arg("run")
             .args(["--debounce-ms", &ctx.opts.debounce_ms.to_string()])
             .args(&ctx.opts.controller_args)
+            .args(extra)
             .env_clear()
             .envs(base_env())
             .envs(vars)
@@ -1073,9 +1157,19 @@ impl Observer {
     fn wait(
         &mut self,
         what: &str,
+        f: impl FnMut(Instant, &WorkspaceStatus) -> bool,
+    ) -> Result<(Instant, WorkspaceStatus)> {
+        self.wait_for(what, DEADLINE, f)
+    }
+
+    /// [`Self::wait`] with a bound of `limit`.
+    fn wait_for(
+        &mut self,
+        what: &str,
+        limit: Duration,
         mut f: impl FnMut(Instant, &WorkspaceStatus) -> bool,
     ) -> Result<(Instant, WorkspaceStatus)> {
-        let deadline = Instant::now() + DEADLINE;
+        let deadline = Instant::now() + limit;
         let mut last = None;
         while let Some((t, s)) = self.next(deadline)? {
             if f(t, &s) {
@@ -1096,7 +1190,7 @@ impl Observer {
                 .take(10)
                 .collect::<Vec<_>>()
         });
-        bail!("timed out after {DEADLINE:?} waiting for {what}; not ready: {brief:?}")
+        bail!("timed out after {limit:?} waiting for {what}; not ready: {brief:?}")
     }
 }
 
@@ -1239,11 +1333,23 @@ struct Running {
 /// from the record files), then `status` is polled every 2 ms until all are
 /// Ready and the poller is closed.
 fn start_steward(ctx: &Ctx, n: usize, client: bool) -> Result<Running> {
+    start_steward_with(ctx, n, client, &FakeMcpConfig::default(), &[])
+}
+
+/// [`start_steward`] with fakes of config `base` and `extra` arguments to
+/// `steward run`.
+fn start_steward_with(
+    ctx: &Ctx,
+    n: usize,
+    client: bool,
+    base: &FakeMcpConfig,
+    extra: &[String],
+) -> Result<Running> {
     let sb = Sandbox::new();
     let settings = sb.env.home.join("settings.json");
-    let fleet = Fleet::new(&ctx.fake, &sb.env.records(), n);
+    let fleet = Fleet::with(&ctx.fake, &sb.env.records(), n, base);
     write_by_rename(&settings, &fleet.content(false), 0)?;
-    let mut stw = Stw::spawn(ctx, &sb.env)?;
+    let mut stw = Stw::spawn(ctx, &sb.env, extra)?;
     progress(format!("  controller pid {} ({n} servers)", stw.pid));
     let (mut obs, socket_ms) = if client {
         let obs = stw.observe(ctx.opts.observe)?;
@@ -1252,7 +1358,9 @@ fn start_steward(ctx: &Ctx, n: usize, client: bool) -> Result<Running> {
         wait_all_listed(&fleet, &mut stw)?;
         (stw.observe(Observe::Poll)?, None)
     };
-    let (t, s) = obs.wait(&format!("{n} servers Ready"), |_, s| all_ready(s, &fleet))?;
+    let (t, s) = obs.wait_for(&format!("{n} servers Ready"), deadline_for(n), |_, s| {
+        all_ready(s, &fleet)
+    })?;
     Ok(Running {
         cold_ms: ms(t - stw.spawned),
         socket_ms,
@@ -1265,11 +1373,24 @@ fn start_steward(ctx: &Ctx, n: usize, client: bool) -> Result<Running> {
     })
 }
 
+/// The bound on a wait for `n` servers to start.
+fn deadline_for(n: usize) -> Duration {
+    DEADLINE + Duration::from_millis(100) * n as u32
+}
+
+/// How often the record files of `n` fakes (or a status of `n` servers) are
+/// read while waiting for a start: 5 ms, longer for large fleets so that the
+/// bench's own reading stays a small share of the 2-core machine.
+fn sweep_interval(n: usize) -> Duration {
+    Duration::from_micros(100 * n as u64).max(Duration::from_millis(5))
+}
+
 /// Wait (reading the record files every 5 ms; free for the controller)
 /// until every fake of `fleet` has answered `tools/list`.
 fn wait_all_listed(fleet: &Fleet, stw: &mut Stw) -> Result<Instant> {
     let mut pending: Vec<usize> = (0..fleet.len()).collect();
-    let deadline = Instant::now() + DEADLINE;
+    let limit = deadline_for(fleet.len());
+    let deadline = Instant::now() + limit;
     loop {
         stw.check_running()?;
         pending.retain(|&i| {
@@ -1282,11 +1403,11 @@ fn wait_all_listed(fleet: &Fleet, stw: &mut Stw) -> Result<Instant> {
         }
         if Instant::now() > deadline {
             bail!(
-                "{} servers did not list tools within {DEADLINE:?}",
+                "{} servers did not list tools within {limit:?}",
                 pending.len()
             );
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(sweep_interval(fleet.len()));
     }
 }
 
@@ -1994,17 +2115,22 @@ struct HubRun {
 }
 
 fn start_hub(exe: &Path, ctx: &Ctx, n: usize) -> Result<HubRun> {
+    start_hub_with(exe, ctx, n, &FakeMcpConfig::default())
+}
+
+fn start_hub_with(exe: &Path, ctx: &Ctx, n: usize, base: &FakeMcpConfig) -> Result<HubRun> {
     let sb = Sandbox::new();
     let config = sb.env.root.path().join("mcp-hub.json");
-    let fleet = Fleet::new(&ctx.fake, &sb.env.records(), n);
+    let fleet = Fleet::with(&ctx.fake, &sb.env.records(), n, base);
     write_by_rename(&config, &fleet.content(false), 0)?;
     let mut hub = Hub::spawn(exe, &config, sb.env.root.path())?;
-    let deadline = Instant::now() + DEADLINE;
+    let limit = deadline_for(n);
+    let deadline = Instant::now() + limit;
     let mut all_spawned = None;
     let t_ready = loop {
         if Instant::now() > deadline {
             bail!(
-                "mcp-hub did not connect {n} servers within {DEADLINE:?}\n{}",
+                "mcp-hub did not connect {n} servers within {limit:?}\n{}",
                 hub.log_tail()
             );
         }
@@ -2021,7 +2147,7 @@ fn start_hub(exe: &Path, ctx: &Ctx, n: usize) -> Result<HubRun> {
             break Instant::now();
         }
         // The polling interval (record files, then /api/servers).
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(sweep_interval(n));
     };
     Ok(HubRun {
         cold_ms: ms(t_ready - hub.spawned),
@@ -2531,6 +2657,36 @@ fn bench(opts: Opts) -> Result<()> {
         };
     }
 
+    let mut more_targets = serde_json::Map::new();
+    if on("readiness") {
+        out["readiness"] = match run_scenario("readiness", || readiness::readiness(&ctx)) {
+            Ok(r) => {
+                more_targets.extend(r.targets);
+                r.json
+            }
+            Err(e) => e,
+        };
+    }
+    if on("gate") {
+        out["gate"] = match run_scenario("gate", || readiness::gate(&ctx)) {
+            Ok((json, t)) => {
+                more_targets.extend(t);
+                json
+            }
+            Err(e) => e,
+        };
+    }
+
+    if on("gateway") {
+        out["gateway"] = match run_scenario("gateway", || gateway::gateway(&ctx)) {
+            Ok((json, t)) => {
+                more_targets.extend(t);
+                json
+            }
+            Err(e) => e,
+        };
+    }
+
     // Ratios steward / mcp-hub, at the same N.
     if let Some(Ok(h)) = &hub {
         let mut ratios = serde_json::Map::new();
@@ -2653,6 +2809,7 @@ fn bench(opts: Opts) -> Result<()> {
             target(json!(r1(m)), "<= 30", Some(m <= 30.0)),
         );
     }
+    t.extend(more_targets);
     out["targets"] = Value::Object(t);
     out["elapsedS"] = json!(r1(started.elapsed().as_secs_f64()));
     out["machineBusyPctPerScenario"] = MACHINE_BUSY
