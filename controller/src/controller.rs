@@ -294,7 +294,10 @@ impl StatusCache {
         // them again, so the next request rebuilds.
         let versions = (status.version(), gateway.version(), show_secrets);
         let snapshot = store.snapshot();
-        let mut cached = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cached = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(c) = cached.as_ref()
             && c.versions == versions
             && Arc::ptr_eq(&c.snapshot, &snapshot)
