@@ -510,35 +510,64 @@ pub fn mcp(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, Comma
     })
 }
 
-/// The agent's stdin, read on the runtime when it is a pipe (as agents
-/// spawn servers): `tokio::io::stdin` reads on a blocking-pool thread, one
-/// more thread hand-off per message in each forwarded call.
+/// The agent's stdin, read on the runtime when it is a pipe (Python's and
+/// Rust's subprocesses) or a socket (Node's: libuv spawns with socket
+/// pairs): `tokio::io::stdin` reads on a blocking-pool thread, one more
+/// thread hand-off per message in each forwarded call.
 fn agent_stdin() -> Box<dyn tokio::io::AsyncRead + Unpin + Send> {
     use std::os::fd::AsFd as _;
-    std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok())
-        .map_or_else(
-            || Box::new(tokio::io::stdin()) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
-            |pipe| Box::new(pipe),
-        )
+    let stdin = std::io::stdin();
+    match on_runtime(stdin.as_fd()) {
+        Some(AgentIo::Pipe(fd)) => match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
+            Ok(pipe) => Box::new(pipe),
+            Err(_) => Box::new(tokio::io::stdin()),
+        },
+        Some(AgentIo::Socket(socket)) => Box::new(socket),
+        None => Box::new(tokio::io::stdin()),
+    }
 }
 
-/// The agent's stdout, written on the runtime when it is a pipe (see
-/// [`agent_stdin`]).
+/// The agent's stdout, written on the runtime when it is a pipe or a socket
+/// (see [`agent_stdin`]).
 fn agent_stdout() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
     use std::os::fd::AsFd as _;
-    std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok())
-        .map_or_else(
-            || Box::new(tokio::io::stdout()) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
-            |pipe| Box::new(pipe),
-        )
+    let stdout = std::io::stdout();
+    match on_runtime(stdout.as_fd()) {
+        Some(AgentIo::Pipe(fd)) => match tokio::net::unix::pipe::Sender::from_owned_fd(fd) {
+            Ok(pipe) => Box::new(pipe),
+            Err(_) => Box::new(tokio::io::stdout()),
+        },
+        Some(AgentIo::Socket(socket)) => Box::new(socket),
+        None => Box::new(tokio::io::stdout()),
+    }
+}
+
+/// A stdio descriptor the runtime can poll.
+enum AgentIo {
+    Pipe(std::os::fd::OwnedFd),
+    Socket(tokio::net::UnixStream),
+}
+
+/// A duplicate of `fd` for the runtime when it is a pipe or a Unix socket;
+/// `None` for anything else (a terminal, a file), which tokio's own
+/// stdin/stdout handle.
+fn on_runtime(fd: std::os::fd::BorrowedFd<'_>) -> Option<AgentIo> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let owned = fd.try_clone_to_owned().ok()?;
+    let file = std::fs::File::from(owned);
+    let kind = file.metadata().ok()?.file_type();
+    let owned = std::os::fd::OwnedFd::from(file);
+    if kind.is_fifo() {
+        return Some(AgentIo::Pipe(owned));
+    }
+    if kind.is_socket() {
+        let socket = std::os::unix::net::UnixStream::from(owned);
+        socket.set_nonblocking(true).ok()?;
+        return tokio::net::UnixStream::from_std(socket)
+            .ok()
+            .map(AgentIo::Socket);
+    }
+    None
 }
 
 /// Copy stdin to the controller's socket and its answers to stdout until
