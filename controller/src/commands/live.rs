@@ -15,6 +15,7 @@ use crate::cli::{LogFormat, RunArgs};
 use crate::control::{self, Request, Response};
 use crate::controller::{self, GatewayOptions, RunOptions};
 use crate::gateway::GatewayConfig;
+use crate::gateway::handover;
 use crate::logging::{self, PanicFlag};
 use crate::offline::Inputs;
 use crate::output::{self, Format, Table};
@@ -516,63 +517,74 @@ pub fn mcp(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, Comma
 /// thread hand-off per message in each forwarded call.
 fn agent_stdin() -> Box<dyn tokio::io::AsyncRead + Unpin + Send> {
     use std::os::fd::AsFd as _;
-    let stdin = std::io::stdin();
-    match on_runtime(stdin.as_fd()) {
-        Some(AgentIo::Pipe(fd)) => match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
-            Ok(pipe) => Box::new(pipe),
-            Err(_) => Box::new(tokio::io::stdin()),
-        },
-        Some(AgentIo::Socket(socket)) => Box::new(socket),
-        None => Box::new(tokio::io::stdin()),
-    }
+    std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(handover::reader)
+        .unwrap_or_else(|| Box::new(tokio::io::stdin()))
 }
 
 /// The agent's stdout, written on the runtime when it is a pipe or a socket
 /// (see [`agent_stdin`]).
 fn agent_stdout() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
     use std::os::fd::AsFd as _;
-    let stdout = std::io::stdout();
-    match on_runtime(stdout.as_fd()) {
-        Some(AgentIo::Pipe(fd)) => match tokio::net::unix::pipe::Sender::from_owned_fd(fd) {
-            Ok(pipe) => Box::new(pipe),
-            Err(_) => Box::new(tokio::io::stdout()),
-        },
-        Some(AgentIo::Socket(socket)) => Box::new(socket),
-        None => Box::new(tokio::io::stdout()),
-    }
+    std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(handover::writer)
+        .unwrap_or_else(|| Box::new(tokio::io::stdout()))
 }
 
-/// A stdio descriptor the runtime can poll.
-enum AgentIo {
-    Pipe(std::os::fd::OwnedFd),
-    Socket(tokio::net::UnixStream),
-}
-
-/// A duplicate of `fd` for the runtime when it is a pipe or a Unix socket;
-/// `None` for anything else (a terminal, a file), which tokio's own
-/// stdin/stdout handle.
-fn on_runtime(fd: std::os::fd::BorrowedFd<'_>) -> Option<AgentIo> {
-    use std::os::unix::fs::FileTypeExt as _;
-    let owned = fd.try_clone_to_owned().ok()?;
-    let file = std::fs::File::from(owned);
-    let kind = file.metadata().ok()?.file_type();
-    let owned = std::os::fd::OwnedFd::from(file);
-    if kind.is_fifo() {
-        return Some(AgentIo::Pipe(owned));
+/// Hand the agent's stdin and stdout to the controller, when both are pipes
+/// or sockets, and wait until it closes the connection (the session ended)
+/// or the agent hangs up. `false`: not handed over, bridge the bytes.
+async fn hand_over(stream: &tokio::net::UnixStream) -> bool {
+    use std::os::fd::{AsFd as _, AsRawFd as _};
+    let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+    if !handover::is_pollable(stdin.as_fd()) || !handover::is_pollable(stdout.as_fd()) {
+        return false;
     }
-    if kind.is_socket() {
-        let socket = std::os::unix::net::UnixStream::from(owned);
-        socket.set_nonblocking(true).ok()?;
-        return tokio::net::UnixStream::from_std(socket)
-            .ok()
-            .map(AgentIo::Socket);
+    let fds = [stdin.as_fd().as_raw_fd(), stdout.as_fd().as_raw_fd()];
+    let sent = loop {
+        if stream.writable().await.is_err() {
+            break false;
+        }
+        match stream.try_io(tokio::io::Interest::WRITABLE, || {
+            handover::send(stream.as_fd(), &fds)
+        }) {
+            Ok(()) => break true,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => {
+                tracing::debug!(error = %e, "hand the agent's stdio over");
+                break false;
+            }
+        }
+    };
+    if !sent {
+        return false;
     }
-    None
+    // The controller serves the agent now; this process only lives as long
+    // as the session, as the agent expects of the server it started.
+    let mut byte = [0u8; 1];
+    loop {
+        if stream.readable().await.is_err() {
+            return true;
+        }
+        match stream.try_read(&mut byte) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            _ => return true,
+        }
+    }
 }
 
 /// Copy stdin to the controller's socket and its answers to stdout until
 /// either side ends.
 async fn bridge(stream: tokio::net::UnixStream) -> Result<ExitCode, CommandError> {
+    if hand_over(&stream).await {
+        return Ok(ExitCode::SUCCESS);
+    }
     let (mut from_controller, mut to_controller) = stream.into_split();
     let upstream = async {
         let mut stdin = agent_stdin();

@@ -12,7 +12,8 @@
 //! - [`names`]: exposed names (`server__tool`, sanitized, collisions).
 //! - [`registry`]: live connections, their filtered catalogs, the union.
 //! - [`session`]: one client's MCP session (lists, calls, pass-through).
-//! - [`serve`]: the transports (stdio bridge, Unix socket, streamable HTTP).
+//! - [`serve`]: the transports (stdio bridge, Unix socket, streamable HTTP);
+//!   [`handover`]: an attached `steward mcp` passes the agent's stdio over.
 //! - [`lsp_tool`]: the `lsp` tool (Qwen Code's interface) over the language
 //!   servers.
 //!
@@ -35,6 +36,7 @@ use crate::runtime::mcp::Broadcast;
 use crate::snapshot::DesiredStore;
 use crate::status::{StatusStore, now_rfc3339};
 
+pub mod handover;
 pub mod lsp_tool;
 pub mod names;
 pub mod registry;

@@ -442,15 +442,78 @@ pub async fn serve_unix(gateway: Arc<Gateway>, listener: UnixListener, cancel: C
             tracing::warn!("refused an agent connection from another user");
             continue;
         }
-        let (read, write) = stream.into_split();
-        tokio::spawn(serve_stream(
-            gateway.clone(),
-            "unix",
-            read,
-            write,
-            cancel.clone(),
-        ));
+        tokio::spawn(serve_attached(gateway.clone(), stream, cancel.clone()));
     }
+}
+
+/// One attached client: the agent's own stdio when `steward mcp` hands it
+/// over ([`super::handover`]), else MCP over the socket itself.
+async fn serve_attached(
+    gateway: Arc<Gateway>,
+    stream: tokio::net::UnixStream,
+    cancel: CancellationToken,
+) {
+    use std::os::fd::AsFd as _;
+    let first = loop {
+        if stream.readable().await.is_err() {
+            return;
+        }
+        match stream.try_io(tokio::io::Interest::READABLE, || {
+            super::handover::recv(stream.as_fd())
+        }) {
+            Ok(first) => break first,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => {
+                tracing::debug!(error = %e, "read from an agent client");
+                return;
+            }
+        }
+    };
+    let (bytes, mut fds) = first;
+    if bytes == [super::handover::MARK] && fds.len() == 2 {
+        let output = fds.pop().expect("two descriptors");
+        let input = fds.pop().expect("two descriptors");
+        let (Some(read), Some(write)) = (
+            super::handover::reader(input),
+            super::handover::writer(output),
+        ) else {
+            tracing::warn!("an agent's stdio handed over is neither a pipe nor a socket");
+            return;
+        };
+        // The bridge process lives as long as the session: when it goes
+        // (the agent killed it), so does the session; when the session
+        // ends, dropping the socket lets the bridge exit.
+        let session = cancel.child_token();
+        let watch = {
+            let session = session.clone();
+            async move {
+                let mut byte = [0u8; 1];
+                loop {
+                    if stream.readable().await.is_err() {
+                        break;
+                    }
+                    match stream.try_read(&mut byte) {
+                        Ok(_) => break,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        Err(_) => break,
+                    }
+                }
+                session.cancel();
+                stream
+            }
+        };
+        let served = serve_stream(gateway, "unix", read, write, session.clone());
+        tokio::pin!(watch);
+        tokio::select! {
+            () = served => {}
+            _ = &mut watch => {}
+        }
+        return;
+    }
+    drop(fds);
+    let (read, write) = stream.into_split();
+    let read = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(bytes), read);
+    serve_stream(gateway, "unix", read, write, cancel).await;
 }
 
 #[cfg(test)]

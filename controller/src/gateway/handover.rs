@@ -1,0 +1,188 @@
+//! Handing an agent's stdio to the controller.
+//!
+//! `steward mcp`, attached to a running controller, would otherwise copy
+//! every message between the agent's pipes and the controller's socket: one
+//! more process to wake per message each way. Instead it passes its stdin
+//! and stdout over the socket (`SCM_RIGHTS`, behind one [`MARK`] byte) and
+//! only waits; the controller reads and writes the agent's pipes (or socket
+//! pairs, as Node's libuv spawns servers with) itself. A client that sends
+//! MCP straight away (a test, a terminal) is served as a byte stream.
+
+use std::io;
+use std::os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd, RawFd};
+use std::os::unix::fs::FileTypeExt as _;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// The first byte of a handover: never the first byte of a JSON-RPC stream.
+pub const MARK: u8 = 0xF0;
+
+/// Send [`MARK`] with `fds` over the connected Unix socket `socket`.
+#[allow(unsafe_code)]
+pub fn send(socket: BorrowedFd<'_>, fds: &[RawFd]) -> io::Result<()> {
+    let mut byte = [MARK];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let data_len = std::mem::size_of_val(fds) as u32;
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(data_len) } as usize;
+    // u64s: the control buffer must be aligned for a cmsghdr.
+    let mut control = vec![0u64; space.div_ceil(8)];
+    // SAFETY: a zeroed msghdr is valid; the pointers set below outlive the
+    // sendmsg call, and the cmsghdr written fits in `control` (CMSG_SPACE).
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(data_len) as _;
+        std::ptr::copy_nonoverlapping(
+            fds.as_ptr().cast::<u8>(),
+            libc::CMSG_DATA(cmsg),
+            data_len as usize,
+        );
+        if libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) != 1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// One `recvmsg` on `socket`: the bytes read and the descriptors that came
+/// with them (close-on-exec). `WouldBlock` when nothing is there yet.
+#[allow(unsafe_code)]
+pub fn recv(socket: BorrowedFd<'_>) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    let mut buf = vec![0u8; 8192];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // Room for a few descriptors; more than expected are closed.
+    let data_len = (4 * std::mem::size_of::<RawFd>()) as u32;
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(data_len) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut fds = Vec::new();
+    // SAFETY: as in `send`; the kernel writes at most `msg_controllen`
+    // bytes of control data, walked with the CMSG_* macros.
+    let n = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let n = libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let data = libc::CMSG_DATA(cmsg);
+                for i in 0..bytes / std::mem::size_of::<RawFd>() {
+                    let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                    fds.push(OwnedFd::from_raw_fd(fd));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+        n as usize
+    };
+    buf.truncate(n);
+    Ok((buf, fds))
+}
+
+/// A stdio descriptor the runtime can poll.
+pub enum Polled {
+    Pipe(OwnedFd),
+    Socket(tokio::net::UnixStream),
+}
+
+/// `fd` made pollable by the runtime when it is a pipe or a Unix socket;
+/// `None` for anything else (a terminal, a file). Sets it non-blocking.
+pub fn pollable(fd: OwnedFd) -> Option<Polled> {
+    let file = std::fs::File::from(fd);
+    let kind = file.metadata().ok()?.file_type();
+    let fd = OwnedFd::from(file);
+    if kind.is_fifo() {
+        return Some(Polled::Pipe(fd));
+    }
+    if kind.is_socket() {
+        let socket = std::os::unix::net::UnixStream::from(fd);
+        socket.set_nonblocking(true).ok()?;
+        return tokio::net::UnixStream::from_std(socket)
+            .ok()
+            .map(Polled::Socket);
+    }
+    None
+}
+
+/// Whether a duplicate of `fd` would be [`pollable`].
+pub fn is_pollable(fd: BorrowedFd<'_>) -> bool {
+    fd.try_clone_to_owned()
+        .ok()
+        .and_then(|owned| std::fs::File::from(owned).metadata().ok())
+        .is_some_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+}
+
+/// An agent's input, read on the runtime.
+pub fn reader(fd: OwnedFd) -> Option<Box<dyn AsyncRead + Send + Unpin>> {
+    match pollable(fd)? {
+        Polled::Pipe(fd) => tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
+            .ok()
+            .map(|p| Box::new(p) as Box<dyn AsyncRead + Send + Unpin>),
+        Polled::Socket(s) => Some(Box::new(s)),
+    }
+}
+
+/// An agent's output, written on the runtime.
+pub fn writer(fd: OwnedFd) -> Option<Box<dyn AsyncWrite + Send + Unpin>> {
+    match pollable(fd)? {
+        Polled::Pipe(fd) => tokio::net::unix::pipe::Sender::from_owned_fd(fd)
+            .ok()
+            .map(|p| Box::new(p) as Box<dyn AsyncWrite + Send + Unpin>),
+        Polled::Socket(s) => Some(Box::new(s)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read as _, Write as _};
+    use std::os::fd::AsFd as _;
+
+    #[test]
+    fn descriptors_pass_with_the_mark() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (mut pipe_r, mut pipe_w) = std::io::pipe().unwrap();
+        send(a.as_fd(), &[pipe_w.as_fd().as_raw_fd()]).unwrap();
+        let (bytes, mut fds) = recv(b.as_fd()).unwrap();
+        assert_eq!(bytes, [MARK]);
+        assert_eq!(fds.len(), 1);
+        // The received descriptor is the same pipe.
+        let mut passed = std::fs::File::from(fds.remove(0));
+        passed.write_all(b"hi").unwrap();
+        drop(passed);
+        pipe_w.flush().unwrap();
+        drop(pipe_w);
+        let mut got = String::new();
+        pipe_r.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "hi");
+    }
+
+    #[test]
+    fn plain_bytes_come_without_descriptors() {
+        let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.write_all(b"{\"jsonrpc\"").unwrap();
+        let (bytes, fds) = recv(b.as_fd()).unwrap();
+        assert_eq!(bytes, b"{\"jsonrpc\"");
+        assert!(fds.is_empty());
+    }
+}
