@@ -214,8 +214,8 @@ tool while a language server is Ready. The list follows the configuration files 
 edit the agent gets notifications/tools/list_changed instead of restarting. Calls to a server that \
 is restarting for a new configuration wait for it; calls to a server that cannot run say why.
 
-When a controller already runs for the workspace (`steward run`), this process only bridges bytes \
-to it. Otherwise it becomes the controller itself (with the options below, as `steward run` would) \
+When a controller already runs for the workspace (`steward run`), this process hands its stdin and \
+stdout to it and waits (or copies the bytes, when they are not pipes or sockets). Otherwise it becomes the controller itself (with the options below, as `steward run` would) \
 and stays up while any agent is attached; when the last one leaves it stops every server and exits.
 
 Register it with an agent, e.g.:
