@@ -150,6 +150,23 @@ fn wall(at: Instant) -> SystemTime {
     }
 }
 
+/// `Failed` for `reason`: the message shown, no process, and the `Ready`
+/// condition False with `condition_message` (the first line of the story).
+fn mark_failed(s: &mut ServerStatus, reason: Reason, message: String, condition_message: &str) {
+    s.phase = Phase::Failed;
+    s.reason = Some(reason);
+    s.message = Some(message);
+    s.pid = None;
+    set_condition(
+        &mut s.conditions,
+        "Ready",
+        ConditionStatus::False,
+        Some(reason.as_str()),
+        Some(condition_message),
+        &now_rfc3339(),
+    );
+}
+
 fn with_tail(message: String, tail: &[String]) -> String {
     if tail.is_empty() {
         message
@@ -592,23 +609,11 @@ impl Reconciler {
         } else {
             tracing::warn!(server = %key, %reason, message = %first_line(message), "start failed");
         }
-        let now_s = now_rfc3339();
         self.set_status(key, |s| {
-            s.phase = Phase::Failed;
-            s.reason = Some(reason);
-            s.message = Some(message.to_owned());
-            s.pid = None;
+            mark_failed(s, reason, message.to_owned(), message);
             s.tools = None;
             s.prompts = None;
             s.next_retry_at = Some(rfc3339(wall(retry_at)));
-            set_condition(
-                &mut s.conditions,
-                "Ready",
-                ConditionStatus::False,
-                Some(reason.as_str()),
-                Some(message),
-                &now_s,
-            );
         });
         if self.cancel.is_cancelled() {
             return (Requeue::No, Some(Outcome::Failed));
@@ -647,24 +652,12 @@ impl Reconciler {
         };
         let message = with_tail(format!("{msg}; {when}"), tail);
         tracing::warn!(server = %key, %msg, ?delay, "server crashed");
-        let now_s = now_rfc3339();
         self.set_status(key, |s| {
-            s.phase = Phase::Failed;
-            s.reason = Some(reason);
-            s.message = Some(message.clone());
-            s.pid = None;
+            mark_failed(s, reason, message.clone(), msg);
             s.tools = None;
             s.prompts = None;
             s.next_retry_at = Some(rfc3339(wall(retry_at)));
             s.started_at = None;
-            set_condition(
-                &mut s.conditions,
-                "Ready",
-                ConditionStatus::False,
-                Some(reason.as_str()),
-                Some(msg),
-                &now_s,
-            );
         });
         (Requeue::At(retry_at), Some(Outcome::Failed))
     }
@@ -711,22 +704,10 @@ impl Reconciler {
         };
         let message = with_tail(message, tail);
         tracing::warn!(server = %key, %msg, restart, "language server crashed");
-        let now_s = now_rfc3339();
         self.set_status(key, |s| {
-            s.phase = Phase::Failed;
-            s.reason = Some(reason);
-            s.message = Some(message.clone());
-            s.pid = None;
+            mark_failed(s, reason, message.clone(), msg);
             s.started_at = None;
             s.capabilities = None;
-            set_condition(
-                &mut s.conditions,
-                "Ready",
-                ConditionStatus::False,
-                Some(reason.as_str()),
-                Some(msg),
-                &now_s,
-            );
         });
         if restart {
             (Requeue::After(Duration::ZERO), Some(Outcome::Failed))
