@@ -81,28 +81,11 @@
 //!   server that is not live is answered from the status store: why, and what
 //!   to do. The gateway never enqueues work, and reconcile never waits on a
 //!   client.
-pub mod approvals;
-pub mod backoff;
 pub mod cli;
-pub mod commands;
 pub mod control;
-pub mod controller;
-pub mod entry;
-pub mod events;
+pub mod desired;
+pub mod engine;
 pub mod gateway;
-pub mod instance;
-pub mod lock;
-pub mod logging;
-pub mod logs;
-pub mod lsp_service;
-pub mod offline;
-pub mod output;
-pub mod paths;
-pub mod queue;
-pub mod reconcile;
+pub mod observe;
 pub mod runtime;
-pub mod snapshot;
-pub mod sources;
-pub mod status;
-pub mod streams;
-pub mod watch;
+pub mod support;

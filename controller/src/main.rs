@@ -1,5 +1,5 @@
-//! The `steward` binary (see [`steward::entry`]).
+//! The `steward` binary (see [`steward::cli::entry`]).
 
 fn main() -> std::process::ExitCode {
-    steward::entry::main()
+    steward::cli::entry::main()
 }

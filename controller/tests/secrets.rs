@@ -190,8 +190,8 @@ fn the_controller_redacts_each_spec_once_not_per_document() {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
-    let paths = steward::paths::Paths::resolve(&sb.ws, &env).unwrap();
-    let store = steward::snapshot::DesiredStore::cold_start(
+    let paths = steward::support::paths::Paths::resolve(&sb.ws, &env).unwrap();
+    let store = steward::desired::snapshot::DesiredStore::cold_start(
         paths,
         env,
         steward_schema::desired::CliOptions {
@@ -200,7 +200,7 @@ fn the_controller_redacts_each_spec_once_not_per_document() {
         },
         Vec::new(),
     );
-    let status = steward::status::StatusStore::new(Default::default());
+    let status = steward::observe::status::StatusStore::new(Default::default());
     let snap = store.snapshot();
     let first = status.workspace_status_shown(&snap, false);
     let second = status.workspace_status_shown(&snap, false);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use steward::control::{self, Request};
-use steward::paths::Paths;
+use steward::support::paths::Paths;
 use steward_schema::resource::{Item, Phase, WorkspaceStatus};
 
 use crate::fake_mcp::{self, FakeMcpConfig};
@@ -115,7 +115,7 @@ impl Env {
     }
 
     pub fn paths(&self) -> Paths {
-        let mut env = steward::paths::process_env();
+        let mut env = steward::support::paths::process_env();
         env.extend(self.vars());
         Paths::resolve(&self.ws, &env).expect("paths")
     }

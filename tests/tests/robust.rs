@@ -391,7 +391,7 @@ fn the_state_dir_socket_and_locks_are_private_even_under_umask_000() {
 
     // Another user cannot use the socket even if the directory is opened
     // up: the controller checks the peer's uid.
-    if steward::paths::effective_uid() == 0 {
+    if steward::support::paths::effective_uid() == 0 {
         for dir in [env.root.path(), &env.home, state.parent().unwrap(), &state] {
             std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
                 .unwrap();

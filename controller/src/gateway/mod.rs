@@ -31,12 +31,13 @@ use steward_schema::resource::{GatewayStatus, Item, WorkspaceStatus};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::lsp_service::LspService;
+use crate::gateway::lsp::LspService;
 use crate::runtime::mcp::Broadcast;
-use crate::snapshot::DesiredStore;
-use crate::status::{StatusStore, now_rfc3339};
+use crate::desired::snapshot::DesiredStore;
+use crate::observe::status::{StatusStore, now_rfc3339};
 
 pub mod handover;
+pub mod lsp;
 pub mod lsp_tool;
 pub mod names;
 pub mod registry;

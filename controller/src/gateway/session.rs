@@ -35,7 +35,7 @@ use super::names;
 use super::registry::Upstream;
 use super::{Gateway, Ticket, lsp_tool};
 use crate::runtime::mcp::{CallError, Caller};
-use crate::snapshot::Key;
+use crate::desired::snapshot::Key;
 
 /// One client (see the module doc).
 #[derive(Debug)]

@@ -3,12 +3,10 @@ pub mod lsp;
 pub mod mcp;
 pub mod process;
 pub mod reaper;
-pub mod relay;
-pub mod remote;
 #[cfg(test)]
 mod test_support;
 
 /// The first line of a (possibly multi-line) error message, for one-line logs.
-fn first_line(text: &str) -> &str {
+pub(crate) fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }

@@ -89,7 +89,7 @@ async fn direct_client(fleet: &Fleet) -> Result<Client> {
 
 /// mcp-hub's unified endpoint: the legacy HTTP+SSE transport at `/mcp`.
 async fn hub_client(port: u16) -> Result<Client> {
-    use steward::runtime::remote::{SessionWatch, sse::SseTransport};
+    use steward::runtime::mcp::remote::{SessionWatch, sse::SseTransport};
     let url = format!("http://127.0.0.1:{port}/mcp");
     let transport = SseTransport::connect(
         reqwest::Client::new(),

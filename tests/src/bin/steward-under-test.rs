@@ -1,7 +1,7 @@
 //! The `steward` program, built inside the envtest crate so that cargo
 //! rebuilds it before the integration tests run (same entry point as the
-//! real binary: `steward::entry::main`).
+//! real binary: `steward::cli::entry::main`).
 
 fn main() -> std::process::ExitCode {
-    steward::entry::main()
+    steward::cli::entry::main()
 }

@@ -13,7 +13,7 @@ use steward_schema::canonical::{canonical_json, sha256_hex};
 
 use super::shapes::{SEVERITIES, Symbol, symbol_kind};
 use super::{Call, Document, Refused, whole};
-use crate::lsp_service::{column_of, to_lsp_position};
+use crate::gateway::lsp::{column_of, to_lsp_position};
 
 impl Call<'_> {
     pub(super) fn uri_shown(&self, uri: &str) -> String {

@@ -11,7 +11,7 @@
 //! `structuredContent` (1-based positions, workspace-relative paths, the
 //! server's name). Server choice, the wait for a (re)starting server and
 //! document tracking (opened documents are replayed after a restart) are
-//! [`LspService`](crate::lsp_service::LspService)'s, shared with `steward
+//! [`LspService`](crate::gateway::lsp::LspService)'s, shared with `steward
 //! lsp`.
 //!
 //! A call hierarchy item round-trips through the agent: `prepareCallHierarchy`
@@ -37,11 +37,11 @@ use serde_json::{Value, json};
 
 use super::Gateway;
 use super::session::{explain, explain_blocked};
-use crate::lsp_service::{
+use crate::gateway::lsp::{
     DIAGNOSTICS_WAIT, LspError, REQUEST_TIMEOUT, Route, Synced, read, to_lsp_position,
 };
 use crate::runtime::lsp::LspConnection;
-use crate::snapshot::Snapshot;
+use crate::desired::snapshot::Snapshot;
 
 mod coordinates;
 mod shapes;

@@ -1,0 +1,124 @@
+//! `steward describe NAME`: one server in detail — the item of the status
+//! document (secrets redacted unless `--show-secrets`), the last stderr
+//! lines of its process and its events, each asked of the running
+//! controller; without one, what the files alone say.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use steward_schema::resource::{Item, WorkspaceStatus};
+
+use super::live::{REQUEST_TIMEOUT, answer, runtime};
+use super::{CommandError, Io};
+use crate::cli::args::DescribeArgs;
+use crate::control::{self, LogsQuery, Request, Response};
+use crate::observe::events::Event;
+use crate::cli::output::{self, StderrView};
+use crate::support::paths::Paths;
+
+/// Stderr lines shown (the full log is `steward logs NAME`).
+pub const STDERR_LINES: usize = 10;
+
+pub fn run(
+    paths: &Paths,
+    args: &DescribeArgs,
+    env: &BTreeMap<String, String>,
+    now: SystemTime,
+    io: &mut Io<'_>,
+) -> Result<ExitCode, CommandError> {
+    let rt = runtime()?;
+    let socket = paths.socket_path();
+    let ask = |request: Request| -> Result<Response, CommandError> {
+        answer(rt.block_on(control::request(&socket, &request, REQUEST_TIMEOUT))?)
+    };
+    let status_request = if args.show_secrets {
+        Request::StatusWithSecrets { watch: false }
+    } else {
+        Request::Status
+    };
+    let live = match ask(status_request) {
+        Ok(r) => r.status.map(|s| *s),
+        Err(CommandError::Control(control::ControlError::Connect { .. })) => None,
+        Err(e) => return Err(e),
+    };
+    let (status, events) = match live {
+        Some(status) => {
+            let events = ask(Request::Events { watch: false })?
+                .events
+                .unwrap_or_default();
+            (status, Some(events))
+        }
+        None => {
+            writeln!(
+                io.err,
+                "no controller is running for {}; showing what the files say",
+                paths.workspace.display()
+            )?;
+            let status =
+                super::status::document(paths, &args.desired.inputs(), args.show_secrets, env, now);
+            (status, None)
+        }
+    };
+    let items = matching(&status, args)?;
+    for (i, item) in items.iter().enumerate() {
+        let stderr = match &events {
+            None => StderrView::Note("no controller is running".to_owned()),
+            Some(_) => {
+                let answer = ask(Request::Logs(LogsQuery {
+                    name: item.name().to_owned(),
+                    kind: Some(item.kind()),
+                    previous: false,
+                    follow: false,
+                    tail: Some(STDERR_LINES),
+                }))?;
+                match answer.logs {
+                    Some(chunk) => StderrView::Lines(chunk),
+                    None => {
+                        StderrView::Note(answer.message.unwrap_or_else(|| "none kept".to_owned()))
+                    }
+                }
+            }
+        };
+        let own: Option<Vec<Event>> = events.as_ref().map(|all| {
+            all.iter()
+                .filter(|e| {
+                    e.involved_object.kind == item.kind().to_string()
+                        && e.involved_object.name == item.name()
+                })
+                .cloned()
+                .collect()
+        });
+        if i > 0 {
+            writeln!(io.out)?;
+        }
+        let text = output::render_describe(item, own.as_deref(), &stderr, now)?;
+        io.out.write_all(text.as_bytes())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The items named `args.name` (of `args.kind`, when given).
+fn matching<'a>(
+    status: &'a WorkspaceStatus,
+    args: &DescribeArgs,
+) -> Result<Vec<&'a Item>, CommandError> {
+    let items: Vec<&Item> = status
+        .items
+        .iter()
+        .filter(|i| i.name() == args.name && args.kind.is_none_or(|k| i.kind() == k.kind()))
+        .collect();
+    if items.is_empty() {
+        let known: Vec<&str> = status.items.iter().map(Item::name).collect();
+        return Err(CommandError::Controller(format!(
+            "describe {}: no such server in this workspace (known: {})",
+            args.name,
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        )));
+    }
+    Ok(items)
+}

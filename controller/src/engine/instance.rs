@@ -1,0 +1,422 @@
+//! Instances: one attempt to run one spec of one server, in its own task,
+//! from spawn to reaped (kubelet: start the container, probe readiness
+//! asynchronously).
+//!
+//! A reconcile *launches* an instance and returns; the instance's task
+//! spawns the process (or opens the connection), runs the handshake and the
+//! discovery, and publishes each step of its life as an [`InstancePhase`] on
+//! a watch channel. Every change also sends a [`RuntimeEvent`] for its key,
+//! so the queue looks at the key again and the reconcile acts on the new
+//! phase (level-triggered: the event carries no decision).
+//!
+//! Stopping is asked, not awaited: [`Instance::stop`] returns at once and the
+//! task does the protocol close, the drain of calls in flight (restarts for
+//! a new configuration only), SIGTERM, the grace period and the reaping, then
+//! publishes [`InstancePhase::Stopped`]. A stop asked during the handshake
+//! drops it: the process group is killed at once.
+//!
+//! Invariants:
+//! - the task owns the connection; nothing else can stop or replace it;
+//! - a finished instance (`Failed`, `Exited`, `Stopped`) has released
+//!   everything it started;
+//! - phases only move forward: `Starting` → `Ready` → (`Exited` | `Stopped`),
+//!   or `Starting` → (`Failed` | `Stopped`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+use steward_schema::resource::{LspServerSpec, McpServerSpec, Reason};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::gateway::lsp::LspService;
+use crate::runtime::lsp::{LspConnection, LspEvent};
+use crate::runtime::mcp::{Broadcast, McpConnection, McpEvent, McpHandle, McpLists, McpTimeouts};
+use crate::runtime::process::{SPAWNED_PID, Spawner};
+use crate::desired::snapshot::Key;
+use crate::observe::status::StatusStore;
+
+/// Stderr lines kept with a crash.
+const CRASH_TAIL_LINES: usize = 10;
+
+/// What runs an instance needs from the controller.
+pub struct InstanceContext {
+    pub spawner: Spawner,
+    pub workspace: PathBuf,
+    pub mcp: McpTimeouts,
+    /// Bound on the protocol close before the process is signalled.
+    pub close_timeout: Duration,
+    /// SIGTERM → SIGKILL grace.
+    pub stop_grace: Duration,
+    pub lsp: Arc<LspService>,
+    pub broadcast: Option<Broadcast>,
+    /// Where phase changes are announced (the controller enqueues the key).
+    pub events: mpsc::UnboundedSender<RuntimeEvent>,
+    /// Keeps each server's stderr across its processes (`steward logs`).
+    pub status: Arc<StatusStore>,
+}
+
+/// "Look at this key again": an instance of it changed phase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeEvent {
+    pub key: Key,
+}
+
+/// The spec an instance runs.
+#[derive(Debug, Clone)]
+pub enum InstanceSpec {
+    Mcp(Arc<McpServerSpec>),
+    Lsp(Arc<LspServerSpec>),
+}
+
+/// What a ready instance offers.
+#[derive(Debug, Clone)]
+pub enum Offer {
+    Mcp {
+        handle: McpHandle,
+        lists: Arc<McpLists>,
+    },
+    Lsp {
+        capabilities: Value,
+    },
+}
+
+/// A ready instance, as the reconcile sees it.
+#[derive(Debug)]
+pub struct ReadyView {
+    pub pid: Option<u32>,
+    pub started_at: Instant,
+    pub started_wall: SystemTime,
+    pub offer: Offer,
+}
+
+/// Where an instance is in its life.
+#[derive(Debug, Clone)]
+pub enum InstancePhase {
+    /// Spawned (pid known) or still spawning, handshake not done.
+    Starting { pid: Option<u32> },
+    /// Handshake and discovery done; republished when the lists change.
+    Ready(Arc<ReadyView>),
+    /// The start failed; everything it started is released.
+    Failed { reason: Reason, message: String },
+    /// It died after being ready; cleaned up.
+    Exited {
+        message: String,
+        tail: Vec<String>,
+        started_at: Instant,
+    },
+    /// Stopped on request; cleaned up.
+    Stopped,
+}
+
+impl InstancePhase {
+    /// Whether the task has finished (nothing of it runs any more).
+    pub fn is_finished(&self) -> bool {
+        matches!(
+            self,
+            InstancePhase::Failed { .. } | InstancePhase::Exited { .. } | InstancePhase::Stopped
+        )
+    }
+}
+
+/// How to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// Close, terminate, reap — now.
+    Now,
+    /// A restart for a new configuration: let forwarded calls in flight
+    /// finish first (bounded), then stop.
+    Drain(Duration),
+}
+
+/// The reconciler's handle on one instance.
+#[derive(Debug)]
+pub struct Instance {
+    pub id: u64,
+    /// The `configHash` it runs.
+    pub hash: String,
+    pub generation: u64,
+    /// It replaces an earlier instance of a different spec (a restart).
+    pub replaces: bool,
+    phase: watch::Receiver<InstancePhase>,
+    stop: mpsc::UnboundedSender<StopMode>,
+    stop_asked: bool,
+    task: JoinHandle<()>,
+}
+
+impl Instance {
+    /// Start running `spec` for `key` in a task of its own; returns at once.
+    pub fn launch(
+        context: &Arc<InstanceContext>,
+        key: &Key,
+        spec: InstanceSpec,
+        id: u64,
+        generation: u64,
+        replaces: bool,
+    ) -> Instance {
+        let hash = match &spec {
+            InstanceSpec::Mcp(s) => s.config_hash.clone(),
+            InstanceSpec::Lsp(s) => s.config_hash.clone(),
+        };
+        let (phase_tx, phase) = watch::channel(InstancePhase::Starting { pid: None });
+        let (stop, stop_rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run(context.clone(), key.clone(), spec, phase_tx, stop_rx));
+        Instance {
+            id,
+            hash,
+            generation,
+            replaces,
+            phase,
+            stop,
+            stop_asked: false,
+            task,
+        }
+    }
+
+    /// The phase now.
+    pub fn phase(&self) -> InstancePhase {
+        self.phase.borrow().clone()
+    }
+
+    /// Ask the instance to stop (returns at once; `Stopped` follows). A
+    /// later `Now` cuts short an earlier `Drain`.
+    pub fn stop(&mut self, mode: StopMode) {
+        if self.stop_asked && mode != StopMode::Now {
+            return;
+        }
+        self.stop_asked = true;
+        let _ = self.stop.send(mode);
+    }
+
+    /// Whether a stop was asked.
+    pub fn stopping(&self) -> bool {
+        self.stop_asked
+    }
+
+    /// Wait for the task to finish (shutdown).
+    pub async fn join(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// The live connection a task owns.
+enum Conn {
+    Mcp(Box<McpConnection>),
+    Lsp(Arc<LspConnection>),
+}
+
+impl Conn {
+    fn pid(&self) -> Option<u32> {
+        match self {
+            Conn::Mcp(c) => c.pid(),
+            Conn::Lsp(c) => c.pid(),
+        }
+    }
+
+    fn offer(&self) -> Offer {
+        match self {
+            Conn::Mcp(c) => Offer::Mcp {
+                handle: c.handle(),
+                lists: c.lists(),
+            },
+            Conn::Lsp(c) => Offer::Lsp {
+                capabilities: c.capabilities(),
+            },
+        }
+    }
+
+    fn stderr_tail(&self) -> Vec<String> {
+        match self {
+            Conn::Mcp(c) => c.stderr_tail(CRASH_TAIL_LINES),
+            Conn::Lsp(c) => c.stderr_tail(CRASH_TAIL_LINES),
+        }
+    }
+}
+
+/// Something the connection reported.
+enum Happened {
+    ListsChanged,
+    Died(String),
+}
+
+async fn run(
+    context: Arc<InstanceContext>,
+    key: Key,
+    spec: InstanceSpec,
+    phase: watch::Sender<InstancePhase>,
+    mut stop: mpsc::UnboundedReceiver<StopMode>,
+) {
+    let notify = || {
+        let _ = context.events.send(RuntimeEvent { key: key.clone() });
+    };
+    let set = |next: InstancePhase| {
+        phase.send_replace(next);
+        notify();
+    };
+    let (happened_tx, mut happened) = mpsc::unbounded_channel::<Happened>();
+
+    // Starting: spawn, handshake, discovery. The pid is published as soon as
+    // the process exists; a stop now drops the attempt (killing the group).
+    let (pid_tx, mut pid_rx) = watch::channel(None);
+    let connect = SPAWNED_PID.scope(pid_tx, connect(&context, &key, &spec, happened_tx));
+    tokio::pin!(connect);
+    let started = loop {
+        tokio::select! {
+            result = &mut connect => break result,
+            Ok(()) = pid_rx.changed() => {
+                let pid = *pid_rx.borrow_and_update();
+                set(InstancePhase::Starting { pid });
+            }
+            _ = stop.recv() => {
+                tracing::info!(server = %key, "start cancelled");
+                // Dropping the attempt kills the process group at once;
+                // its waiter reaps it.
+                set(InstancePhase::Stopped);
+                return;
+            }
+        }
+    };
+    let conn = match started {
+        Ok(conn) => conn,
+        Err((reason, message)) => {
+            set(InstancePhase::Failed { reason, message });
+            return;
+        }
+    };
+    let started_at = Instant::now();
+    let started_wall = SystemTime::now();
+    let ready = |conn: &Conn| {
+        InstancePhase::Ready(Arc::new(ReadyView {
+            pid: conn.pid(),
+            started_at,
+            started_wall,
+            offer: conn.offer(),
+        }))
+    };
+    tracing::info!(server = %key, pid = conn.pid(), "ready");
+    set(ready(&conn));
+
+    // Ready: until asked to stop or the server dies.
+    loop {
+        tokio::select! {
+            mode = stop.recv() => {
+                let mode = mode.unwrap_or(StopMode::Now);
+                if let (StopMode::Drain(timeout), Conn::Mcp(c)) = (mode, &conn) {
+                    drain(c.as_ref(), timeout, &key, &mut stop).await;
+                }
+                shut(&context, &key, conn).await;
+                set(InstancePhase::Stopped);
+                return;
+            }
+            Some(what) = happened.recv() => match what {
+                Happened::ListsChanged => {
+                    if let Conn::Mcp(c) = &conn
+                        && let Err(e) = c.refresh().await
+                    {
+                        tracing::warn!(server = %key, error = %e, "could not refresh the lists");
+                    }
+                    set(ready(&conn));
+                }
+                Happened::Died(message) => {
+                    let tail = conn.stderr_tail();
+                    shut(&context, &key, conn).await;
+                    set(InstancePhase::Exited { message, tail, started_at });
+                    return;
+                }
+            },
+        }
+    }
+}
+
+/// Wait for forwarded calls in flight, bounded by `timeout`; a `Now` stop
+/// cuts it short.
+async fn drain(
+    conn: &McpConnection,
+    timeout: Duration,
+    key: &Key,
+    stop: &mut mpsc::UnboundedReceiver<StopMode>,
+) {
+    let in_flight = conn.handle().relay().in_flight();
+    if in_flight == 0 {
+        return;
+    }
+    tracing::info!(server = %key, in_flight, "waiting for calls in flight before the restart");
+    tokio::select! {
+        drained = conn.drain(Instant::now() + timeout) => if !drained {
+            tracing::warn!(server = %key, "calls still in flight after the entry's timeout; stopping anyway");
+        },
+        Some(StopMode::Now) = stop.recv() => {}
+    }
+}
+
+/// Stop the connection and reap everything.
+async fn shut(context: &InstanceContext, key: &Key, conn: Conn) {
+    match conn {
+        Conn::Mcp(c) => c.stop(context.close_timeout, context.stop_grace).await,
+        Conn::Lsp(c) => {
+            context.lsp.unpublish_if(&key.name, &c);
+            c.stop(context.stop_grace).await;
+        }
+    }
+}
+
+/// Spawn (or connect), handshake, discover; for a language server also
+/// replay its tracked documents before it counts as ready.
+async fn connect(
+    context: &InstanceContext,
+    key: &Key,
+    spec: &InstanceSpec,
+    happened: mpsc::UnboundedSender<Happened>,
+) -> Result<Conn, (Reason, String)> {
+    // The server's stderr also goes to its log, which outlives the process.
+    let spawner = context
+        .spawner
+        .with_stderr_sink(context.status.logs().sink(key));
+    match spec {
+        InstanceSpec::Mcp(spec) => {
+            let on_event = Arc::new(move |e: McpEvent| {
+                let what = match e {
+                    McpEvent::ToolsChanged
+                    | McpEvent::PromptsChanged
+                    | McpEvent::ResourcesChanged => Happened::ListsChanged,
+                    McpEvent::Exited(info) => Happened::Died(format!("the server exited ({info})")),
+                    McpEvent::Unresponsive(msg) => {
+                        Happened::Died(format!("the server stopped answering: {msg}"))
+                    }
+                };
+                let _ = happened.send(what);
+            });
+            let conn = McpConnection::connect(
+                &spawner,
+                &key.name,
+                spec,
+                &context.workspace,
+                context.mcp,
+                on_event,
+            )
+            .await
+            .map_err(|e| (e.reason, e.message))?;
+            if let Some(broadcast) = &context.broadcast {
+                conn.set_broadcast(broadcast.clone());
+            }
+            Ok(Conn::Mcp(Box::new(conn)))
+        }
+        InstanceSpec::Lsp(spec) => {
+            let on_event = Arc::new(move |e: LspEvent| {
+                if let LspEvent::Exited(how) = e {
+                    let _ = happened.send(Happened::Died(format!("the server {how}")));
+                }
+            });
+            let conn = LspConnection::connect(&spawner, &key.name, spec, on_event)
+                .await
+                .map_err(|e| (e.reason, e.message))?;
+            let conn = Arc::new(conn);
+            // Replay tracked documents before the start counts as done.
+            context.lsp.publish(&key.name, conn.clone()).await;
+            Ok(Conn::Lsp(conn))
+        }
+    }
+}

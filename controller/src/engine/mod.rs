@@ -1,0 +1,1032 @@
+//! `steward run`: wiring of the whole loop for one workspace.
+//!
+//! One event loop owns every mutation of the desired state; it reacts to
+//! settled file changes (watch), runtime events (a server exited, its tool
+//! list changed), control requests (reload, stop, start), the periodic
+//! resync and shutdown. Each of these only decides *which keys to look at*
+//! and enqueues them; workers reconcile keys concurrently (bounded), never
+//! two at once for one key.
+
+pub mod backoff;
+pub mod instance;
+pub mod queue;
+pub mod reconcile;
+pub mod watch;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use steward_schema::desired::CliOptions;
+use steward_schema::load::ParsedSource;
+use steward_schema::resource::{
+    ConditionStatus, Phase, ReloadSummary, ResourceKind, Skipped, SourceKind, SourceState,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::control::{self, Incoming, Request, Response};
+use crate::observe::events::{EventType, NewEvent, ObjectRef};
+use crate::gateway::registry::Registry;
+use crate::gateway::serve::{HttpEndpoint, ListenError};
+use crate::gateway::{Gateway, GatewayConfig, serve};
+use crate::engine::instance::RuntimeEvent;
+use crate::support::lock::{ControllerLock, LockError};
+use crate::gateway::lsp::LspService;
+use crate::support::paths::{Paths, PathsError, PrivateDirError, create_private_dir, process_env};
+use crate::engine::queue::{WorkQueue, run_workers};
+use crate::engine::reconcile::{Outcome, ReconcileConfig, Reconciler, Settled};
+use crate::runtime::process::Spawner;
+use crate::runtime::reaper;
+use crate::desired::snapshot::{Applied, DesiredStore, Key, Snapshot};
+use crate::observe::status::{ControllerFacts, StatusStore, now_rfc3339, rfc3339};
+use crate::control::streams;
+use crate::engine::watch::{FileChange, Judge, Verdict, WatchConfig, Watcher};
+
+/// Options of `steward run`.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub workspace: PathBuf,
+    pub mcp_config: Vec<String>,
+    pub allowed_mcp: Option<Vec<String>>,
+    pub allowed_lsp: Option<Vec<String>>,
+    pub no_lsp: bool,
+    /// Coalescing window of file events (default 300 ms).
+    pub debounce: Duration,
+    /// Concurrent reconciles (default 4).
+    pub workers: usize,
+    /// Period of the full resync (every key enqueued).
+    pub resync: Duration,
+    pub reconcile: ReconcileConfig,
+    /// Test hook: after the sources were first read, create this file and
+    /// wait until it is removed (a test edits a source meanwhile).
+    pub hold_after_read: Option<PathBuf>,
+    /// The agent endpoint.
+    pub gateway: GatewayOptions,
+}
+
+/// Options of the agent endpoint (product.md §6).
+#[derive(Debug, Clone, Default)]
+pub struct GatewayOptions {
+    /// Streamable HTTP at this address (`--mcp-listen`).
+    pub listen: Option<String>,
+    /// Bearer token for HTTP clients (`--mcp-token-file`).
+    pub token_file: Option<PathBuf>,
+    /// Serve one client on this process's stdin/stdout and shut down once
+    /// no client is attached any more (`steward mcp` as the controller).
+    pub stdio: bool,
+    pub config: GatewayConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Paths(#[from] PathsError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error(transparent)]
+    PrivateDir(#[from] PrivateDirError),
+    #[error("start the process spawner: {0}")]
+    Spawner(std::io::Error),
+    #[error("listen on the control socket {path}: {source}")]
+    Socket {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("watch the sources: {0}")]
+    Watch(String),
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+}
+
+/// Servers the user stopped, persisted under HOME_DIR.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StoppedFile {
+    #[serde(default)]
+    servers: Vec<StoppedEntry>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoppedEntry {
+    kind: ResourceKind,
+    name: String,
+}
+
+fn read_stopped(path: &Path) -> BTreeSet<Key> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return BTreeSet::new();
+    };
+    serde_json::from_str::<StoppedFile>(&text)
+        .map(|f| {
+            f.servers
+                .into_iter()
+                .map(|e| Key {
+                    kind: e.kind,
+                    name: e.name,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn write_stopped(path: &Path, keys: &BTreeSet<Key>) -> std::io::Result<()> {
+    let file = StoppedFile {
+        servers: keys
+            .iter()
+            .map(|k| StoppedEntry {
+                kind: k.kind,
+                name: k.name.clone(),
+            })
+            .collect(),
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Tracks what the current reload did, key by key, until all its keys were
+/// settled; then it becomes `status.controller.lastReload`. A key counts
+/// only with an outcome decided on a snapshot at least as new as the change
+/// that made it pending, so a reconcile that read an older snapshot never
+/// completes a newer reload (and `steward reload` never answers early).
+#[derive(Debug, Default)]
+struct ReloadTracker {
+    current: Option<(ReloadSummary, BTreeMap<Key, u64>)>,
+    waiters: Vec<oneshot::Sender<ReloadSummary>>,
+}
+
+impl ReloadTracker {
+    fn begin<'k>(
+        &mut self,
+        trigger: &str,
+        changed: &[Key],
+        epoch: u64,
+        all: impl Iterator<Item = &'k Key>,
+    ) {
+        let (summary, pending) = self.current.get_or_insert_with(|| {
+            (
+                ReloadSummary {
+                    at: now_rfc3339(),
+                    trigger: String::new(),
+                    ..ReloadSummary::default()
+                },
+                BTreeMap::new(),
+            )
+        });
+        if !summary.trigger.is_empty() && !summary.trigger.contains(trigger) {
+            summary.trigger.push_str(", ");
+        }
+        if !summary.trigger.contains(trigger) {
+            summary.trigger.push_str(trigger);
+        }
+        for key in changed {
+            pending.insert(key.clone(), epoch);
+        }
+        summary.unchanged = all
+            .filter(|k| !pending.contains_key(*k))
+            .map(|k| k.name.clone())
+            .collect();
+    }
+
+    /// Record an outcome; returns the summary when the reload is complete.
+    fn outcome(&mut self, settled: &Settled) -> Option<ReloadSummary> {
+        let (summary, pending) = self.current.as_mut()?;
+        let key = &settled.key;
+        if pending.get(key).is_none_or(|since| settled.epoch < *since) {
+            return None;
+        }
+        pending.remove(key);
+        let name = key.name.clone();
+        match &settled.outcome {
+            Outcome::Added => summary.added.push(name),
+            Outcome::Restarted => summary.restarted.push(name),
+            Outcome::Removed => summary.removed.push(name),
+            Outcome::Failed => summary.failed.push(name),
+            Outcome::Unchanged => summary.unchanged.push(name),
+            Outcome::Skipped(reason) => summary.skipped.push(Skipped {
+                kind: key.kind,
+                name,
+                reason: *reason,
+            }),
+        }
+        self.finish_if_done()
+    }
+
+    fn finish_if_done(&mut self) -> Option<ReloadSummary> {
+        if self.current.as_ref().is_some_and(|(_, p)| p.is_empty()) {
+            let (mut summary, _) = self.current.take()?;
+            // A name settled otherwise is not also unchanged.
+            let settled: BTreeSet<&String> = summary
+                .added
+                .iter()
+                .chain(&summary.restarted)
+                .chain(&summary.removed)
+                .chain(&summary.failed)
+                .chain(summary.skipped.iter().map(|s| &s.name))
+                .collect();
+            let unchanged: Vec<String> = summary
+                .unchanged
+                .iter()
+                .filter(|n| !settled.contains(n))
+                .cloned()
+                .collect();
+            summary.unchanged = unchanged;
+            summary.unchanged.sort();
+            summary.unchanged.dedup();
+            for w in self.waiters.drain(..) {
+                let _ = w.send(summary.clone());
+            }
+            return Some(summary);
+        }
+        None
+    }
+}
+
+/// Everything the event loop shares with workers and socket handlers.
+struct Shared {
+    store: Arc<DesiredStore>,
+    status: Arc<StatusStore>,
+    reconciler: Arc<Reconciler>,
+    queue: Arc<WorkQueue<Key>>,
+    lsp: Arc<LspService>,
+    gateway: Arc<Gateway>,
+    status_cache: StatusCache,
+}
+
+/// The status document: the store's view (secrets hidden unless asked)
+/// plus the agent endpoint's.
+pub fn status_document(
+    store: &DesiredStore,
+    status: &StatusStore,
+    gateway: &Gateway,
+    show_secrets: bool,
+) -> steward_schema::resource::WorkspaceStatus {
+    let mut doc = status.workspace_status_shown(&store.snapshot(), show_secrets);
+    gateway.decorate(&mut doc);
+    doc
+}
+
+/// The last `status` answer, serialized: while nothing changes, a request
+/// costs a copy, not a document (at 500 servers building and serializing
+/// the ~0.8 MB document took ~5 ms of controller CPU per request).
+#[derive(Default)]
+struct StatusCache(std::sync::Mutex<Option<CachedStatus>>);
+
+struct CachedStatus {
+    /// Status store version, gateway versions, secrets shown.
+    versions: (u64, (u64, u64), bool),
+    /// Held so that its address is not reused while it is compared.
+    snapshot: Arc<Snapshot>,
+    json: Box<serde_json::value::RawValue>,
+}
+
+impl StatusCache {
+    fn answer(
+        &self,
+        store: &DesiredStore,
+        status: &StatusStore,
+        gateway: &Gateway,
+        show_secrets: bool,
+    ) -> Result<Box<serde_json::value::RawValue>, serde_json::Error> {
+        // Versions first: a change made while the document is built moves
+        // them again, so the next request rebuilds.
+        let versions = (status.version(), gateway.version(), show_secrets);
+        let snapshot = store.snapshot();
+        let mut cached = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = cached.as_ref()
+            && c.versions == versions
+            && Arc::ptr_eq(&c.snapshot, &snapshot)
+        {
+            return Ok(c.json.clone());
+        }
+        let mut doc = status.workspace_status_shown(&snapshot, show_secrets);
+        gateway.decorate(&mut doc);
+        let json = serde_json::value::to_raw_value(&doc)?;
+        *cached = Some(CachedStatus {
+            versions,
+            snapshot,
+            json: json.clone(),
+        });
+        Ok(json)
+    }
+}
+
+impl Shared {
+    fn enqueue_all(&self) {
+        for key in self.store.snapshot().keys() {
+            self.queue.add(key);
+        }
+    }
+
+    /// Enqueue what `applied` changed — gates that closed ahead of
+    /// everything else — and retry failed servers of the sources that were
+    /// saved validly (a save retries a `Failed` server at once; a rejected
+    /// save or another file's save does not reset its backoff).
+    fn apply(
+        &self,
+        before: &Snapshot,
+        applied: &Applied,
+        tracker: &mut ReloadTracker,
+        trigger: &str,
+    ) {
+        let snap = self.store.snapshot();
+        let rejected: BTreeSet<SourceKind> = applied.rejected.iter().map(|s| s.kind).collect();
+        let saved: Vec<SourceKind> = applied
+            .touched
+            .iter()
+            .copied()
+            .filter(|kind| !rejected.contains(kind))
+            .collect();
+        let mut keys: BTreeSet<Key> = applied.changed.iter().cloned().collect();
+        let mut retry: BTreeSet<Key> = BTreeSet::new();
+        for key in self.status.keys_in_phase(Phase::Failed) {
+            if snap.get(&key).is_some_and(|d| saved.contains(&d.source())) {
+                keys.insert(key.clone());
+                retry.insert(key);
+            }
+        }
+        // A new spec starts from a clean backoff.
+        for key in &applied.changed {
+            let old = before.get(key).map(|d| d.config_hash().to_owned());
+            let new = snap.get(key).map(|d| d.config_hash().to_owned());
+            if old != new {
+                retry.insert(key.clone());
+            }
+        }
+        for status in &applied.rejected {
+            tracing::warn!(source = %status.path, error = status.error.as_deref().unwrap_or(""), "invalid source ignored; the previous content stays in force");
+            let error = status.error.as_deref().and_then(|e| e.lines().next());
+            self.status.workspace_event(NewEvent::new(
+                EventType::Warning,
+                "InvalidSource",
+                format!(
+                    "{}; the previous content stays in force",
+                    error.unwrap_or(&status.path)
+                ),
+            ));
+        }
+        self.conditions(&snap, applied);
+        self.status.touch();
+        if keys.is_empty() && applied.rejected.is_empty() {
+            return;
+        }
+        let keys: Vec<Key> = keys.into_iter().collect();
+        tracker.begin(trigger, &keys, applied.epoch, snap.key_iter());
+        for key in &retry {
+            self.reconciler.retry_now(key);
+        }
+        for key in &keys {
+            // A gate closing (or a removal) goes ahead of every start.
+            if snap.blocked(key).is_some() || !snap.contains(key) {
+                self.queue.add_front(key.clone());
+            } else {
+                self.queue.add(key.clone());
+            }
+        }
+        if keys.is_empty()
+            && let Some(summary) = tracker.finish_if_done()
+        {
+            self.status.set_last_reload(summary);
+        }
+    }
+
+    /// Controller conditions that follow the sources: `SourcesValid` (the
+    /// last edit of a file was rejected), `RestartRequired` (an edit of
+    /// `mcp.serverCommand`, cleared when reverted).
+    fn conditions(&self, snap: &Snapshot, applied: &Applied) {
+        let invalid: Vec<String> = snap
+            .invalid
+            .keys()
+            .map(|p| p.display().to_string())
+            .collect();
+        if invalid.is_empty() {
+            if self.status.controller_condition("SourcesValid").is_some() {
+                self.status.set_controller_condition(
+                    "SourcesValid",
+                    ConditionStatus::True,
+                    Some("AllSourcesValid"),
+                    None,
+                );
+            }
+        } else {
+            self.status.set_controller_condition(
+                "SourcesValid",
+                ConditionStatus::False,
+                Some("SourceRejected"),
+                Some(&format!(
+                    "the last edit of {} was rejected; the previous content stays in force (see sources[].error)",
+                    invalid.join(", ")
+                )),
+            );
+        }
+        if applied.server_command_changed {
+            self.status.workspace_event(NewEvent::new(
+                EventType::Warning,
+                "RestartRequired",
+                "mcp.serverCommand changed; restart `steward run` to apply it",
+            ));
+            self.status.set_controller_condition(
+                "RestartRequired",
+                ConditionStatus::True,
+                Some("ServerCommandChanged"),
+                Some("mcp.serverCommand changed; restart `steward run` to apply it"),
+            );
+        } else if self.status.controller_condition("RestartRequired") == Some(ConditionStatus::True)
+        {
+            self.status.set_controller_condition(
+                "RestartRequired",
+                ConditionStatus::False,
+                Some("ServerCommandUnchanged"),
+                Some("mcp.serverCommand is as at start"),
+            );
+        }
+    }
+}
+
+/// Run the controller until `shutdown` is cancelled.
+pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), RunError> {
+    let env = process_env();
+    let paths = Paths::resolve(&opts.workspace, &env)?;
+    match crate::runtime::process::raise_fd_limit() {
+        Ok((before, after)) if before != after => {
+            tracing::info!(before, after, "raised the open-file limit");
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "could not raise the open-file limit"),
+    }
+    // Private (0700) whatever the umask: the lock, the control socket and
+    // the stopped-servers list live there.
+    create_private_dir(&paths.state_dir())?;
+    create_private_dir(&paths.runtime_dir)?;
+    // One controller per canonical workspace, whatever its HOME_DIR; the
+    // HOME_DIR lock guards the state directory the socket lives in.
+    let _workspace_lock = ControllerLock::acquire(&paths.workspace_lock_file(), &paths.workspace)?;
+    let lock = ControllerLock::acquire(&paths.lock_file(), &paths.workspace)?;
+    // Orphaned descendants of servers come to us, not init (see
+    // runtime::reaper); and a killed predecessor's leftovers go first.
+    if let Err(error) = reaper::become_subreaper() {
+        tracing::warn!(%error, "could not become a child subreaper; escaped descendants of servers go to init");
+    }
+    let instance_file = paths.workspace_instance_file();
+    match reaper::clean_up_predecessor(&instance_file) {
+        Ok(killed) if !killed.is_empty() => {
+            tracing::warn!(
+                ?killed,
+                "killed what a previous controller of this workspace left running"
+            );
+        }
+        Ok(_) => {}
+        Err(error) => {
+            tracing::warn!(%error, file = %instance_file.display(), "could not record this controller's instance");
+        }
+    }
+    tracing::info!(workspace = %paths.workspace.display(), lock = %lock.path().display(), "controller starting");
+    // Bound before anything starts, so a bad address fails the start.
+    let http = match &opts.gateway.listen {
+        Some(address) => {
+            Some(HttpEndpoint::bind(address, opts.gateway.token_file.as_deref()).await?)
+        }
+        None => None,
+    };
+
+    // Watch first, then read: a write after the watches are in place is
+    // either seen by the cold start's read or reported afterwards (both,
+    // at worst, and the second apply changes nothing). Until the store
+    // exists the judge says "look again once quiet", and nothing is
+    // applied before the event loop runs anyway.
+    let judged_store: Arc<OnceLock<Arc<DesiredStore>>> = Arc::default();
+    let judge: Judge = {
+        let store = judged_store.clone();
+        Arc::new(move |path: &Path| {
+            let Some(store) = store.get() else {
+                return Verdict::Invalid;
+            };
+            match store.source_of(path) {
+                None => Verdict::Invalid,
+                Some(which) => {
+                    let loaded: ParsedSource = store.load_strict(&which);
+                    match loaded.state {
+                        SourceState::Absent => Verdict::Absent,
+                        SourceState::Valid => Verdict::Valid,
+                        SourceState::Invalid => Verdict::Invalid,
+                    }
+                }
+            }
+        })
+    };
+    let (_watcher, mut changes) = Watcher::start(
+        paths.watched_files(),
+        WatchConfig {
+            window: opts.debounce,
+        },
+        judge,
+    )
+    .map_err(|e| RunError::Watch(e.to_string()))?;
+
+    let cli = CliOptions {
+        allowed_mcp: opts.allowed_mcp.clone(),
+        allowed_lsp: opts.allowed_lsp.clone(),
+        lsp_enabled: !opts.no_lsp,
+    };
+    let store = Arc::new(DesiredStore::cold_start(
+        paths.clone(),
+        env,
+        cli,
+        opts.mcp_config.clone(),
+    ));
+    let _ = judged_store.set(store.clone());
+    if let Some(hold) = &opts.hold_after_read {
+        hold_until_removed(hold).await;
+    }
+    let status = Arc::new(StatusStore::new(ControllerFacts {
+        pid: Some(std::process::id()),
+        started_at: Some(rfc3339(SystemTime::now())),
+        workspace_name: paths
+            .workspace
+            .file_name()
+            .map_or_else(|| "/".to_owned(), |n| n.to_string_lossy().into_owned()),
+    }));
+    let (event_tx, mut event_rx) = mpsc::unbounded_channel::<RuntimeEvent>();
+    let (outcome_tx, mut outcome_rx) = mpsc::unbounded_channel::<Settled>();
+    let cancel = CancellationToken::new();
+    let spawner = Spawner::new().map_err(RunError::Spawner)?;
+    let reaping = tokio::spawn(reap_orphans(spawner.clone()));
+    let lsp = Arc::new(LspService::default());
+    let registry = Arc::new(Registry::default());
+    let gateway = Gateway::new(
+        registry.clone(),
+        status.clone(),
+        store.clone(),
+        lsp.clone(),
+        opts.gateway.config.clone(),
+    );
+    let reconciler = Arc::new(Reconciler::new(
+        store.clone(),
+        status.clone(),
+        spawner.clone(),
+        opts.reconcile.clone(),
+        read_stopped(&paths.stopped_file()),
+        lsp.clone(),
+        registry,
+        Some(gateway.broadcast_hook()),
+        event_tx,
+        outcome_tx,
+        cancel.clone(),
+    ));
+    let queue = Arc::new(WorkQueue::<Key>::new());
+    let shared = Shared {
+        store: store.clone(),
+        status: status.clone(),
+        reconciler: reconciler.clone(),
+        queue: queue.clone(),
+        lsp,
+        gateway: gateway.clone(),
+        status_cache: StatusCache::default(),
+    };
+
+    // Workers.
+    let workers = {
+        let reconciler = reconciler.clone();
+        tokio::spawn(run_workers(queue.clone(), opts.workers, move |key| {
+            reconciler.clone().reconcile(key)
+        }))
+    };
+
+    // Control socket.
+    let socket_path = paths.socket_path();
+    let listener = control::bind(&socket_path).map_err(|source| RunError::Socket {
+        path: socket_path.clone(),
+        source,
+    })?;
+    let (control_tx, mut control_rx) = mpsc::channel::<Incoming>(16);
+    let server = {
+        let store = store.clone();
+        let status = status.clone();
+        let gateway = gateway.clone();
+        tokio::spawn(control::serve(
+            listener,
+            control_tx,
+            move |request, stream| {
+                streams::serve(
+                    request,
+                    stream,
+                    store.clone(),
+                    status.clone(),
+                    gateway.clone(),
+                )
+            },
+        ))
+    };
+
+    // The agent endpoint: a Unix socket beside the control socket (for
+    // `steward mcp`), optionally HTTP, optionally this process's stdio.
+    let gateway_cancel = CancellationToken::new();
+    let mcp_socket = paths.mcp_socket_path();
+    let mcp_listener = control::bind(&mcp_socket).map_err(|source| RunError::Socket {
+        path: mcp_socket.clone(),
+        source,
+    })?;
+    tokio::spawn(serve::serve_unix(
+        gateway.clone(),
+        mcp_listener,
+        gateway_cancel.clone(),
+    ));
+    tokio::spawn(gateway.clone().run_broadcaster(gateway_cancel.clone()));
+    if let Some(http) = http {
+        let address = http.local_addr();
+        gateway.set_listen(format!("http://{address}{}", serve::HTTP_PATH));
+        tracing::info!(url = %format!("http://{address}{}", serve::HTTP_PATH), "agent endpoint listening");
+        tokio::spawn(http.serve(gateway.clone(), gateway_cancel.clone()));
+    }
+    // `steward mcp` as the controller: shut down once no client is left.
+    let idle = CancellationToken::new();
+    if opts.gateway.stdio {
+        let gateway = gateway.clone();
+        let cancel = gateway_cancel.clone();
+        let idle = idle.clone();
+        tokio::spawn(async move {
+            serve::serve_stream(
+                gateway.clone(),
+                "stdio",
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                cancel,
+            )
+            .await;
+            let mut attached = gateway.attached();
+            let _ = attached.wait_for(|n| *n == 0).await;
+            tracing::info!("the last agent client left");
+            idle.cancel();
+        });
+    }
+
+    // Cold start: everything is one reload.
+    let mut tracker = ReloadTracker::default();
+    let cold = shared.store.snapshot();
+    let all = cold.keys();
+    tracker.begin(
+        "start",
+        &all.iter().cloned().collect::<Vec<_>>(),
+        cold.epoch,
+        all.iter(),
+    );
+    if let Some(summary) = tracker.finish_if_done() {
+        status.set_last_reload(summary);
+    }
+    shared.enqueue_all();
+    tracing::info!(servers = all.len(), socket = %socket_path.display(), "controller running");
+
+    let mut resync = tokio::time::interval(opts.resync);
+    resync.tick().await;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = idle.cancelled() => break,
+            Some(FileChange { path, .. }) = changes.recv() => {
+                let before = store.snapshot();
+                let applied = store.apply_judged(&path);
+                tracing::info!(source = %path.display(), changed = applied.changed.len(), "source changed");
+                shared.apply(&before, &applied, &mut tracker, &path.to_string_lossy());
+            }
+            Some(event) = event_rx.recv() => queue.add(event.key),
+            Some(settled) = outcome_rx.recv() => {
+                if let Some(summary) = tracker.outcome(&settled) {
+                    log_reload(&summary);
+                    let failed = !summary.failed.is_empty();
+                    status.set_controller_condition(
+                        "ReloadFailed",
+                        if failed { ConditionStatus::True } else { ConditionStatus::False },
+                        Some(if failed { "ServersFailed" } else { "ReloadSucceeded" }),
+                        failed.then(|| format!("failed: {}", summary.failed.join(", "))).as_deref(),
+                    );
+                    status.set_last_reload(summary);
+                }
+            }
+            Some(incoming) = control_rx.recv() => {
+                handle_request(incoming, &shared, &mut tracker, &paths);
+            }
+            _ = resync.tick() => {
+                // Level-triggered: compare the files with the snapshot too,
+                // in case the watcher missed a change.
+                for path in store.watched_files() {
+                    let before = store.snapshot();
+                    if let Some(applied) = store.resync_file(&path) {
+                        tracing::info!(source = %path.display(), changed = applied.changed.len(), "source changed unseen; applied by the resync");
+                        shared.apply(&before, &applied, &mut tracker, "resync");
+                    }
+                }
+                shared.enqueue_all();
+            }
+        }
+    }
+
+    // Shutdown: cancel queued and in-flight work, then stop every server.
+    tracing::info!("controller stopping");
+    cancel.cancel();
+    queue.shutdown();
+    let _ = workers.await;
+    reconciler.stop_all().await;
+    gateway_cancel.cancel();
+    let orphans = spawner.kill_orphans().await;
+    if !orphans.is_empty() {
+        tracing::warn!(?orphans, "killed descendants of servers that outlived them");
+    }
+    reaping.abort();
+    reaper::forget_instance(&instance_file);
+    server.abort();
+    let _ = std::fs::remove_file(&socket_path);
+    let _ = std::fs::remove_file(&mcp_socket);
+    drop(lock);
+    tracing::info!("controller stopped");
+    Ok(())
+}
+
+/// Reaps the orphans handed to this subreaper, on every SIGCHLD.
+async fn reap_orphans(spawner: Spawner) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut children) = signal(SignalKind::child()) else {
+        tracing::warn!("cannot listen for SIGCHLD; orphans are reaped only when a server stops");
+        return;
+    };
+    while children.recv().await.is_some() {
+        let reaped = spawner.reap_orphans();
+        if !reaped.is_empty() {
+            tracing::debug!(?reaped, "reaped orphaned descendants of servers");
+        }
+    }
+}
+
+/// Creates `marker` and waits until somebody removes it (see
+/// [`RunOptions::hold_after_read`]).
+async fn hold_until_removed(marker: &Path) {
+    if let Err(error) = std::fs::write(marker, std::process::id().to_string()) {
+        tracing::warn!(marker = %marker.display(), %error, "could not create the hold marker; not holding");
+        return;
+    }
+    tracing::info!(marker = %marker.display(), "holding until the marker is removed");
+    while marker.exists() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn log_reload(s: &ReloadSummary) {
+    tracing::info!(
+        trigger = %s.trigger,
+        added = ?s.added,
+        removed = ?s.removed,
+        restarted = ?s.restarted,
+        failed = ?s.failed,
+        skipped = s.skipped.len(),
+        unchanged = s.unchanged.len(),
+        "reload finished"
+    );
+}
+
+fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTracker, paths: &Paths) {
+    let Incoming { request, reply } = incoming;
+    match request {
+        Request::Status | Request::StatusWithSecrets { .. } => {
+            let show_secrets = matches!(request, Request::StatusWithSecrets { .. });
+            let answer = shared.status_cache.answer(
+                &shared.store,
+                &shared.status,
+                &shared.gateway,
+                show_secrets,
+            );
+            let r = match answer {
+                Ok(json) => Response {
+                    status_json: Some(control::RawJson(json)),
+                    ..Response::ok()
+                },
+                Err(e) => Response::error(format!("serialize the status: {e}")),
+            };
+            let _ = reply.send(r);
+        }
+        Request::Watch => {
+            let _ = reply.send(Response::error("watch is served on its own connection"));
+        }
+        Request::Events { .. } => {
+            let _ = reply.send(Response {
+                events: Some(shared.status.events().list()),
+                ..Response::ok()
+            });
+        }
+        Request::Logs(query) => {
+            let snap = shared.store.snapshot();
+            let _ = reply.send(streams::read_logs(&snap, &shared.status, &query));
+        }
+        Request::Restart { names } => {
+            let snap = shared.store.snapshot();
+            let keys = match restartable(shared, &snap, &names) {
+                Ok(keys) => keys,
+                Err(e) => {
+                    let _ = reply.send(Response::error(e));
+                    return;
+                }
+            };
+            let (tx, rx) = oneshot::channel();
+            tracker.waiters.push(tx);
+            tracker.begin("steward restart", &keys, snap.epoch, snap.key_iter());
+            for key in &keys {
+                shared.reconciler.request_restart(key);
+                shared.status.events().record(
+                    ObjectRef::server(key),
+                    NewEvent::new(
+                        EventType::Normal,
+                        "Restarting",
+                        "restart requested (steward restart)",
+                    ),
+                    &now_rfc3339(),
+                );
+                shared.queue.add(key.clone());
+            }
+            tokio::spawn(async move {
+                let response = match rx.await {
+                    Ok(summary) => Response {
+                        reload: Some(summary),
+                        ..Response::ok()
+                    },
+                    Err(_) => Response::error("the controller is shutting down"),
+                };
+                let _ = reply.send(response);
+            });
+        }
+        Request::Reload => {
+            let before = shared.store.snapshot();
+            let applied = shared.store.reload_all();
+            let (tx, rx) = oneshot::channel();
+            tracker.waiters.push(tx);
+            shared.apply(&before, &applied, tracker, "steward reload");
+            if let Some(summary) = tracker.finish_if_done() {
+                shared.status.set_last_reload(summary);
+            } else if tracker.current.is_none() {
+                // Nothing to reconcile: no outcome will ever come to answer
+                // the waiters, so drop them (they answer "nothing to
+                // reconcile") instead of leaving `steward reload` hanging.
+                tracker.waiters.clear();
+            }
+            tokio::spawn(async move {
+                let response = match rx.await {
+                    Ok(summary) => Response {
+                        reload: Some(summary),
+                        ..Response::ok()
+                    },
+                    Err(_) => {
+                        let mut r = Response::ok();
+                        r.message = Some("reload applied; nothing to reconcile".to_owned());
+                        r
+                    }
+                };
+                let _ = reply.send(response);
+            });
+        }
+        Request::Lsp(query) => {
+            let snap = shared.store.snapshot();
+            let status = shared.status.clone();
+            let lsp = shared.lsp.clone();
+            tokio::spawn(async move {
+                let response = match lsp.query(&snap, &status, query).await {
+                    Ok((server, result)) => Response {
+                        server: Some(server),
+                        result: Some(result),
+                        ..Response::ok()
+                    },
+                    Err(e) => Response::error(e),
+                };
+                let _ = reply.send(response);
+            });
+        }
+        Request::Stop { names } | Request::Start { names } if names.is_empty() => {
+            let _ = reply.send(Response::error("change a server: name at least one"));
+        }
+        Request::Stop { names } => {
+            let _ = reply.send(set_stopped(shared, paths, &names, true));
+        }
+        Request::Start { names } => {
+            let _ = reply.send(set_stopped(shared, paths, &names, false));
+        }
+    }
+}
+
+/// The keys `names` stand for, if every one of them may be restarted: it
+/// exists and is admitted (a blocked server has nothing to restart).
+fn restartable(shared: &Shared, snap: &Snapshot, names: &[String]) -> Result<Vec<Key>, String> {
+    if names.is_empty() {
+        return Err("name at least one server".to_owned());
+    }
+    let keys = keys_named(snap, names, "restart")?;
+    let stopped = shared.reconciler.stopped();
+    for key in &keys {
+        let name = &key.name;
+        if stopped.contains(key) {
+            return Err(format!(
+                "restart {name}: it was stopped with `steward stop`; run `steward start {name}`"
+            ));
+        }
+        if let Some(b) = snap.blocked(key) {
+            return Err(format!(
+                "restart {name}: it is not running, it is blocked ({}): {}",
+                b.reason, b.message
+            ));
+        }
+    }
+    Ok(keys)
+}
+
+/// The keys of every server `names` name (of either kind), or why not.
+fn keys_named(snap: &Snapshot, names: &[String], verb: &str) -> Result<Vec<Key>, String> {
+    let mut keys = Vec::new();
+    for name in names {
+        let found: Vec<Key> = [Key::mcp(name), Key::lsp(name)]
+            .into_iter()
+            .filter(|k| snap.contains(k))
+            .collect();
+        if found.is_empty() {
+            let known: Vec<String> = snap.keys().into_iter().map(|k| k.name).collect();
+            // Read after "failed to".
+            return Err(format!(
+                "{verb} {name}: no server of that name is configured for {} (known: {})",
+                snap.desired.workspace.display(),
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        }
+        keys.extend(found);
+    }
+    Ok(keys)
+}
+
+fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> Response {
+    let snap = shared.store.snapshot();
+    let keys = match keys_named(&snap, names, if stop { "stop" } else { "start" }) {
+        Ok(keys) => keys,
+        Err(e) => return Response::error(e),
+    };
+    for key in &keys {
+        shared.reconciler.set_stopped(key, stop);
+        shared.reconciler.retry_now(key);
+        shared.queue.add(key.clone());
+    }
+    if let Err(e) = write_stopped(&paths.stopped_file(), &shared.reconciler.stopped()) {
+        return Response::error(format!("persist the stopped servers: {e}"));
+    }
+    let mut r = Response::ok();
+    r.message = Some(format!(
+        "{} {}",
+        if stop { "stopped" } else { "started" },
+        keys.iter()
+            .map(|k| k.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settled(key: &Key, outcome: Outcome, epoch: u64) -> Settled {
+        Settled {
+            key: key.clone(),
+            outcome,
+            epoch,
+        }
+    }
+
+    /// Issue 10, "Status that lies": an outcome decided on a snapshot older
+    /// than the change that made its key pending does not complete the
+    /// reload (so `lastReload` does not credit it, and `steward reload`
+    /// does not answer before the new spec is applied).
+    #[test]
+    fn an_outcome_of_an_older_snapshot_does_not_complete_a_newer_reload() {
+        let (a, b) = (Key::mcp("a"), Key::mcp("b"));
+        let all = [a.clone(), b.clone()];
+        let mut tracker = ReloadTracker::default();
+        tracker.begin("edit", std::slice::from_ref(&a), 7, all.iter());
+        assert_eq!(
+            tracker.outcome(&settled(&a, Outcome::Restarted, 6)),
+            None,
+            "an outcome of epoch 6 completed the reload of epoch 7"
+        );
+        let summary = tracker
+            .outcome(&settled(&a, Outcome::Restarted, 7))
+            .expect("the outcome of the reload's own snapshot completes it");
+        assert_eq!(summary.restarted, ["a"]);
+        assert_eq!(summary.unchanged, ["b"]);
+    }
+}
