@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use steward::support::paths::Paths;
 use steward::desired::snapshot::DesiredStore;
+use steward::support::paths::Paths;
 use steward_schema::desired::CliOptions;
 
 fn content(n: usize, stamps: &BTreeMap<usize, usize>) -> String {

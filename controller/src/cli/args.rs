@@ -10,8 +10,8 @@ use clap::{Args, Parser, Subcommand};
 use steward_schema::desired::CliOptions;
 use steward_schema::resource::ResourceKind;
 
-use crate::desired::offline::Inputs;
 use crate::cli::output::Format;
+use crate::desired::offline::Inputs;
 
 const TOP_AFTER_HELP: &str = "\
 Files read (HOME_DIR is $QWEN_HOME if set, else ~/.qwen; WS is --workspace):

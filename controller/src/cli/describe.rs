@@ -12,9 +12,9 @@ use steward_schema::resource::{Item, WorkspaceStatus};
 use super::live::{REQUEST_TIMEOUT, answer, runtime};
 use super::{CommandError, Io};
 use crate::cli::args::DescribeArgs;
+use crate::cli::output::{self, StderrView};
 use crate::control::{self, LogsQuery, Request, Response};
 use crate::observe::events::Event;
-use crate::cli::output::{self, StderrView};
 use crate::support::paths::Paths;
 
 /// Stderr lines shown (the full log is `steward logs NAME`).

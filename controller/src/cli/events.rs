@@ -8,9 +8,9 @@ use std::time::SystemTime;
 use super::live::{REQUEST_TIMEOUT, answer, need_controller, runtime};
 use super::{CommandError, Io};
 use crate::cli::args::EventsArgs;
+use crate::cli::output::{self, EventList, Format, Table};
 use crate::control::{self, Request};
 use crate::observe::events::Event;
-use crate::cli::output::{self, EventList, Format, Table};
 use crate::support::paths::Paths;
 
 pub fn run(

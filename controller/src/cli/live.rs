@@ -10,18 +10,18 @@ use steward_schema::resource::{Item, WorkspaceStatus};
 use tokio_util::sync::CancellationToken;
 
 use super::{CommandError, Io};
-use crate::engine::backoff::{BackoffConfig, CrashLoopConfig};
 use crate::cli::args::{LogFormat, RunArgs};
+use crate::cli::output::{self, Format, Table};
 use crate::control::{self, Request, Response};
+use crate::desired::offline::Inputs;
+use crate::engine::backoff::{BackoffConfig, CrashLoopConfig};
+use crate::engine::reconcile::ReconcileConfig;
 use crate::engine::{self, GatewayOptions, RunOptions};
 use crate::gateway::GatewayConfig;
 use crate::gateway::handover;
-use crate::support::logging::{self, PanicFlag};
-use crate::desired::offline::Inputs;
-use crate::cli::output::{self, Format, Table};
-use crate::support::paths::Paths;
-use crate::engine::reconcile::ReconcileConfig;
 use crate::runtime::mcp::McpTimeouts;
+use crate::support::logging::{self, PanicFlag};
+use crate::support::paths::Paths;
 
 /// How long a one-shot request may wait for the controller (a reload waits
 /// for its reconciles, which are bounded by the servers' own timeouts).

@@ -11,8 +11,8 @@ use steward_schema::redact;
 use steward_schema::resource::WorkspaceStatus;
 
 use super::{CommandError, Io};
-use crate::desired::offline::{Inputs, offline_status};
 use crate::cli::output::Format;
+use crate::desired::offline::{Inputs, offline_status};
 use crate::support::paths::Paths;
 
 pub fn run(

@@ -15,8 +15,8 @@ use steward_schema::resource::{SourceKind, SourceState};
 
 use super::{CommandError, Io};
 use crate::desired::offline::Inputs;
-use crate::support::paths::Paths;
 use crate::desired::sources;
+use crate::support::paths::Paths;
 
 /// The file names `validate FILE` understands.
 pub const ACCEPTED_NAMES: &str = "settings.json, .mcp.json, mcp.json, *.mcp.json, .lsp.json, *.lsp.json, trustedFolders.json, mcpApprovals.json, qwen-extension.json";

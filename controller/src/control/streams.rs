@@ -11,9 +11,9 @@ use tokio::net::UnixStream;
 use tokio::sync::watch;
 
 use crate::control::{LogsQuery, Request, Response};
+use crate::desired::snapshot::{DesiredStore, Key, Snapshot};
 use crate::gateway::Gateway;
 use crate::observe::logs::Which;
-use crate::desired::snapshot::{DesiredStore, Key, Snapshot};
 use crate::observe::status::StatusStore;
 
 /// What one turn of a stream does.

@@ -14,14 +14,15 @@
 //! (`steward_schema::load::load_approvals`); this module only writes.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs::{self, OpenOptions};
+use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value};
 use steward_schema::formats::ApprovalStatus;
+
+use crate::support::fs::{sibling, write_atomically};
 use steward_schema::load::{self, FileText, LoadContext, LoadMode};
 use steward_schema::resource::SourceState;
 
@@ -93,20 +94,13 @@ pub fn record(
     let mut text =
         serde_json::to_string_pretty(&Value::Object(root)).expect("a JSON value always serializes");
     text.push('\n');
-    write_atomically(&path, &dir, text.as_bytes()).map_err(|source| ApprovalsError::Write {
+    write_atomically(&path, text.as_bytes()).map_err(|source| ApprovalsError::Write {
         path: path.clone(),
         source,
     })?;
     // The lock is released when `lock` is dropped (closing the descriptor).
     drop(lock);
     Ok(())
-}
-
-/// `path` with `suffix` appended to its file name.
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(suffix);
-    path.with_file_name(name)
 }
 
 /// The current file as a JSON object (empty when absent). Validated with the
@@ -177,35 +171,6 @@ fn merge(
             );
         }
     }
-}
-
-/// Replace `path` with `bytes`: temp file (0600) in `dir`, fsync, rename, fsync `dir`.
-pub(crate) fn write_atomically(path: &Path, dir: &Path, bytes: &[u8]) -> io::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let tmp = sibling(
-        path,
-        &format!(
-            ".tmp.{}.{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ),
-    );
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use steward_schema::desired::{self, CliOptions, DesiredState, SourceSet};
 use steward_schema::load::LoadMode;
 use steward_schema::resource::{API_VERSION, ControllerStatus, WorkspaceStatus};
 
-use crate::support::paths::Paths;
 use crate::desired::sources;
+use crate::support::paths::Paths;
 
 /// The command-line inputs that shape the desired state (`run`, `status`,
 /// `validate` take the same flags).

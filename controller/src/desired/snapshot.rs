@@ -23,8 +23,8 @@ use steward_schema::resource::{
     LspServerSpec, McpServerSpec, ResourceKind, SourceKind, SourceStatus,
 };
 
-use crate::support::paths::Paths;
 use crate::desired::sources::{self, SourceRef};
+use crate::support::paths::Paths;
 
 /// A work-queue key: one server.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -32,12 +32,12 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::desired::snapshot::Key;
 use crate::gateway::lsp::LspService;
+use crate::observe::status::StatusStore;
 use crate::runtime::lsp::{LspConnection, LspEvent};
 use crate::runtime::mcp::{Broadcast, McpConnection, McpEvent, McpHandle, McpLists, McpTimeouts};
 use crate::runtime::process::{SPAWNED_PID, Spawner};
-use crate::desired::snapshot::Key;
-use crate::observe::status::StatusStore;
 
 /// Stderr lines kept with a crash.
 const CRASH_TAIL_LINES: usize = 10;

@@ -27,23 +27,23 @@ use steward_schema::resource::{
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::control::streams;
 use crate::control::{self, Incoming, Request, Response};
-use crate::observe::events::{EventType, NewEvent, ObjectRef};
+use crate::desired::snapshot::{Applied, DesiredStore, Key, Snapshot};
+use crate::engine::instance::RuntimeEvent;
+use crate::engine::queue::{WorkQueue, run_workers};
+use crate::engine::reconcile::{Outcome, ReconcileConfig, Reconciler, Settled};
+use crate::engine::watch::{FileChange, Judge, Verdict, WatchConfig, Watcher};
+use crate::gateway::lsp::LspService;
 use crate::gateway::registry::Registry;
 use crate::gateway::serve::{HttpEndpoint, ListenError};
 use crate::gateway::{Gateway, GatewayConfig, serve};
-use crate::engine::instance::RuntimeEvent;
-use crate::support::lock::{ControllerLock, LockError};
-use crate::gateway::lsp::LspService;
-use crate::support::paths::{Paths, PathsError, PrivateDirError, create_private_dir, process_env};
-use crate::engine::queue::{WorkQueue, run_workers};
-use crate::engine::reconcile::{Outcome, ReconcileConfig, Reconciler, Settled};
+use crate::observe::events::{EventType, NewEvent, ObjectRef};
+use crate::observe::status::{ControllerFacts, StatusStore, now_rfc3339, rfc3339};
 use crate::runtime::process::Spawner;
 use crate::runtime::reaper;
-use crate::desired::snapshot::{Applied, DesiredStore, Key, Snapshot};
-use crate::observe::status::{ControllerFacts, StatusStore, now_rfc3339, rfc3339};
-use crate::control::streams;
-use crate::engine::watch::{FileChange, Judge, Verdict, WatchConfig, Watcher};
+use crate::support::lock::{ControllerLock, LockError};
+use crate::support::paths::{Paths, PathsError, PrivateDirError, create_private_dir, process_env};
 
 /// Options of `steward run`.
 #[derive(Debug, Clone)]
@@ -144,12 +144,8 @@ fn write_stopped(path: &Path, keys: &BTreeSet<Key>) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(
-        &tmp,
-        serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?,
-    )?;
-    std::fs::rename(&tmp, path)
+    let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
+    crate::support::fs::write_atomically(path, &bytes)
 }
 
 /// Tracks what the current reload did, key by key, until all its keys were

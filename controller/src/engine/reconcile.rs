@@ -33,18 +33,18 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::desired::snapshot::{Desired, DesiredStore, Key};
 use crate::engine::backoff::{BackoffConfig, CrashLoop, CrashLoopConfig, KeyBackoff};
-use crate::gateway::registry::{DEFAULT_CALL_TIMEOUT, Registry};
 use crate::engine::instance::{
     Instance, InstanceContext, InstancePhase, InstanceSpec, Offer, ReadyView, RuntimeEvent,
     StopMode,
 };
-use crate::gateway::lsp::LspService;
 use crate::engine::queue::Requeue;
+use crate::gateway::lsp::LspService;
+use crate::gateway::registry::{DEFAULT_CALL_TIMEOUT, Registry};
+use crate::observe::status::{StatusStore, now_rfc3339, rfc3339, set_condition};
 use crate::runtime::mcp::{self, Broadcast, McpTimeouts};
 use crate::runtime::process::Spawner;
-use crate::desired::snapshot::{Desired, DesiredStore, Key};
-use crate::observe::status::{StatusStore, now_rfc3339, rfc3339, set_condition};
 
 /// Timeouts and backoff parameters of the reconciler.
 #[derive(Debug, Clone)]
@@ -315,7 +315,12 @@ impl Reconciler {
         requeue
     }
 
-    fn decide(&self, key: &Key, snap: &crate::desired::snapshot::Snapshot, slot: &mut Slot) -> Decision {
+    fn decide(
+        &self,
+        key: &Key,
+        snap: &crate::desired::snapshot::Snapshot,
+        slot: &mut Slot,
+    ) -> Decision {
         // Not desired any more: stop, and forget once nothing runs.
         let Some(desired) = snap.get(key) else {
             self.retire(key, slot, StopMode::Now);
@@ -791,8 +796,8 @@ mod tests {
     use steward_schema::desired::CliOptions;
 
     use super::*;
-    use crate::support::paths::Paths;
     use crate::observe::status::ControllerFacts;
+    use crate::support::paths::Paths;
 
     fn write(path: &Path, text: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use rmcp::model::ServerNotification;
@@ -31,10 +31,11 @@ use steward_schema::resource::{GatewayStatus, Item, WorkspaceStatus};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::lsp::LspService;
-use crate::runtime::mcp::Broadcast;
 use crate::desired::snapshot::DesiredStore;
+use crate::gateway::lsp::LspService;
 use crate::observe::status::{StatusStore, now_rfc3339};
+use crate::runtime::mcp::Broadcast;
+use crate::support::sync::lock;
 
 pub mod handover;
 pub mod lsp;
@@ -111,10 +112,6 @@ impl std::fmt::Debug for Gateway {
             .field("clients", &*self.lock_clients())
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Gateway {

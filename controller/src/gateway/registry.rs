@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
@@ -338,7 +338,7 @@ impl Default for Registry {
 
 impl Registry {
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::support::sync::lock(&self.inner)
     }
 
     fn bump(&self) {

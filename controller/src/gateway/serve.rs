@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -270,7 +270,7 @@ struct Seen {
 
 impl Liveness {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Seen>> {
-        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::support::sync::lock(&self.sessions)
     }
 
     /// A response of session `id` is open until the guard drops.

@@ -34,8 +34,8 @@ use tokio::time::Instant;
 use super::names;
 use super::registry::Upstream;
 use super::{Gateway, Ticket, lsp_tool};
-use crate::runtime::mcp::{CallError, Caller};
 use crate::desired::snapshot::Key;
+use crate::runtime::mcp::{CallError, Caller};
 
 /// One client (see the module doc).
 #[derive(Debug)]

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::runtime::process::StderrSink;
 use crate::desired::snapshot::Key;
+use crate::runtime::process::StderrSink;
 
 /// Lines kept per instance.
 pub const LOG_LINES: usize = 1000;

@@ -22,9 +22,9 @@ use steward_schema::resource::{
 };
 use tokio::sync::watch;
 
+use crate::desired::snapshot::{Key, Snapshot};
 use crate::observe::events::{self, EventLog, ObjectRef};
 use crate::observe::logs::LogStore;
-use crate::desired::snapshot::{Key, Snapshot};
 
 pub use crate::desired::offline::rfc3339;
 

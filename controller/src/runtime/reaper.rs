@@ -23,10 +23,11 @@
 //!   the workspace lock; the next one finds the processes still carrying the
 //!   dead instance's mark ([`clean_up_predecessor`]) and kills them.
 
+use crate::support::sync::lock;
 use std::fs;
 use std::io;
 use std::path::Path;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -79,10 +80,6 @@ fn mark_of(pid: i32) -> Option<String> {
         .split(|b| *b == 0)
         .find_map(|var| var.strip_prefix(prefix.as_bytes()))
         .map(|value| String::from_utf8_lossy(value).into_owned())
-}
-
-fn lock(owned: &Mutex<Vec<i32>>) -> std::sync::MutexGuard<'_, Vec<i32>> {
-    owned.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Children of this process that it did not spawn itself (orphans handed
@@ -183,9 +180,7 @@ pub fn clean_up_predecessor(record: &Path) -> io::Result<Vec<u32>> {
             killed.push(process.pid as u32);
         }
     }
-    let tmp = record.with_extension("tmp");
-    fs::write(&tmp, instance())?;
-    fs::rename(&tmp, record)?;
+    crate::support::fs::write_atomically(record, instance().as_bytes())?;
     Ok(killed)
 }
 

@@ -327,13 +327,13 @@ mod tests {
     fn a_panic_in_any_thread_reaches_the_callback() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("marker");
+        // This module's path without the crate name, as the test harness names tests.
+        let helper = format!(
+            "{}::panic_helper",
+            module_path!().split_once("::").unwrap().1
+        );
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "logging::tests::panic_helper",
-                "--test-threads",
-                "1",
-            ])
+            .args(["--exact", &helper, "--test-threads", "1"])
             .env(PANIC_HELPER_ENV, &marker)
             .output()
             .unwrap();

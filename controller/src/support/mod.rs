@@ -1,5 +1,7 @@
 //! Plumbing every step uses: paths under HOME_DIR, the workspace lock,
-//! logging.
+//! logging, atomic writes, poison-ignoring locks.
+pub mod fs;
 pub mod lock;
 pub mod logging;
 pub mod paths;
+pub mod sync;

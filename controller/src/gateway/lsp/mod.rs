@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lsp_types::Url;
@@ -32,9 +32,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::control::{LspOp, LspQuery};
-use crate::runtime::lsp::{LspConnection, OPEN_DELAY};
 use crate::desired::snapshot::{Key, Snapshot};
 use crate::observe::status::StatusStore;
+use crate::runtime::lsp::{LspConnection, OPEN_DELAY};
+use crate::support::sync::lock;
 
 /// Added to a server's shutdown + startup timeouts for how long a use waits
 /// for it (the reconcile has to get to it, and replay documents).
@@ -136,10 +137,6 @@ impl Default for LspService {
             changes: watch::Sender::new(0),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl LspService {

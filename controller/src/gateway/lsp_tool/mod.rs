@@ -37,11 +37,11 @@ use serde_json::{Value, json};
 
 use super::Gateway;
 use super::session::{explain, explain_blocked};
+use crate::desired::snapshot::Snapshot;
 use crate::gateway::lsp::{
     DIAGNOSTICS_WAIT, LspError, REQUEST_TIMEOUT, Route, Synced, read, to_lsp_position,
 };
 use crate::runtime::lsp::LspConnection;
-use crate::desired::snapshot::Snapshot;
 
 mod coordinates;
 mod shapes;

@@ -38,7 +38,7 @@ use std::future::Future;
 use std::io;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_lsp::router::Router;
@@ -65,6 +65,7 @@ use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt 
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, SpawnError, Spawner};
+use crate::support::sync::lock;
 
 /// Stderr lines appended to a start failure's message.
 pub const STDERR_LINES_IN_MESSAGE: usize = 10;
@@ -1389,10 +1390,6 @@ mod raw {
 }
 
 // ---- helpers ----
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// An async-lsp error as a phrase.
 fn describe(error: &async_lsp::Error) -> String {

@@ -32,7 +32,6 @@
 //!   values are never printed, and URLs (ours and those inside reqwest's
 //!   errors) are shown without their query or user info.
 
-
 // Sampling, roots and logging are deprecated by SEP-2577 (protocol 2026-07-28)
 // but are part of the initialize-lifecycle versions we speak and relay.
 #![allow(deprecated)]
@@ -46,7 +45,7 @@ use std::io;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -71,9 +70,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, SpawnError, Spawner};
 use self::relay::RelayedProgress;
 pub use self::relay::{Broadcast, CallError, Caller, McpHandle, Relay};
+use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, SpawnError, Spawner};
+use crate::support::sync::lock;
 
 /// Stderr lines appended to a start failure's message.
 pub const STDERR_LINES_IN_MESSAGE: usize = 10;
@@ -1377,10 +1377,6 @@ impl<R: AsyncRead + Unpin> AsyncRead for StdoutWatch<R> {
 }
 
 // ---- helpers ----
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Finds the cause an error hides from `source()` (rmcp's HTTP transport
 /// wraps reqwest's error without exposing it: see `remote::dig`).

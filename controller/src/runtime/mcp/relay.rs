@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -157,7 +157,7 @@ impl Relay {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, InFlight>> {
-        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::support::sync::lock(&self.calls)
     }
 
     /// Requests in flight now.

@@ -71,7 +71,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::ThreadId;
 use std::time::Duration;
 
@@ -82,6 +82,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::runtime::reaper;
+use crate::support::sync::lock;
 
 /// Env keys a config may not set (compared case-insensitively): they inject
 /// code into the server or redirect its libraries.
@@ -1134,10 +1135,6 @@ async fn read_stderr(
     }
     lock(&tail).finish();
     eof.send_replace(true);
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The last lines of a stream, bounded by line count and bytes; each line

@@ -30,7 +30,7 @@ pub mod tls;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt as _;
@@ -399,12 +399,7 @@ impl SessionWatch {
             // Not the message: it may hold an unredacted URL (the report's
             // receiver redacts and logs it).
             tracing::debug!("remote mcp session lost");
-            let report = self
-                .inner
-                .report
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
+            let report = crate::support::sync::lock(&self.inner.report).take();
             if let Some(report) = report {
                 report(loss.to_string());
             }

@@ -32,8 +32,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value};
 use steward_schema::resource::{McpServerSpec, Reason};
 
-use crate::runtime::mcp::McpStartError;
 use super::{auth_required_message, error_chain};
+use crate::runtime::mcp::McpStartError;
 
 /// The token store's file name under HOME_DIR.
 pub const TOKENS_FILE: &str = "mcp-oauth-tokens.json";
@@ -264,8 +264,7 @@ impl TokenStore {
         }
         let text = serde_json::to_string_pretty(&entries)
             .map_err(|error| write_error(io::Error::other(error)))?;
-        let dir = path.parent().unwrap_or(Path::new("."));
-        crate::desired::approvals::write_atomically(path, dir, text.as_bytes()).map_err(write_error)
+        crate::support::fs::write_atomically(path, text.as_bytes()).map_err(write_error)
     }
 }
 
