@@ -1,5 +1,5 @@
-//! The `steward` binary (see [`steward::cli::entry`]).
+//! The `steward` binary (see [`steward::cli`]).
 
 fn main() -> std::process::ExitCode {
-    steward::cli::entry::main()
+    steward::cli::main()
 }

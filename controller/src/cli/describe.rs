@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use steward_schema::resource::{Item, WorkspaceStatus};
 
-use super::live::{REQUEST_TIMEOUT, answer, runtime};
+use super::client::{REQUEST_TIMEOUT, answer, runtime};
 use super::{CommandError, Io};
 use crate::cli::args::DescribeArgs;
 use crate::cli::output::{self, StderrView};

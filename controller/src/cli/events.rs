@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use super::live::{REQUEST_TIMEOUT, answer, need_controller, runtime};
+use super::client::{REQUEST_TIMEOUT, answer, need_controller, runtime};
 use super::{CommandError, Io};
 use crate::cli::args::EventsArgs;
 use crate::cli::output::{self, EventList, Format, Table};

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use super::live::{REQUEST_TIMEOUT, answer, need_controller, runtime};
+use super::client::{REQUEST_TIMEOUT, answer, need_controller, runtime};
 use super::{CommandError, Io};
 use crate::cli::args::LogsArgs;
 use crate::control::{self, LogsQuery, Request, Response};

@@ -1,12 +1,30 @@
-//! What each `steward` subcommand does, given its parsed arguments, the
-//! process environment and where to write. Every command returns the exit
-//! code for a normal outcome (0, or 1 for invalid input) or a
-//! [`CommandError`]; the binary turns errors into `steward: failed to …`
-//! (exit 1) or a usage message (exit 2).
+//! The edge: `steward`'s command line. [`main`] parses the arguments
+//! ([`args`]), runs one command (one file each below) given the process
+//! environment and where to write, and maps the outcome to an exit code:
+//! 0 ok, 1 an error or invalid input (`steward: failed to …` on stderr),
+//! 2 usage.
+//!
+//! The same executable is also the exec shim every server is started through
+//! (`steward __steward-exec <controller pid> <program> <args>...`, see
+//! [`crate::runtime::process`]); that mode is dispatched before anything else.
 
 pub mod args;
-pub mod entry;
 pub mod output;
+
+mod approve;
+mod client;
+mod describe;
+mod events;
+mod logs;
+mod lsp;
+mod mcp;
+mod reload;
+mod restart;
+mod run;
+mod schema;
+mod status;
+mod stop;
+mod validate;
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -14,21 +32,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
+
 use crate::cli::args::{Cli, Command};
+use crate::support::paths::process_env;
 use crate::support::paths::{Paths, PathsError};
 
-pub mod approve;
-pub mod describe;
-pub mod events;
-pub mod live;
-pub mod logs;
-pub mod lsp;
-pub mod schema;
-pub mod status;
-pub mod validate;
-
-/// The variable that pins "now" (for tests and reproducible output).
-pub const NOW_VAR: &str = "STEWARD_NOW";
+pub use crate::observe::clock::NOW_VAR;
 
 /// Why a command could not do its job. Messages read after "failed to".
 #[derive(Debug, thiserror::Error)]
@@ -117,7 +128,7 @@ pub fn run(
             let paths = resolve_paths(&workspace, env)?;
             let now = now(env)?;
             if args.offline {
-                status::run(
+                status::run_offline(
                     &paths,
                     &args.desired.inputs(),
                     args.output,
@@ -127,7 +138,7 @@ pub fn run(
                     io,
                 )
             } else {
-                live::status(
+                status::run_live(
                     &paths,
                     &args.desired.inputs(),
                     args.output,
@@ -161,12 +172,10 @@ pub fn run(
                 io,
             )
         }
-        Command::Run(args) => live::run(&workspace, args),
-        Command::Mcp(args) => live::mcp(&workspace, args),
-        Command::Reload => live::reload(&resolve_paths(&workspace, env)?, io),
-        Command::Stop(args) => {
-            live::stop_start(&resolve_paths(&workspace, env)?, &args.names, true, io)
-        }
+        Command::Run(args) => run::run(&workspace, args),
+        Command::Mcp(args) => mcp::run(&workspace, args),
+        Command::Reload => reload::run(&resolve_paths(&workspace, env)?, io),
+        Command::Stop(args) => stop::run(&resolve_paths(&workspace, env)?, &args.names, true, io),
         Command::Lsp(args) => lsp::run(&resolve_paths(&workspace, env)?, args, io),
         Command::Describe(args) => {
             let paths = resolve_paths(&workspace, env)?;
@@ -176,9 +185,49 @@ pub fn run(
         Command::Events(args) => {
             events::run(&resolve_paths(&workspace, env)?, &args, now(env)?, io)
         }
-        Command::Restart(args) => live::restart(&resolve_paths(&workspace, env)?, &args.names, io),
-        Command::Start(args) => {
-            live::stop_start(&resolve_paths(&workspace, env)?, &args.names, false, io)
+        Command::Restart(args) => restart::run(&resolve_paths(&workspace, env)?, &args.names, io),
+        Command::Start(args) => stop::run(&resolve_paths(&workspace, env)?, &args.names, false, io),
+    }
+}
+
+/// The whole `steward` command line: parse, run, map the outcome to an exit code.
+pub fn main() -> ExitCode {
+    // Never returns in shim mode. First, before logging, clap or tokio: the
+    // shim is on the path of every server start.
+    crate::runtime::process::run_exec_shim_if_requested();
+    // clap prints help/version (exit 0) and usage errors (exit 2) itself.
+    let cli = Cli::parse();
+    let env = process_env();
+    // Unlocked handles: `run` logs to stderr from other threads for hours.
+    let (mut out, mut err) = (io::stdout(), io::stderr());
+    let result = run(
+        cli,
+        &env,
+        &mut Io {
+            out: &mut out,
+            err: &mut err,
+        },
+    );
+    match result {
+        Ok(code) => code,
+        Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
+        Err(CommandError::Usage {
+            subcommand,
+            message,
+        }) => {
+            let mut cmd = Cli::command();
+            cmd.build();
+            let cmd = cmd
+                .find_subcommand_mut(subcommand)
+                .expect("usage errors name a defined subcommand");
+            cmd.error(ErrorKind::ValueValidation, message).exit()
+        }
+        Err(e) => {
+            let e = anyhow::Error::from(e);
+            // Messages already carry their cause; print the outermost only.
+            // Not eprintln!: it panics when stderr is a closed pipe.
+            let _ = writeln!(io::stderr(), "steward: failed to {e}");
+            ExitCode::from(1)
         }
     }
 }

@@ -12,9 +12,9 @@ use tokio::sync::watch;
 
 use crate::control::{LogsQuery, Request, Response};
 use crate::desired::snapshot::{DesiredStore, Key, Snapshot};
-use crate::gateway::Gateway;
 use crate::observe::logs::Which;
 use crate::observe::status::StatusStore;
+use crate::observe::view::StatusView;
 
 /// What one turn of a stream does.
 enum Step {
@@ -31,14 +31,12 @@ pub async fn serve(
     request: Request,
     stream: UnixStream,
     store: Arc<DesiredStore>,
-    status: Arc<StatusStore>,
-    gateway: Arc<Gateway>,
+    view: Arc<StatusView>,
 ) {
+    let status = view.status().clone();
     match request {
-        Request::Watch => watch_status(stream, store, status, gateway, false).await,
-        Request::StatusWithSecrets { .. } => {
-            watch_status(stream, store, status, gateway, true).await
-        }
+        Request::Watch => watch_status(stream, view, false).await,
+        Request::StatusWithSecrets { .. } => watch_status(stream, view, true).await,
         Request::Events { .. } => watch_events(stream, status).await,
         Request::Logs(query) => follow_logs(stream, store, status, query).await,
         other => {
@@ -94,17 +92,11 @@ async fn push(
 }
 
 /// `status --watch`: the document now and on every change (only when it differs).
-async fn watch_status(
-    stream: UnixStream,
-    store: Arc<DesiredStore>,
-    status: Arc<StatusStore>,
-    gateway: Arc<Gateway>,
-    show_secrets: bool,
-) {
-    let changes = status.subscribe();
+async fn watch_status(stream: UnixStream, view: Arc<StatusView>, show_secrets: bool) {
+    let changes = view.status().subscribe();
     let mut last: Option<String> = None;
     push(stream, changes, move || {
-        let doc = crate::engine::status_document(&store, &status, &gateway, show_secrets);
+        let doc = view.document(show_secrets);
         // Serialized once to compare with the last document sent.
         let Ok(text) = serde_json::to_string(&doc) else {
             return Step::End(None);

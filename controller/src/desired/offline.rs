@@ -14,6 +14,7 @@ use steward_schema::load::LoadMode;
 use steward_schema::resource::{API_VERSION, ControllerStatus, WorkspaceStatus};
 
 use crate::desired::sources;
+use crate::observe::clock::rfc3339;
 use crate::support::paths::Paths;
 
 /// The command-line inputs that shape the desired state (`run`, `status`,
@@ -55,11 +56,6 @@ pub fn load_desired(
         &sources::resolve_existing,
     );
     (set, state)
-}
-
-/// RFC 3339 (seconds precision, UTC) — the format of every status timestamp.
-pub fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// The status of a desired state and its sources as admission alone sees it.

@@ -38,8 +38,10 @@ use crate::gateway::lsp::LspService;
 use crate::gateway::registry::Registry;
 use crate::gateway::serve::{HttpEndpoint, ListenError};
 use crate::gateway::{Gateway, GatewayConfig, serve};
+use crate::observe::clock::{now_rfc3339, rfc3339};
 use crate::observe::events::{EventType, NewEvent, ObjectRef};
-use crate::observe::status::{ControllerFacts, StatusStore, now_rfc3339, rfc3339};
+use crate::observe::status::{ControllerFacts, StatusStore};
+use crate::observe::view::StatusView;
 use crate::runtime::process::Spawner;
 use crate::runtime::reaper;
 use crate::support::lock::{ControllerLock, LockError};
@@ -253,69 +255,7 @@ struct Shared {
     reconciler: Arc<Reconciler>,
     queue: Arc<WorkQueue<Key>>,
     lsp: Arc<LspService>,
-    gateway: Arc<Gateway>,
-    status_cache: StatusCache,
-}
-
-/// The status document: the store's view (secrets hidden unless asked)
-/// plus the agent endpoint's.
-pub fn status_document(
-    store: &DesiredStore,
-    status: &StatusStore,
-    gateway: &Gateway,
-    show_secrets: bool,
-) -> steward_schema::resource::WorkspaceStatus {
-    let mut doc = status.workspace_status_shown(&store.snapshot(), show_secrets);
-    gateway.decorate(&mut doc);
-    doc
-}
-
-/// The last `status` answer, serialized: while nothing changes, a request
-/// costs a copy, not a document (at 500 servers building and serializing
-/// the ~0.8 MB document took ~5 ms of controller CPU per request).
-#[derive(Default)]
-struct StatusCache(std::sync::Mutex<Option<CachedStatus>>);
-
-struct CachedStatus {
-    /// Status store version, gateway versions, secrets shown.
-    versions: (u64, (u64, u64), bool),
-    /// Held so that its address is not reused while it is compared.
-    snapshot: Arc<Snapshot>,
-    json: Box<serde_json::value::RawValue>,
-}
-
-impl StatusCache {
-    fn answer(
-        &self,
-        store: &DesiredStore,
-        status: &StatusStore,
-        gateway: &Gateway,
-        show_secrets: bool,
-    ) -> Result<Box<serde_json::value::RawValue>, serde_json::Error> {
-        // Versions first: a change made while the document is built moves
-        // them again, so the next request rebuilds.
-        let versions = (status.version(), gateway.version(), show_secrets);
-        let snapshot = store.snapshot();
-        let mut cached = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(c) = cached.as_ref()
-            && c.versions == versions
-            && Arc::ptr_eq(&c.snapshot, &snapshot)
-        {
-            return Ok(c.json.clone());
-        }
-        let mut doc = status.workspace_status_shown(&snapshot, show_secrets);
-        gateway.decorate(&mut doc);
-        let json = serde_json::value::to_raw_value(&doc)?;
-        *cached = Some(CachedStatus {
-            versions,
-            snapshot,
-            json: json.clone(),
-        });
-        Ok(json)
-    }
+    view: Arc<StatusView>,
 }
 
 impl Shared {
@@ -581,14 +521,18 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         cancel.clone(),
     ));
     let queue = Arc::new(WorkQueue::<Key>::new());
+    let view = Arc::new(StatusView::new(
+        store.clone(),
+        status.clone(),
+        gateway.clone(),
+    ));
     let shared = Shared {
         store: store.clone(),
         status: status.clone(),
         reconciler: reconciler.clone(),
         queue: queue.clone(),
         lsp,
-        gateway: gateway.clone(),
-        status_cache: StatusCache::default(),
+        view: view.clone(),
     };
 
     // Workers.
@@ -608,20 +552,11 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let (control_tx, mut control_rx) = mpsc::channel::<Incoming>(16);
     let server = {
         let store = store.clone();
-        let status = status.clone();
-        let gateway = gateway.clone();
+        let view = view.clone();
         tokio::spawn(control::serve(
             listener,
             control_tx,
-            move |request, stream| {
-                streams::serve(
-                    request,
-                    stream,
-                    store.clone(),
-                    status.clone(),
-                    gateway.clone(),
-                )
-            },
+            move |request, stream| streams::serve(request, stream, store.clone(), view.clone()),
         ))
     };
 
@@ -794,12 +729,7 @@ fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTrack
     match request {
         Request::Status | Request::StatusWithSecrets { .. } => {
             let show_secrets = matches!(request, Request::StatusWithSecrets { .. });
-            let answer = shared.status_cache.answer(
-                &shared.store,
-                &shared.status,
-                &shared.gateway,
-                show_secrets,
-            );
+            let answer = shared.view.json(show_secrets);
             let r = match answer {
                 Ok(json) => Response {
                     status_json: Some(control::RawJson(json)),

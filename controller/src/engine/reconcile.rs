@@ -42,7 +42,8 @@ use crate::engine::instance::{
 use crate::engine::queue::Requeue;
 use crate::gateway::lsp::LspService;
 use crate::gateway::registry::{DEFAULT_CALL_TIMEOUT, Registry};
-use crate::observe::status::{StatusStore, now_rfc3339, rfc3339, set_condition};
+use crate::observe::clock::{now_rfc3339, rfc3339};
+use crate::observe::status::{StatusStore, set_condition};
 use crate::runtime::mcp::{self, Broadcast, McpTimeouts};
 use crate::runtime::process::Spawner;
 

@@ -33,10 +33,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::desired::snapshot::DesiredStore;
 use crate::gateway::lsp::LspService;
-use crate::observe::status::{StatusStore, now_rfc3339};
+use crate::observe::clock::now_rfc3339;
+use crate::observe::status::StatusStore;
+use crate::observe::view::Decoration;
 use crate::runtime::mcp::Broadcast;
 use crate::support::sync::lock;
 
+pub mod explain;
 pub mod handover;
 pub mod lsp;
 pub mod lsp_tool;
@@ -239,17 +242,19 @@ impl Gateway {
             });
         }
     }
+}
 
-    /// Fill in what the endpoint knows: `controller.gateway` and each
-    /// McpServer's `status.calls`.
+impl Decoration for Gateway {
     /// What [`Self::decorate`] adds changes only when this does (client
     /// attach and detach, `list_changed` and `listen` also move the status
     /// store's version).
-    pub fn version(&self) -> (u64, u64) {
+    fn version(&self) -> (u64, u64) {
         (self.registry.version(), self.registry.calls_version())
     }
 
-    pub fn decorate(&self, doc: &mut WorkspaceStatus) {
+    /// Fill in what the endpoint knows: `controller.gateway` and each
+    /// McpServer's `status.calls`.
+    fn decorate(&self, doc: &mut WorkspaceStatus) {
         let calls = self.registry.calls();
         for item in &mut doc.items {
             if let Item::McpServer(server) = item
@@ -271,7 +276,9 @@ impl Gateway {
             conflicts: union.conflicts.clone(),
         });
     }
+}
 
+impl Gateway {
     /// Send `notifications/{tools,prompts,resources}/list_changed` to every
     /// client when the union changed since it was last told, coalesced;
     /// never when it did not (a client that connected after a change, while

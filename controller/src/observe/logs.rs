@@ -218,7 +218,7 @@ struct ServerSink {
 impl StderrSink for ServerSink {
     fn started(&self, pid: u32) {
         self.store
-            .started(&self.key, pid, crate::observe::status::now_rfc3339());
+            .started(&self.key, pid, crate::observe::clock::now_rfc3339());
     }
 
     fn line(&self, pid: u32, line: &str) {

@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::SystemTime;
 
 use steward_schema::admission;
 use steward_schema::resource::{
@@ -26,15 +25,7 @@ use crate::desired::snapshot::{Key, Snapshot};
 use crate::observe::events::{self, EventLog, ObjectRef};
 use crate::observe::logs::LogStore;
 
-pub use crate::desired::offline::rfc3339;
-
-/// Now, as RFC 3339 (or `STEWARD_NOW` when set, for deterministic output).
-pub fn now_rfc3339() -> String {
-    match std::env::var("STEWARD_NOW") {
-        Ok(v) if !v.is_empty() => v,
-        _ => rfc3339(SystemTime::now()),
-    }
-}
+use crate::observe::clock::now_rfc3339;
 
 /// Set condition `type_` in `conditions`; the transition time changes only
 /// when the status does.

@@ -36,7 +36,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Gateway;
-use super::session::{explain, explain_blocked};
+use super::explain::{explain, explain_blocked};
 use crate::desired::snapshot::Snapshot;
 use crate::gateway::lsp::{
     DIAGNOSTICS_WAIT, LspError, REQUEST_TIMEOUT, Route, Synced, read, to_lsp_position,

@@ -433,7 +433,7 @@ struct SpawnRequest {
 impl Spawner {
     /// Starts the spawner thread (`steward-spawner`), with this process's own
     /// executable as the exec shim: right for the `steward` binaries, whose
-    /// `main` is [`crate::cli::entry::main`]. (In this crate's unit tests, whose
+    /// `main` is [`crate::cli::main`]. (In this crate's unit tests, whose
     /// harness has no shim mode, it is the built `steward` binary instead.)
     pub fn new() -> io::Result<Self> {
         Self::with_exec_shim(default_exec_shim())

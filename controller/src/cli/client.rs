@@ -1,0 +1,41 @@
+//! How a one-shot command talks to the running controller: a small
+//! runtime, a bounded wait, and the controller's refusals as errors.
+
+use std::time::Duration;
+
+use super::CommandError;
+use crate::control::{self, Response};
+use crate::support::paths::Paths;
+
+/// How long a one-shot request may wait for the controller (a reload waits
+/// for its reconciles, which are bounded by the servers' own timeouts).
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The runtime a one-shot command talks to the controller on.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// The response, or the controller's error as a [`CommandError`].
+pub(crate) fn answer(response: Response) -> Result<Response, CommandError> {
+    if response.ok {
+        Ok(response)
+    } else {
+        Err(CommandError::Controller(
+            response.error.unwrap_or_else(|| "unknown error".to_owned()),
+        ))
+    }
+}
+
+/// A failure to reach the controller, said as "none is running" when so.
+pub(crate) fn need_controller(paths: &Paths, e: control::ControlError) -> CommandError {
+    match e {
+        control::ControlError::Connect { .. } => CommandError::Controller(format!(
+            "reach a controller: none is running for {} (start one with `steward run`)",
+            paths.workspace.display()
+        )),
+        other => other.into(),
+    }
+}

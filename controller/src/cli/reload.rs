@@ -1,0 +1,53 @@
+//! `steward reload`: re-read every source now and wait for the reload's
+//! outcome.
+
+use std::process::ExitCode;
+
+use super::client::{REQUEST_TIMEOUT, answer, need_controller, runtime};
+use super::{CommandError, Io};
+use crate::control::{self, Request};
+use crate::support::paths::Paths;
+/// `steward reload`.
+pub fn run(paths: &Paths, io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
+    let rt = runtime()?;
+    let response = rt
+        .block_on(control::request(
+            &paths.socket_path(),
+            &Request::Reload,
+            REQUEST_TIMEOUT,
+        ))
+        .map_err(|e| need_controller(paths, e))?;
+    let response = answer(response)?;
+    match response.reload {
+        Some(s) => {
+            let list = |v: &[String]| {
+                if v.is_empty() {
+                    "-".to_owned()
+                } else {
+                    v.join(", ")
+                }
+            };
+            writeln!(io.out, "added:     {}", list(&s.added))?;
+            writeln!(io.out, "removed:   {}", list(&s.removed))?;
+            writeln!(io.out, "restarted: {}", list(&s.restarted))?;
+            writeln!(io.out, "failed:    {}", list(&s.failed))?;
+            writeln!(io.out, "unchanged: {}", s.unchanged.len())?;
+            for skip in &s.skipped {
+                writeln!(io.out, "skipped:   {} ({})", skip.name, skip.reason)?;
+            }
+            Ok(if s.failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        None => {
+            writeln!(
+                io.out,
+                "{}",
+                response.message.unwrap_or_else(|| "reloaded".to_owned())
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! `steward run`: the controller for one workspace, in the foreground,
+//! until SIGINT/SIGTERM.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::CommandError;
+use crate::cli::args::{LogFormat, RunArgs};
+use crate::engine::backoff::{BackoffConfig, CrashLoopConfig};
+use crate::engine::reconcile::ReconcileConfig;
+use crate::engine::{self, GatewayOptions, RunOptions};
+use crate::gateway::GatewayConfig;
+use crate::runtime::mcp::McpTimeouts;
+use crate::support::logging::{self, PanicFlag};
+
+/// The controller options `steward run` and `steward mcp` take.
+pub(super) fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOptions {
+    let inputs = args.desired.inputs();
+    let ms = Duration::from_millis;
+    RunOptions {
+        workspace: workspace.to_path_buf(),
+        mcp_config: inputs.mcp_config,
+        allowed_mcp: inputs.cli.allowed_mcp,
+        allowed_lsp: inputs.cli.allowed_lsp,
+        no_lsp: !inputs.cli.lsp_enabled,
+        debounce: ms(args.debounce_ms),
+        workers: args.workers.max(1),
+        resync: Duration::from_secs(args.resync_secs.max(1)),
+        reconcile: ReconcileConfig {
+            mcp: McpTimeouts {
+                ping_interval: ms(args.ping_interval_ms),
+                ..McpTimeouts::default()
+            },
+            backoff: BackoffConfig {
+                initial: ms(args.start_backoff_ms.max(1)),
+                ..BackoffConfig::default()
+            },
+            crash: CrashLoopConfig {
+                initial: ms(args.crash_backoff_ms.max(1)),
+                ..CrashLoopConfig::default()
+            },
+            ..ReconcileConfig::default()
+        },
+        hold_after_read: args.hold_after_read.clone(),
+        gateway: GatewayOptions {
+            listen: args.mcp_listen.clone(),
+            token_file: args.mcp_token_file.clone(),
+            stdio: false,
+            config: GatewayConfig {
+                page_size: args.mcp_page_size.max(1),
+                coalesce: ms(args.mcp_coalesce_ms),
+                http_idle: ms(args.mcp_http_idle_ms.max(1)),
+                ..GatewayConfig::default()
+            },
+        },
+    }
+}
+
+/// SIGINT/SIGTERM cancel `shutdown`; a second signal exits at once.
+fn handle_signals(shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        tracing::info!("signal received: stopping every server (a second signal exits at once)");
+        shutdown.cancel();
+        tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        tracing::warn!("second signal: exiting at once");
+        logging::flush(Duration::from_millis(200));
+        std::process::exit(130);
+    });
+}
+
+/// Run `work` (which runs a controller until `shutdown`) on a multi-thread
+/// runtime with signals handled and panics contained: a panic anywhere (a
+/// worker, a reaper, the signal handler) must not leave the controller
+/// half-alive, so it stops every server and the command fails.
+pub(super) fn with_controller_runtime<F, Fut>(work: F) -> Result<ExitCode, CommandError>
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = Result<ExitCode, CommandError>>,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let shutdown = CancellationToken::new();
+    let panicked = PanicFlag::default();
+    {
+        let (shutdown, panicked) = (shutdown.clone(), panicked.clone());
+        logging::report_panics(move || {
+            panicked.raise();
+            shutdown.cancel();
+        });
+    }
+    let result = rt.block_on(async {
+        handle_signals(shutdown.clone());
+        work(shutdown).await
+    });
+    drop(rt);
+    logging::flush(Duration::from_secs(1));
+    let code = result?;
+    if panicked.raised() {
+        return Err(CommandError::Controller(
+            "run the controller: a thread panicked (see the log); every server was stopped"
+                .to_owned(),
+        ));
+    }
+    Ok(code)
+}
+
+/// `steward run`: until SIGINT/SIGTERM; a second signal exits at once.
+pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, CommandError> {
+    logging::install(args.log_format == LogFormat::Json);
+    let opts = run_options(workspace, &args);
+    with_controller_runtime(|shutdown| async move {
+        engine::run(opts, shutdown).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
