@@ -1,11 +1,9 @@
 //! Merge precedence (product.md §1, §2.1, §2.2) and the order of the
 //! admission gates (§3), through the real loaders and `desired_state`.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use steward_schema::admission::{self, admission_items};
 use steward_schema::desired::desired_state;
 use steward_schema::resource::{ConditionStatus, Item, Phase, Reason, Scope, SourceKind};

@@ -3,11 +3,9 @@
 //! `--mcp-config`, `.lsp.json` normalization and defaults, and what strict
 //! and lenient loading do with a problem.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use steward_schema::Diagnostic;
 use steward_schema::formats::{ApprovalStatus, LspTransport, TrustLevel};
 use steward_schema::load::{

@@ -2,11 +2,9 @@
 //! `servers_equal` (C9), `gating_equal` (C10, F-H), the CLI upper bound
 //! (D11, F-K), `unavailable_reason` (F-B) and hash-bound approvals (D, E).
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::*;
+use crate::common::*;
 use serde_json::{Map, Value};
 use steward_schema::admission::{
     self, ApprovalState, McpGating, UnavailableReason, gating_equal, mcp_gating, servers_equal,

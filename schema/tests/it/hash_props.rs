@@ -7,12 +7,10 @@
 //!   `trust`, `description`, and `disabled`) never change `configHash`, and
 //!   `description` never changes `approvalHash`.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use proptest::collection::{btree_map, vec};
 use proptest::option;
 use proptest::prelude::*;

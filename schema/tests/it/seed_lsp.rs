@@ -3,9 +3,7 @@
 //! (NativeLspService.test), deletion as an empty valid config, and the
 //! workspace's inability to lower `trustRequired`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use steward_schema::load::{Content, FileText, LoadMode, lsp_config_hash};
 use steward_schema::resource::{LspServerSpec, Reason, Scope, SourceKind, SourceState};
 
