@@ -1,6 +1,6 @@
-//! Property tests of `configHash` and `approvalHash` (product.md §2.1,
-//! §2.2): generated MCP and LSP entries are rendered as JSON text with random
-//! key order, whitespace and comments and loaded through the real loaders.
+//! Property tests of `configHash` and `approvalHash`: generated MCP and LSP
+//! entries are rendered as JSON text with random key order, whitespace and
+//! comments and loaded through the real loaders.
 //! - formatting and key order never change a hash;
 //! - changing any hashed field (or swapping two distinct args) always does;
 //! - the MCP fields that only re-filter (`includeTools`, `excludeTools`,
@@ -578,7 +578,7 @@ fn lsp_entry() -> impl Strategy<Value = (String, Lt, Value)> {
     )
 }
 
-/// Every single-field change of a hashed LSP field (product.md §2.2), labelled.
+/// Every single-field change of a field the LSP `configHash` covers, labelled.
 fn lsp_changes(name: &str, t: Lt, e: &Value) -> Vec<(&'static str, Value)> {
     let langs: Vec<Value> = e
         .get("languages")

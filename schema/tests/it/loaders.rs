@@ -1,7 +1,8 @@
-//! The loaders (product.md §1, §2; LSP seed "strict vs lenient"): source
-//! formats, transport inference, variable expansion, extensions,
-//! `--mcp-config`, `.lsp.json` normalization and defaults, and what strict
-//! and lenient loading do with a problem.
+//! The loaders: source formats, transport inference, variable expansion,
+//! extensions, `--mcp-config`, `.lsp.json` normalization and defaults, and
+//! what strict and lenient loading do with a problem (strict rejects the
+//! whole source; lenient drops the entry with the problem and loads the
+//! rest).
 
 use std::path::{Path, PathBuf};
 

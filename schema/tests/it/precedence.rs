@@ -1,5 +1,9 @@
-//! Merge precedence (product.md §1, §2.1, §2.2) and the order of the
-//! admission gates (§3), through the real loaders and `desired_state`.
+//! Merge precedence (a later source replaces a whole entry of the same name:
+//! MCP extensions < system defaults < user < `.mcp.json` < workspace <
+//! system < `--mcp-config`; LSP extensions < `.lsp.json`), how the settings
+//! policy keys merge, and the order of the admission gates (trust,
+//! `disabled`, allow-list, exclusion, approval: the first that fails is the
+//! reason), through the real loaders and `desired_state`.
 
 use std::path::Path;
 
