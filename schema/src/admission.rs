@@ -1,10 +1,10 @@
-//! Admission: may a server run? Pure, decided before anything is spawned
-//! (product.md §3). Gates in order — the first that fails is the reason:
+//! Admission: may a server run? Pure, decided before anything is spawned.
+//! Gates in order — the first that fails is the reason:
 //! 1. trust, 2. `disabled`, 3. allow-list (settings ∩ CLI bound),
 //! 4. exclusion, 5. hash-bound approval for gated scopes (MCP only).
 //!
-//! Also here: the seed's gating-list and server-map equality (what decides
-//! whether a settings change is relevant at all) and `unavailable_reason`.
+//! Also here: gating-list and server-map equality (what decides whether a
+//! settings change is relevant at all) and `unavailable_reason`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -77,7 +77,7 @@ fn excluded_by<'a>(list: &'a [String], name: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-/// Whether `spec` runs `steward mcp` itself (product.md §6): its first
+/// Whether `spec` runs `steward mcp` itself: its first
 /// non-option argument is `mcp` and its command is named `steward` or like
 /// this very executable (by path or file name). Such an entry is what users
 /// add to register Steward with an agent, in the files Steward reads.
@@ -225,7 +225,9 @@ pub fn admit_lsp(name: &str, spec: &LspServerSpec, state: &DesiredState) -> Opti
 }
 
 // ---------------------------------------------------------------------------
-// Gating lists and equality (MCP seed parts B/C item 10, F item H).
+// Gating lists and equality: whether a settings change is relevant at all
+// is decided by comparing the server maps (`servers_equal`) and the lists
+// that decide which servers may connect (`gating_equal`).
 
 /// The three lists that decide which MCP servers may connect.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -298,7 +300,7 @@ pub fn servers_equal(
     a == b
 }
 
-/// Why a configured server's tools are not available (MCP seed part F, B).
+/// Why a configured server's tools are not available.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UnavailableReason {

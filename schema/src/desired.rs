@@ -42,7 +42,10 @@ pub struct SourceSet {
 }
 
 impl SourceSet {
-    /// Every source, in the order of product.md §1.
+    /// Every source: the settings layers (system defaults, user, workspace,
+    /// system), `.mcp.json`, `.lsp.json`, the extensions, the `--mcp-config`
+    /// values, then the trusted-folders and approvals files. This order is
+    /// for listing; precedence is in the module docs.
     pub fn iter(&self) -> impl Iterator<Item = &ParsedSource> {
         [
             &self.system_defaults,

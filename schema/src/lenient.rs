@@ -1,9 +1,10 @@
 //! Leniency parity with Qwen Code: a server entry as written is turned into
 //! the typed form Steward validates, the way Qwen Code 0.24 reads it —
 //! coercing what it coerces, ignoring what it ignores, skipping the entries
-//! it skips — and every such step is reported as a warning (product.md §1
-//! "Leniency parity"). What remains wrong after this step (a wrong type Qwen
-//! Code cannot use either) is an error, found by schema validation.
+//! it skips — and every such step is reported as a warning: a file loads as
+//! it loads in Qwen Code, and nothing it changes goes unsaid. What remains
+//! wrong after this step (a wrong type Qwen Code cannot use either) is an
+//! error, found by schema validation.
 //!
 //! Also here, because it is decided on the entry as written: which `env`
 //! keys may reach a server process (a key with `=` or NUL is not a variable

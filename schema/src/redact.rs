@@ -1,5 +1,5 @@
-//! Showing a spec without its secrets (product.md §5: people paste `steward
-//! status` into bug reports).
+//! Showing a spec without its secrets: people paste `steward status` into
+//! bug reports, so what it shows must not hold a credential.
 //!
 //! A spec holds `args`, `env`, `url`/`httpUrl` and `headers` *expanded*: a
 //! `${GITHUB_TOKEN}` in the file is the token itself in the spec. The

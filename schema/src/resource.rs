@@ -1,6 +1,6 @@
 //! The normalized resources (`McpServer`, `LspServer`), their status
 //! subresource and the `WorkspaceStatus` document — the public contract of
-//! `steward status` (product.md §2, §5). Field names here are the contract.
+//! `steward status`. Field names here are the contract.
 
 use std::collections::BTreeMap;
 use std::fmt;

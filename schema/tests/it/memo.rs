@@ -1,13 +1,11 @@
 //! The entry memo: a load through it is exactly a load without it, and an
 //! entry whose literal JSON did not change is not rebuilt (its spec is shared).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use steward_schema::load::{self, Content, LoadContext, LoadMode, ParsedSource};
 use steward_schema::memo::EntryMemo;

@@ -1,11 +1,13 @@
-//! Merge precedence (product.md §1, §2.1, §2.2) and the order of the
-//! admission gates (§3), through the real loaders and `desired_state`.
-
-mod common;
+//! Merge precedence (a later source replaces a whole entry of the same name:
+//! MCP extensions < system defaults < user < `.mcp.json` < workspace <
+//! system < `--mcp-config`; LSP extensions < `.lsp.json`), how the settings
+//! policy keys merge, and the order of the admission gates (trust,
+//! `disabled`, allow-list, exclusion, approval: the first that fails is the
+//! reason), through the real loaders and `desired_state`.
 
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use steward_schema::admission::{self, admission_items};
 use steward_schema::desired::desired_state;
 use steward_schema::resource::{ConditionStatus, Item, Phase, Reason, Scope, SourceKind};

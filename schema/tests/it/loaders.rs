@@ -1,13 +1,12 @@
-//! The loaders (product.md §1, §2; LSP seed "strict vs lenient"): source
-//! formats, transport inference, variable expansion, extensions,
-//! `--mcp-config`, `.lsp.json` normalization and defaults, and what strict
-//! and lenient loading do with a problem.
-
-mod common;
+//! The loaders: source formats, transport inference, variable expansion,
+//! extensions, `--mcp-config`, `.lsp.json` normalization and defaults, and
+//! what strict and lenient loading do with a problem (strict rejects the
+//! whole source; lenient drops the entry with the problem and loads the
+//! rest).
 
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use steward_schema::Diagnostic;
 use steward_schema::formats::{ApprovalStatus, LspTransport, TrustLevel};
 use steward_schema::load::{

@@ -1,18 +1,16 @@
-//! Property tests of `configHash` and `approvalHash` (product.md §2.1,
-//! §2.2): generated MCP and LSP entries are rendered as JSON text with random
-//! key order, whitespace and comments and loaded through the real loaders.
+//! Property tests of `configHash` and `approvalHash`: generated MCP and LSP
+//! entries are rendered as JSON text with random key order, whitespace and
+//! comments and loaded through the real loaders.
 //! - formatting and key order never change a hash;
 //! - changing any hashed field (or swapping two distinct args) always does;
 //! - the MCP fields that only re-filter (`includeTools`, `excludeTools`,
 //!   `trust`, `description`, and `disabled`) never change `configHash`, and
 //!   `description` never changes `approvalHash`.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use proptest::collection::{btree_map, vec};
 use proptest::option;
 use proptest::prelude::*;
@@ -580,7 +578,7 @@ fn lsp_entry() -> impl Strategy<Value = (String, Lt, Value)> {
     )
 }
 
-/// Every single-field change of a hashed LSP field (product.md §2.2), labelled.
+/// Every single-field change of a field the LSP `configHash` covers, labelled.
 fn lsp_changes(name: &str, t: Lt, e: &Value) -> Vec<(&'static str, Value)> {
     let langs: Vec<Value> = e
         .get("languages")

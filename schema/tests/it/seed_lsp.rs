@@ -1,11 +1,9 @@
-//! The pure cases of the LSP hot-reload seed: `configHash` (configHash.test),
+//! The pure cases of LSP hot reload: `configHash` (configHash.test),
 //! strict hot-reload vs lenient cold-start loading of `.lsp.json`
 //! (NativeLspService.test), deletion as an empty valid config, and the
 //! workspace's inability to lower `trustRequired`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use steward_schema::load::{Content, FileText, LoadMode, lsp_config_hash};
 use steward_schema::resource::{LspServerSpec, Reason, Scope, SourceKind, SourceState};
 
@@ -349,7 +347,8 @@ fn parse_failure_and_read_failure_are_distinguished() {
 }
 
 // ---------------------------------------------------------------------------
-// Admission of language servers (the seed's filterLspServerConfigs)
+// Admission of language servers: trust (which the workspace's `.lsp.json`
+// cannot lower), then the allow-list bounded by the command line
 
 #[test]
 fn workspace_lsp_json_cannot_disable_trust_required() {

@@ -1,12 +1,11 @@
-//! The pure verification cases of the MCP hot-reload seed (parts B–F):
-//! `servers_equal` (C9), `gating_equal` (C10, F-H), the CLI upper bound
-//! (D11, F-K), `unavailable_reason` (F-B) and hash-bound approvals (D, E).
-
-mod common;
+//! The pure cases of MCP hot reload: server-map equality (`servers_equal`),
+//! gating-list equality (`gating_equal`), the command-line upper bound on
+//! the allow-list, why a configured server is unavailable
+//! (`unavailable_reason`), and approvals bound to the hash of an entry.
 
 use std::collections::BTreeSet;
 
-use common::*;
+use crate::common::*;
 use serde_json::{Map, Value};
 use steward_schema::admission::{
     self, ApprovalState, McpGating, UnavailableReason, gating_equal, mcp_gating, servers_equal,
@@ -17,7 +16,8 @@ use steward_schema::load::LoadMode;
 use steward_schema::resource::{Reason, Scope, SourceKind};
 
 // ---------------------------------------------------------------------------
-// C9 — servers_equal
+// servers_equal: key order does not matter, array order does, and an
+// absent map equals `{}`.
 
 /// The `mcpServers` map of a settings text, parsed as the loaders parse it.
 fn servers(t: &str) -> Option<Map<String, Value>> {
@@ -85,7 +85,9 @@ fn servers_equal_args_order_is_significant_c9() {
 }
 
 // ---------------------------------------------------------------------------
-// C10 / F-H — gating_equal
+// gating_equal: every list compared as a set; an absent `allowed` (allow
+// all) differs from `[]` (deny all); an absent `excluded` or `pending`
+// equals `[]`.
 
 fn list(items: &[&str]) -> Option<Vec<String>> {
     Some(items.iter().map(|s| (*s).to_owned()).collect())
@@ -273,7 +275,8 @@ fn allowed_absent_allows_all_h() {
 }
 
 // ---------------------------------------------------------------------------
-// D11 / F-K — the --allowed-mcp-server-names upper bound
+// The --allowed-mcp-server-names upper bound: settings can narrow it,
+// never widen it.
 
 const ABC: &str =
     r#""mcpServers": {"a": {"command": "x"}, "b": {"command": "x"}, "c": {"command": "x"}}"#;
@@ -367,7 +370,8 @@ fn allow_lists_accept_star_and_question_globs_in_both_lists_k() {
 }
 
 // ---------------------------------------------------------------------------
-// F-B — unavailable_reason
+// unavailable_reason: removed from the merged map, not allowed, excluded or
+// waiting for approval.
 
 fn prev(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| (*s).to_owned()).collect()
@@ -446,7 +450,9 @@ fn unavailable_reason_none_for_admitted_server_b() {
 }
 
 // ---------------------------------------------------------------------------
-// D / E — hash-bound approvals
+// Hash-bound approvals: a server from a gated scope (`.mcp.json`,
+// workspace settings) runs only with an approval of the hash of its entry
+// as written; editing the entry asks again.
 
 const P: &str = r#"{"mcpServers": {"p": {"command": "srv", "args": ["--port", "1"]}}}"#;
 const P_EDITED: &str = r#"{"mcpServers": {"p": {"command": "srv", "args": ["--port", "2"]}}}"#;
@@ -491,7 +497,8 @@ fn rejected_with_same_hash_is_rejected_d() {
         .approvals(&approvals_json(&[("p", &h, "rejected")]))
         .desired();
     assert_eq!(mcp_reason(&s, "p"), Some(Reason::Rejected));
-    // Still counted in the seed's `pending` list (status !== 'approved').
+    // Still counted in the `pending` gating list: only an approval takes a
+    // server out of it.
     assert_eq!(mcp_gating(&s).pending, list(&["p"]));
 }
 
