@@ -26,8 +26,11 @@ use steward_schema::resource::{
 use crate::desired::sources::{self, SourceRef};
 use crate::support::paths::Paths;
 
-/// A work-queue key: one server.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A work-queue key: one server. Serialized as `{"kind", "name"}` (the
+/// stopped set's file format).
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Key {
     pub kind: ResourceKind,
     pub name: String,

@@ -13,18 +13,22 @@ pub mod queue;
 pub mod reconcile;
 pub mod watch;
 
-use std::collections::{BTreeMap, BTreeSet};
+mod reload;
+mod requests;
+mod stopped;
+
+use reload::{ReloadTracker, log_reload};
+use requests::handle_request;
+
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use serde::{Deserialize, Serialize};
 use steward_schema::desired::CliOptions;
 use steward_schema::load::ParsedSource;
-use steward_schema::resource::{
-    ConditionStatus, Phase, ReloadSummary, ResourceKind, Skipped, SourceKind, SourceState,
-};
-use tokio::sync::{mpsc, oneshot};
+use steward_schema::resource::{ConditionStatus, Phase, SourceKind, SourceState};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::control::streams;
@@ -32,8 +36,8 @@ use crate::control::{self, Incoming, Request, Response};
 use crate::desired::snapshot::{Applied, DesiredStore, Key, Snapshot};
 use crate::engine::instance::RuntimeEvent;
 use crate::engine::queue::{WorkQueue, run_workers};
-use crate::engine::reconcile::{Outcome, ReconcileConfig, Reconciler, Settled};
-use crate::engine::watch::{FileChange, Judge, Verdict, WatchConfig, Watcher};
+use crate::engine::reconcile::{ReconcileConfig, Reconciler, Settled};
+use crate::engine::watch::{FileChange, Judge, Verdict, WatchConfig, WatchError, Watcher};
 use crate::gateway::lsp::LspService;
 use crate::gateway::registry::Registry;
 use crate::gateway::serve::{HttpEndpoint, ListenError};
@@ -98,154 +102,9 @@ pub enum RunError {
         source: std::io::Error,
     },
     #[error("watch the sources: {0}")]
-    Watch(String),
+    Watch(#[source] WatchError),
     #[error(transparent)]
     Listen(#[from] ListenError),
-}
-
-/// Servers the user stopped, persisted under HOME_DIR.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct StoppedFile {
-    #[serde(default)]
-    servers: Vec<StoppedEntry>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct StoppedEntry {
-    kind: ResourceKind,
-    name: String,
-}
-
-fn read_stopped(path: &Path) -> BTreeSet<Key> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return BTreeSet::new();
-    };
-    serde_json::from_str::<StoppedFile>(&text)
-        .map(|f| {
-            f.servers
-                .into_iter()
-                .map(|e| Key {
-                    kind: e.kind,
-                    name: e.name,
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn write_stopped(path: &Path, keys: &BTreeSet<Key>) -> std::io::Result<()> {
-    let file = StoppedFile {
-        servers: keys
-            .iter()
-            .map(|k| StoppedEntry {
-                kind: k.kind,
-                name: k.name.clone(),
-            })
-            .collect(),
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-    crate::support::fs::write_atomically(path, &bytes)
-}
-
-/// Tracks what the current reload did, key by key, until all its keys were
-/// settled; then it becomes `status.controller.lastReload`. A key counts
-/// only with an outcome decided on a snapshot at least as new as the change
-/// that made it pending, so a reconcile that read an older snapshot never
-/// completes a newer reload (and `steward reload` never answers early).
-#[derive(Debug, Default)]
-struct ReloadTracker {
-    current: Option<(ReloadSummary, BTreeMap<Key, u64>)>,
-    waiters: Vec<oneshot::Sender<ReloadSummary>>,
-}
-
-impl ReloadTracker {
-    fn begin<'k>(
-        &mut self,
-        trigger: &str,
-        changed: &[Key],
-        epoch: u64,
-        all: impl Iterator<Item = &'k Key>,
-    ) {
-        let (summary, pending) = self.current.get_or_insert_with(|| {
-            (
-                ReloadSummary {
-                    at: now_rfc3339(),
-                    trigger: String::new(),
-                    ..ReloadSummary::default()
-                },
-                BTreeMap::new(),
-            )
-        });
-        if !summary.trigger.is_empty() && !summary.trigger.contains(trigger) {
-            summary.trigger.push_str(", ");
-        }
-        if !summary.trigger.contains(trigger) {
-            summary.trigger.push_str(trigger);
-        }
-        for key in changed {
-            pending.insert(key.clone(), epoch);
-        }
-        summary.unchanged = all
-            .filter(|k| !pending.contains_key(*k))
-            .map(|k| k.name.clone())
-            .collect();
-    }
-
-    /// Record an outcome; returns the summary when the reload is complete.
-    fn outcome(&mut self, settled: &Settled) -> Option<ReloadSummary> {
-        let (summary, pending) = self.current.as_mut()?;
-        let key = &settled.key;
-        if pending.get(key).is_none_or(|since| settled.epoch < *since) {
-            return None;
-        }
-        pending.remove(key);
-        let name = key.name.clone();
-        match &settled.outcome {
-            Outcome::Added => summary.added.push(name),
-            Outcome::Restarted => summary.restarted.push(name),
-            Outcome::Removed => summary.removed.push(name),
-            Outcome::Failed => summary.failed.push(name),
-            Outcome::Unchanged => summary.unchanged.push(name),
-            Outcome::Skipped(reason) => summary.skipped.push(Skipped {
-                kind: key.kind,
-                name,
-                reason: *reason,
-            }),
-        }
-        self.finish_if_done()
-    }
-
-    fn finish_if_done(&mut self) -> Option<ReloadSummary> {
-        if self.current.as_ref().is_some_and(|(_, p)| p.is_empty()) {
-            let (mut summary, _) = self.current.take()?;
-            // A name settled otherwise is not also unchanged.
-            let settled: BTreeSet<&String> = summary
-                .added
-                .iter()
-                .chain(&summary.restarted)
-                .chain(&summary.removed)
-                .chain(&summary.failed)
-                .chain(summary.skipped.iter().map(|s| &s.name))
-                .collect();
-            let unchanged: Vec<String> = summary
-                .unchanged
-                .iter()
-                .filter(|n| !settled.contains(n))
-                .cloned()
-                .collect();
-            summary.unchanged = unchanged;
-            summary.unchanged.sort();
-            summary.unchanged.dedup();
-            for w in self.waiters.drain(..) {
-                let _ = w.send(summary.clone());
-            }
-            return Some(summary);
-        }
-        None
-    }
 }
 
 /// Everything the event loop shares with workers and socket handlers.
@@ -468,7 +327,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         },
         judge,
     )
-    .map_err(|e| RunError::Watch(e.to_string()))?;
+    .map_err(RunError::Watch)?;
 
     let cli = CliOptions {
         allowed_mcp: opts.allowed_mcp.clone(),
@@ -512,7 +371,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         status.clone(),
         spawner.clone(),
         opts.reconcile.clone(),
-        read_stopped(&paths.stopped_file()),
+        stopped::read(&paths.stopped_file()),
         lsp.clone(),
         registry,
         Some(gateway.broadcast_hook()),
@@ -708,251 +567,5 @@ async fn hold_until_removed(marker: &Path) {
     tracing::info!(marker = %marker.display(), "holding until the marker is removed");
     while marker.exists() {
         tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn log_reload(s: &ReloadSummary) {
-    tracing::info!(
-        trigger = %s.trigger,
-        added = ?s.added,
-        removed = ?s.removed,
-        restarted = ?s.restarted,
-        failed = ?s.failed,
-        skipped = s.skipped.len(),
-        unchanged = s.unchanged.len(),
-        "reload finished"
-    );
-}
-
-fn handle_request(incoming: Incoming, shared: &Shared, tracker: &mut ReloadTracker, paths: &Paths) {
-    let Incoming { request, reply } = incoming;
-    match request {
-        Request::Status | Request::StatusWithSecrets { .. } => {
-            let show_secrets = matches!(request, Request::StatusWithSecrets { .. });
-            let answer = shared.view.json(show_secrets);
-            let r = match answer {
-                Ok(json) => Response {
-                    status_json: Some(control::RawJson(json)),
-                    ..Response::ok()
-                },
-                Err(e) => Response::error(format!("serialize the status: {e}")),
-            };
-            let _ = reply.send(r);
-        }
-        Request::Watch => {
-            let _ = reply.send(Response::error("watch is served on its own connection"));
-        }
-        Request::Events { .. } => {
-            let _ = reply.send(Response {
-                events: Some(shared.status.events().list()),
-                ..Response::ok()
-            });
-        }
-        Request::Logs(query) => {
-            let snap = shared.store.snapshot();
-            let _ = reply.send(streams::read_logs(&snap, &shared.status, &query));
-        }
-        Request::Restart { names } => {
-            let snap = shared.store.snapshot();
-            let keys = match restartable(shared, &snap, &names) {
-                Ok(keys) => keys,
-                Err(e) => {
-                    let _ = reply.send(Response::error(e));
-                    return;
-                }
-            };
-            let (tx, rx) = oneshot::channel();
-            tracker.waiters.push(tx);
-            tracker.begin("steward restart", &keys, snap.epoch, snap.key_iter());
-            for key in &keys {
-                shared.reconciler.request_restart(key);
-                shared.status.events().record(
-                    ObjectRef::server(key),
-                    NewEvent::new(
-                        EventType::Normal,
-                        "Restarting",
-                        "restart requested (steward restart)",
-                    ),
-                    &now_rfc3339(),
-                );
-                shared.queue.add(key.clone());
-            }
-            tokio::spawn(async move {
-                let response = match rx.await {
-                    Ok(summary) => Response {
-                        reload: Some(summary),
-                        ..Response::ok()
-                    },
-                    Err(_) => Response::error("the controller is shutting down"),
-                };
-                let _ = reply.send(response);
-            });
-        }
-        Request::Reload => {
-            let before = shared.store.snapshot();
-            let applied = shared.store.reload_all();
-            let (tx, rx) = oneshot::channel();
-            tracker.waiters.push(tx);
-            shared.apply(&before, &applied, tracker, "steward reload");
-            if let Some(summary) = tracker.finish_if_done() {
-                shared.status.set_last_reload(summary);
-            } else if tracker.current.is_none() {
-                // Nothing to reconcile: no outcome will ever come to answer
-                // the waiters, so drop them (they answer "nothing to
-                // reconcile") instead of leaving `steward reload` hanging.
-                tracker.waiters.clear();
-            }
-            tokio::spawn(async move {
-                let response = match rx.await {
-                    Ok(summary) => Response {
-                        reload: Some(summary),
-                        ..Response::ok()
-                    },
-                    Err(_) => {
-                        let mut r = Response::ok();
-                        r.message = Some("reload applied; nothing to reconcile".to_owned());
-                        r
-                    }
-                };
-                let _ = reply.send(response);
-            });
-        }
-        Request::Lsp(query) => {
-            let snap = shared.store.snapshot();
-            let status = shared.status.clone();
-            let lsp = shared.lsp.clone();
-            tokio::spawn(async move {
-                let response = match lsp.query(&snap, &status, query).await {
-                    Ok((server, result)) => Response {
-                        server: Some(server),
-                        result: Some(result),
-                        ..Response::ok()
-                    },
-                    Err(e) => Response::error(e),
-                };
-                let _ = reply.send(response);
-            });
-        }
-        Request::Stop { names } | Request::Start { names } if names.is_empty() => {
-            let _ = reply.send(Response::error("change a server: name at least one"));
-        }
-        Request::Stop { names } => {
-            let _ = reply.send(set_stopped(shared, paths, &names, true));
-        }
-        Request::Start { names } => {
-            let _ = reply.send(set_stopped(shared, paths, &names, false));
-        }
-    }
-}
-
-/// The keys `names` stand for, if every one of them may be restarted: it
-/// exists and is admitted (a blocked server has nothing to restart).
-fn restartable(shared: &Shared, snap: &Snapshot, names: &[String]) -> Result<Vec<Key>, String> {
-    if names.is_empty() {
-        return Err("name at least one server".to_owned());
-    }
-    let keys = keys_named(snap, names, "restart")?;
-    let stopped = shared.reconciler.stopped();
-    for key in &keys {
-        let name = &key.name;
-        if stopped.contains(key) {
-            return Err(format!(
-                "restart {name}: it was stopped with `steward stop`; run `steward start {name}`"
-            ));
-        }
-        if let Some(b) = snap.blocked(key) {
-            return Err(format!(
-                "restart {name}: it is not running, it is blocked ({}): {}",
-                b.reason, b.message
-            ));
-        }
-    }
-    Ok(keys)
-}
-
-/// The keys of every server `names` name (of either kind), or why not.
-fn keys_named(snap: &Snapshot, names: &[String], verb: &str) -> Result<Vec<Key>, String> {
-    let mut keys = Vec::new();
-    for name in names {
-        let found: Vec<Key> = [Key::mcp(name), Key::lsp(name)]
-            .into_iter()
-            .filter(|k| snap.contains(k))
-            .collect();
-        if found.is_empty() {
-            let known: Vec<String> = snap.keys().into_iter().map(|k| k.name).collect();
-            // Read after "failed to".
-            return Err(format!(
-                "{verb} {name}: no server of that name is configured for {} (known: {})",
-                snap.desired.workspace.display(),
-                if known.is_empty() {
-                    "none".to_owned()
-                } else {
-                    known.join(", ")
-                }
-            ));
-        }
-        keys.extend(found);
-    }
-    Ok(keys)
-}
-
-fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> Response {
-    let snap = shared.store.snapshot();
-    let keys = match keys_named(&snap, names, if stop { "stop" } else { "start" }) {
-        Ok(keys) => keys,
-        Err(e) => return Response::error(e),
-    };
-    for key in &keys {
-        shared.reconciler.set_stopped(key, stop);
-        shared.reconciler.retry_now(key);
-        shared.queue.add(key.clone());
-    }
-    if let Err(e) = write_stopped(&paths.stopped_file(), &shared.reconciler.stopped()) {
-        return Response::error(format!("persist the stopped servers: {e}"));
-    }
-    let mut r = Response::ok();
-    r.message = Some(format!(
-        "{} {}",
-        if stop { "stopped" } else { "started" },
-        keys.iter()
-            .map(|k| k.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-    r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settled(key: &Key, outcome: Outcome, epoch: u64) -> Settled {
-        Settled {
-            key: key.clone(),
-            outcome,
-            epoch,
-        }
-    }
-
-    /// Issue 10, "Status that lies": an outcome decided on a snapshot older
-    /// than the change that made its key pending does not complete the
-    /// reload (so `lastReload` does not credit it, and `steward reload`
-    /// does not answer before the new spec is applied).
-    #[test]
-    fn an_outcome_of_an_older_snapshot_does_not_complete_a_newer_reload() {
-        let (a, b) = (Key::mcp("a"), Key::mcp("b"));
-        let all = [a.clone(), b.clone()];
-        let mut tracker = ReloadTracker::default();
-        tracker.begin("edit", std::slice::from_ref(&a), 7, all.iter());
-        assert_eq!(
-            tracker.outcome(&settled(&a, Outcome::Restarted, 6)),
-            None,
-            "an outcome of epoch 6 completed the reload of epoch 7"
-        );
-        let summary = tracker
-            .outcome(&settled(&a, Outcome::Restarted, 7))
-            .expect("the outcome of the reload's own snapshot completes it");
-        assert_eq!(summary.restarted, ["a"]);
-        assert_eq!(summary.unchanged, ["b"]);
     }
 }

@@ -1,5 +1,5 @@
 //! Watching the source files: which one changed, and when its content is
-//! settled enough to be read (product.md §4, "Watching").
+//! settled enough to be read.
 //!
 //! This module owns the step *file system → "this source changed"*. It
 //! watches the **parent directory** of every source, non-recursively, and
@@ -8,22 +8,10 @@
 //! ancestor; the watch moves down as directories appear and back up when
 //! they are removed or renamed away. Nothing is ever created on disk.
 //!
-//! Debounce policy, per file, with a quiet window `W` (300 ms by default):
-//!
-//! - **Leading edge.** The first event after the file has been quiet for `W`
-//!   is judged at once; `Valid` content is emitted immediately.
-//! - **Trailing edge.** Events while the file settles push its deadline to
-//!   `W` after the latest one; then the file is judged again and emitted once.
-//!   No event after the leading emission, no trailing emission.
-//! - **Half-written or briefly missing files.** If the leading judge says
-//!   `Invalid` or `Absent`, nothing is emitted: the file is judged again once
-//!   quiet for `W`, and that verdict is emitted whatever it is. A truly
-//!   broken or deleted file is reported; a file caught mid-write, or in the
-//!   middle of a save that removes it for a moment (JetBrains safe-write,
-//!   Emacs backup-by-rename, `rm` then write), never is.
-//! - **Absent is news once.** `Absent` is not emitted while the consumer's
-//!   last view of the file is already "absent" (a parent directory appearing
-//!   empty, a file created and deleted within one window).
+//! Debounce, per file, with a quiet window `W` (300 ms by default): a
+//! leading edge emitted at once when valid, one trailing emission after the
+//! file settles, half-written or briefly missing files never reported, and
+//! `Absent` news only once ([`debounce`], a pure state machine).
 //!
 //! The consumer compares canonical parsed content, so an emission for a
 //! formatting-only save is harmless: the promise is that the last state of a
@@ -57,6 +45,10 @@ use std::time::{Duration, Instant};
 use notify::event::{ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+mod debounce;
+
+use debounce::Debounce;
 
 /// The default quiet window (`--debounce-ms`).
 pub const DEFAULT_WINDOW: Duration = Duration::from_millis(300);
@@ -232,18 +224,7 @@ enum Arm {
 
 struct FileState {
     arm: Arm,
-    /// The consumer's last view of the file is "absent".
-    absent: bool,
-    /// Some while the file settles after an event.
-    settle: Option<Settle>,
-}
-
-struct Settle {
-    /// When the file counts as quiet, unless another event comes first.
-    quiet_at: Instant,
-    /// Judge (and emit) again once quiet: an event came after the leading
-    /// emission, or the leading judge said `Invalid`.
-    dirty: bool,
+    debounce: Debounce,
 }
 
 /// The watcher thread's state.
@@ -380,8 +361,7 @@ impl Core {
         for file in files {
             let state = old.remove(&file).unwrap_or(FileState {
                 arm: Arm::New,
-                absent: false,
-                settle: None,
+                debounce: Debounce::new(false),
             });
             self.files.insert(file, state);
         }
@@ -490,7 +470,9 @@ impl Core {
             match (&state.arm, &arm) {
                 // Known only from now on: stat it after its watch is in place,
                 // so a creation in between is seen by one or the other.
-                (Arm::New, _) => state.absent = matches!(file.try_exists(), Ok(false)),
+                (Arm::New, _) => state
+                    .debounce
+                    .set_absent(matches!(file.try_exists(), Ok(false))),
                 (old, Arm::Dir(dir)) if *old != arm || fresh.contains(dir) => {
                     moved.push(file.clone());
                 }
@@ -512,62 +494,34 @@ impl Core {
 
     /// An event for `file` at `now`.
     fn touch(&mut self, file: &Path, now: Instant) -> Flow {
-        let quiet_at = now + self.window;
         let Some(state) = self.files.get_mut(file) else {
             return Flow::Continue;
         };
-        if let Some(settle) = &mut state.settle {
-            settle.quiet_at = quiet_at;
-            settle.dirty = true;
+        if !state.debounce.event(now, self.window) {
             return Flow::Continue;
         }
-        match (self.judge)(file) {
-            // Nothing the consumer does not know: stay idle.
-            Verdict::Absent if state.absent => Flow::Continue,
-            // Perhaps half-written, or gone only for a moment (a save that
-            // renames the file away or deletes it before writing the new
-            // one): look again once it has been quiet.
-            Verdict::Invalid | Verdict::Absent => {
-                state.settle = Some(Settle {
-                    quiet_at,
-                    dirty: true,
-                });
-                Flow::Continue
-            }
-            verdict => {
-                state.settle = Some(Settle {
-                    quiet_at,
-                    dirty: false,
-                });
-                self.emit(file, verdict)
-            }
+        let verdict = (self.judge)(file);
+        match state.debounce.leading(now, self.window, verdict) {
+            Some(verdict) => self.emit(file, verdict),
+            None => Flow::Continue,
         }
     }
 
     /// Ends the settling of every file quiet by `now`.
     fn fire_due(&mut self, now: Instant) -> Flow {
-        let due: Vec<(PathBuf, bool)> = self
+        let due: Vec<PathBuf> = self
             .files
             .iter_mut()
-            .filter_map(|(file, state)| match &state.settle {
-                Some(settle) if settle.quiet_at <= now => {
-                    let dirty = settle.dirty;
-                    state.settle = None;
-                    Some((file.clone(), dirty))
-                }
-                _ => None,
-            })
+            .filter_map(|(file, state)| state.debounce.quiet(now).then(|| file.clone()))
             .collect();
-        for (file, dirty) in due {
-            if !dirty {
-                continue;
-            }
+        for file in due {
             let verdict = (self.judge)(&file);
-            let absent = self.files.get(&file).is_some_and(|state| state.absent);
-            if verdict == Verdict::Absent && absent {
+            let Some(state) = self.files.get_mut(&file) else {
                 continue;
-            }
-            if self.emit(&file, verdict) == Flow::Stop {
+            };
+            if let Some(verdict) = state.debounce.trailing(verdict)
+                && self.emit(&file, verdict) == Flow::Stop
+            {
                 return Flow::Stop;
             }
         }
@@ -575,9 +529,6 @@ impl Core {
     }
 
     fn emit(&mut self, file: &Path, verdict: Verdict) -> Flow {
-        if let Some(state) = self.files.get_mut(file) {
-            state.absent = verdict == Verdict::Absent;
-        }
         tracing::debug!(path = %file.display(), ?verdict, "source file changed");
         let change = FileChange {
             path: file.to_path_buf(),
@@ -593,7 +544,7 @@ impl Core {
     fn next_deadline(&self) -> Option<Instant> {
         self.files
             .values()
-            .filter_map(|state| state.settle.as_ref().map(|settle| settle.quiet_at))
+            .filter_map(|state| state.debounce.deadline())
             .min()
     }
 }

@@ -1,0 +1,203 @@
+//! Control requests (`status`, `reload`, `stop`, `start`, `restart`, LSP
+//! queries…) answered on the event loop: each reads the current snapshot and
+//! stores and at most enqueues keys, like every other event.
+
+use super::*;
+
+pub(super) fn handle_request(
+    incoming: Incoming,
+    shared: &Shared,
+    tracker: &mut ReloadTracker,
+    paths: &Paths,
+) {
+    let Incoming { request, reply } = incoming;
+    match request {
+        Request::Status | Request::StatusWithSecrets { .. } => {
+            let show_secrets = matches!(request, Request::StatusWithSecrets { .. });
+            let answer = shared.view.json(show_secrets);
+            let r = match answer {
+                Ok(json) => Response {
+                    status_json: Some(control::RawJson(json)),
+                    ..Response::ok()
+                },
+                Err(e) => Response::error(format!("serialize the status: {e}")),
+            };
+            let _ = reply.send(r);
+        }
+        Request::Watch => {
+            let _ = reply.send(Response::error("watch is served on its own connection"));
+        }
+        Request::Events { .. } => {
+            let _ = reply.send(Response {
+                events: Some(shared.status.events().list()),
+                ..Response::ok()
+            });
+        }
+        Request::Logs(query) => {
+            let snap = shared.store.snapshot();
+            let _ = reply.send(streams::read_logs(&snap, &shared.status, &query));
+        }
+        Request::Restart { names } => {
+            let snap = shared.store.snapshot();
+            let keys = match restartable(shared, &snap, &names) {
+                Ok(keys) => keys,
+                Err(e) => {
+                    let _ = reply.send(Response::error(e));
+                    return;
+                }
+            };
+            let rx = tracker.waiter();
+            tracker.begin("steward restart", &keys, snap.epoch, snap.key_iter());
+            for key in &keys {
+                shared.reconciler.request_restart(key);
+                shared.status.events().record(
+                    ObjectRef::server(key),
+                    NewEvent::new(
+                        EventType::Normal,
+                        "Restarting",
+                        "restart requested (steward restart)",
+                    ),
+                    &now_rfc3339(),
+                );
+                shared.queue.add(key.clone());
+            }
+            tokio::spawn(async move {
+                let response = match rx.await {
+                    Ok(summary) => Response {
+                        reload: Some(summary),
+                        ..Response::ok()
+                    },
+                    Err(_) => Response::error("the controller is shutting down"),
+                };
+                let _ = reply.send(response);
+            });
+        }
+        Request::Reload => {
+            let before = shared.store.snapshot();
+            let applied = shared.store.reload_all();
+            let rx = tracker.waiter();
+            shared.apply(&before, &applied, tracker, "steward reload");
+            if let Some(summary) = tracker.finish_if_done() {
+                shared.status.set_last_reload(summary);
+            } else {
+                tracker.release_waiters_if_idle();
+            }
+            tokio::spawn(async move {
+                let response = match rx.await {
+                    Ok(summary) => Response {
+                        reload: Some(summary),
+                        ..Response::ok()
+                    },
+                    Err(_) => {
+                        let mut r = Response::ok();
+                        r.message = Some("reload applied; nothing to reconcile".to_owned());
+                        r
+                    }
+                };
+                let _ = reply.send(response);
+            });
+        }
+        Request::Lsp(query) => {
+            let snap = shared.store.snapshot();
+            let status = shared.status.clone();
+            let lsp = shared.lsp.clone();
+            tokio::spawn(async move {
+                let response = match lsp.query(&snap, &status, query).await {
+                    Ok((server, result)) => Response {
+                        server: Some(server),
+                        result: Some(result),
+                        ..Response::ok()
+                    },
+                    Err(e) => Response::error(e),
+                };
+                let _ = reply.send(response);
+            });
+        }
+        Request::Stop { names } | Request::Start { names } if names.is_empty() => {
+            let _ = reply.send(Response::error("change a server: name at least one"));
+        }
+        Request::Stop { names } => {
+            let _ = reply.send(set_stopped(shared, paths, &names, true));
+        }
+        Request::Start { names } => {
+            let _ = reply.send(set_stopped(shared, paths, &names, false));
+        }
+    }
+}
+
+/// The keys `names` stand for, if every one of them may be restarted: it
+/// exists and is admitted (a blocked server has nothing to restart).
+fn restartable(shared: &Shared, snap: &Snapshot, names: &[String]) -> Result<Vec<Key>, String> {
+    if names.is_empty() {
+        return Err("name at least one server".to_owned());
+    }
+    let keys = keys_named(snap, names, "restart")?;
+    let stopped = shared.reconciler.stopped();
+    for key in &keys {
+        let name = &key.name;
+        if stopped.contains(key) {
+            return Err(format!(
+                "restart {name}: it was stopped with `steward stop`; run `steward start {name}`"
+            ));
+        }
+        if let Some(b) = snap.blocked(key) {
+            return Err(format!(
+                "restart {name}: it is not running, it is blocked ({}): {}",
+                b.reason, b.message
+            ));
+        }
+    }
+    Ok(keys)
+}
+
+/// The keys of every server `names` name (of either kind), or why not.
+fn keys_named(snap: &Snapshot, names: &[String], verb: &str) -> Result<Vec<Key>, String> {
+    let mut keys = Vec::new();
+    for name in names {
+        let found: Vec<Key> = [Key::mcp(name), Key::lsp(name)]
+            .into_iter()
+            .filter(|k| snap.contains(k))
+            .collect();
+        if found.is_empty() {
+            let known: Vec<String> = snap.keys().into_iter().map(|k| k.name).collect();
+            // Read after "failed to".
+            return Err(format!(
+                "{verb} {name}: no server of that name is configured for {} (known: {})",
+                snap.desired.workspace.display(),
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        }
+        keys.extend(found);
+    }
+    Ok(keys)
+}
+
+fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> Response {
+    let snap = shared.store.snapshot();
+    let keys = match keys_named(&snap, names, if stop { "stop" } else { "start" }) {
+        Ok(keys) => keys,
+        Err(e) => return Response::error(e),
+    };
+    for key in &keys {
+        shared.reconciler.set_stopped(key, stop);
+        shared.reconciler.retry_now(key);
+        shared.queue.add(key.clone());
+    }
+    if let Err(e) = stopped::write(&paths.stopped_file(), &shared.reconciler.stopped()) {
+        return Response::error(format!("persist the stopped servers: {e}"));
+    }
+    let mut r = Response::ok();
+    r.message = Some(format!(
+        "{} {}",
+        if stop { "stopped" } else { "started" },
+        keys.iter()
+            .map(|k| k.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    r
+}
