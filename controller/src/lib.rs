@@ -2,47 +2,51 @@
 //!
 //! ## Theory of operation
 //!
-//! Data flows one way, one module per step:
+//! Data flows one way, one folder per step:
 //!
 //! ```text
 //! source files ──watch──▶ snapshot ──diff──▶ queue ──▶ reconcile(key) ──launch──▶ instance ──▶ runtime
-//!  (sources)    (watch)   (desired state      ▲       (decide, never      (one attempt,   (process,
-//!                          + admission)       │        wait)               own task)       mcp, lsp)
-//!                                             │          │                    │
+//!  (desired/)  (engine/)  (desired/: state    ▲       (engine/: decide,   (engine/: one   (runtime/:
+//!                          + admission)       │        never wait)         attempt)        process,
+//!                                             │          │                    │             mcp, lsp)
 //!                                             └──────────┼─── phase events ───┘
 //!                                                        ▼
-//!                                   status store + registry ──▶ control socket (status, events, logs)
-//!                                                           ──▶ gateway (agents: tools, `lsp` tool)
+//!                      observe/ (status store, events, logs, status view) ──▶ control/ (socket: status, events, logs)
+//!                      gateway/ registry of live connections             ──▶ gateway/ (agents: tools, `lsp` tool)
 //! ```
 //!
-//! - **Sources → snapshot.** [`sources`] reads files; `steward-schema` parses,
-//!   validates, normalizes and merges them. [`snapshot::DesiredStore`] keeps,
+//! [`cli`] is the edge (one file per command); [`support`] holds paths, the
+//! workspace lock, logging, atomic writes. No file imports a file that
+//! imports it back.
+//!
+//! - **Sources → snapshot.** [`desired::sources`] reads files; `steward-schema` parses,
+//!   validates, normalizes and merges them. [`desired::snapshot::DesiredStore`] keeps,
 //!   per source, the last *valid* content in force: cold start is lenient,
 //!   every later load is strict, so an invalid edit is reported `Invalid` and
 //!   changes nothing that runs. What Qwen Code tolerates is no error: it
 //!   loads, with warnings (`sources[].warnings`, a log line), and an entry
 //!   that yields no spec keeps a `Failed`/`InvalidSpec` row instead of
 //!   vanishing. Each change publishes a new immutable
-//!   [`snapshot::Snapshot`] (desired servers, admission, generations).
-//! - **Level-triggered.** Events — a settled file change ([`watch`]), a server
+//!   [`desired::snapshot::Snapshot`] (desired servers, admission, generations).
+//! - **Level-triggered.** Events — a settled file change ([`engine::watch`], its debounce a pure state machine), a server
 //!   exiting or announcing new tools, `steward reload|stop|start`, the
 //!   periodic resync — only say *which keys to look at*. The snapshot diff
 //!   enqueues exactly the keys whose spec or admission changed; a formatting
 //!   edit changes no key and so touches nothing.
-//! - **Queue invariants** ([`queue`]): duplicates coalesce; a key is never
+//! - **Queue invariants** ([`engine::queue`]): duplicates coalesce; a key is never
 //!   reconciled by two workers at once; a key dirtied during its reconcile
 //!   runs once more afterwards; workers are bounded; delayed requeues keep
-//!   the earliest time. Backoff policy lives in [`backoff`]: per key for
+//!   the earliest time. Backoff policy lives in [`engine::backoff`]: per key for
 //!   start failures (counting only attempts made after their delay), kubelet
 //!   style for crash loops, reset on a spec change or a save of the source.
-//! - **Reconcile** ([`reconcile`]) gets only a key, reads the latest snapshot
+//! - **Reconcile** ([`engine::reconcile`]) gets only a key, reads the latest snapshot
 //!   and what is observed, and acts on the difference — added → start,
 //!   removed → stop, `configHash` changed → stop then start, filters changed →
 //!   re-filter, unchanged → untouched, not admitted → stop and `Blocked`.
 //!   Admission is decided before anything is spawned. A reconcile decides and
 //!   *launches*; it never awaits a process. Keys whose admission turns to
 //!   Blocked (and removals) go to the front of the queue.
-//! - **Instances** ([`instance`]): one attempt to run one spec, in its own
+//! - **Instances** ([`engine::instance`]): one attempt to run one spec, in its own
 //!   task — spawn, handshake, discovery, then the drain, close, grace period
 //!   and reaping when asked to stop. Each phase change (`Starting{pid}`,
 //!   `Ready`, `Failed`, `Exited`, `Stopped`) comes back as an event for its
@@ -59,24 +63,27 @@
 //!   controller is a child subreaper: descendants that escaped their group
 //!   come back to it and die with their server ([`runtime::reaper`], which
 //!   also cleans up after a killed predecessor).
-//! - **How a reload becomes status.** Reconciles write [`status::StatusStore`];
+//! - **How a reload becomes status.** Reconciles write [`observe::status::StatusStore`];
 //!   the outcomes of the keys a reload enqueued are collected into
-//!   `status.controller.lastReload` once they have all finished. `steward
-//!   status` reads the store through the [`control`] socket under HOME_DIR,
-//!   specs redacted of secrets unless asked (`steward_schema::redact`).
+//!   `status.controller.lastReload` once they have all finished
+//!   (`engine::reload`). `steward status` reads the document
+//!   ([`observe::view::StatusView`]: the store's view plus the gateway's
+//!   facts, serialized once per change) through the [`control`] socket under
+//!   HOME_DIR, specs redacted of secrets unless asked
+//!   (`steward_schema::redact`).
 //! - **Events and logs are observed state too.** Every change of a server's
-//!   phase or reason in the status store is an event ([`events`]; reloads
+//!   phase or reason in the status store is an event ([`observe::events`]; reloads
 //!   and rejected sources are the controller's own); every process a
-//!   reconcile spawns writes its stderr into the server's [`logs`] entry,
+//!   reconcile spawns writes its stderr into the server's [`observe::logs`] entry,
 //!   which keeps the current and the previous process. `steward events -w`,
-//!   `logs -f` and `status --watch` are served as [`streams`] that read those
+//!   `logs -f` and `status --watch` are served as [`control::streams`] that read those
 //!   stores and never go through the event loop.
 //! - **The agent endpoint is a reader, too** ([`gateway`]). Reconcile
 //!   publishes each Ready MCP connection, with its filtered catalog, into
 //!   the [`gateway::registry::Registry`] (a server restarting for a new
 //!   configuration stays listed as `Restarting`, so calls wait for it). Every
 //!   client session reads the registry's union (`server__tool` names),
-//!   forwards calls through [`runtime::relay`], and learns of changes from
+//!   forwards calls through [`runtime::mcp::relay`], and learns of changes from
 //!   the registry's version, coalesced into `list_changed`. A call to a
 //!   server that is not live is answered from the status store: why, and what
 //!   to do. The gateway never enqueues work, and reconcile never waits on a
