@@ -4,8 +4,6 @@
 //! and input checks. Each test is named after what it guards; every wait is
 //! a condition with a deadline.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -18,26 +16,11 @@ use steward_tests::harness::{
     recorded_pids, signal, wait_until, write_atomic,
 };
 
-/// Wait for the controller to exit and collect its exit status.
-fn exit_status(c: &mut Controller, within: Duration) -> std::process::ExitStatus {
-    let pid = c.pid();
-    let start = Instant::now();
-    while alive(pid) {
-        assert!(
-            start.elapsed() < within,
-            "the controller did not exit within {within:?}\n{}",
-            c.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    c.terminate().expect("exit status")
-}
-
 /// SIGTERM: exit 0 within the deadline, and no server it ran survives.
 fn terminate_cleanly(env: &Env, c: &mut Controller) {
     let pids = recorded_pids(&env.records());
     assert!(signal(c.pid() as i32, libc::SIGTERM));
-    let status = exit_status(c, DEADLINE);
+    let status = c.exit_status(DEADLINE);
     assert_eq!(status.code(), Some(0), "{status:?}");
     for pid in pids {
         assert!(!alive(pid), "server {pid} outlived the controller");
@@ -274,12 +257,8 @@ fn steward_bounded(env: &Env, args: &[&str]) -> std::process::Output {
 
 /// [`steward_bounded`] with `vars` added to the environment.
 fn steward_bounded_with(env: &Env, args: &[&str], vars: &[(&str, &Path)]) -> std::process::Output {
-    let mut child = std::process::Command::new(steward_tests::harness::bin("steward"))
-        .arg("--workspace")
-        .arg(&env.ws)
-        .args(args)
-        .env_clear()
-        .envs(common::steward_env(env))
+    let mut child = env
+        .command(args)
         .envs(vars.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -370,7 +349,7 @@ fn the_state_dir_socket_and_locks_are_private_even_under_umask_000() {
         .arg(&env.ws)
         .arg("run")
         .env_clear()
-        .envs(common::steward_env(&env))
+        .envs(env.steward_env())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
@@ -408,7 +387,7 @@ fn the_state_dir_socket_and_locks_are_private_even_under_umask_000() {
             .arg(&env.ws)
             .args(["stop", "a"])
             .env_clear()
-            .envs(common::steward_env(&env))
+            .envs(env.steward_env())
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(1), "{out:?}");
@@ -472,7 +451,7 @@ fn the_control_socket_does_not_spin_when_the_controller_is_out_of_descriptors() 
         .arg(&env.ws)
         .arg("run")
         .env_clear()
-        .envs(common::steward_env(&env))
+        .envs(env.steward_env())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
@@ -579,7 +558,7 @@ fn start_with_fd_limit(env: &Env, limit: &str) -> Controller {
         .arg(&env.ws)
         .args(["run", "--start-backoff-ms", "100"])
         .env_clear()
-        .envs(common::steward_env(env))
+        .envs(env.steward_env())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())

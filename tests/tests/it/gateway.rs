@@ -4,8 +4,6 @@
 
 #![allow(deprecated)] // sampling is deprecated by SEP-2577 but part of the versions we relay
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,7 +23,7 @@ use steward_schema::resource::{Phase, Reason};
 use steward_tests::fake_mcp::{FakeMcpConfig, read_record};
 use steward_tests::harness::{
     Env, alive, bin, fake_tools as tools, mcp, mcp_servers, pid_of, ready, recorded_pids,
-    wait_until, with_version as edited,
+    wait_until, wait_until_async, with_version as edited,
 };
 use tokio::sync::Notify;
 
@@ -101,13 +99,7 @@ async fn attach(env: &Env, agent: Agent) -> Client {
 
 /// `steward mcp` as a child process, the way an agent runs it.
 async fn spawn_mcp(env: &Env, agent: Agent, stderr: &std::path::Path) -> Client {
-    let mut command = tokio::process::Command::new(bin("steward"));
-    command
-        .arg("--workspace")
-        .arg(&env.ws)
-        .arg("mcp")
-        .env_clear()
-        .envs(common::steward_env(env));
+    let command = tokio::process::Command::from(env.command(&["mcp"]));
     let (transport, _) = TokioChildProcess::builder(command)
         .stderr(Stdio::from(std::fs::File::create(stderr).unwrap()))
         .spawn()
@@ -142,18 +134,6 @@ fn text(result: &CallToolResult) -> String {
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// Wait (bounded) until `cond` holds, polling asynchronously.
-async fn eventually(what: &str, mut cond: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while tokio::time::Instant::now() < deadline {
-        if cond().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
 }
 
 #[test]
@@ -203,7 +183,7 @@ fn steward_mcp_becomes_the_controller_and_stops_every_server_when_the_agent_leav
     let stderr = env.root.path().join("mcp.stderr");
     runtime().block_on(async {
         let client = spawn_mcp(&env, Agent::default(), &stderr).await;
-        eventually("alpha__t1 listed", async || {
+        wait_until_async("alpha__t1 listed", async || {
             tool_names(&client).await == ["alpha__t1"]
         })
         .await;
@@ -272,11 +252,11 @@ fn an_edit_sends_list_changed_and_a_formatting_edit_sends_nothing() {
         config.tools = vec!["t1".into(), "t2".into()];
         changed["env"]["FAKE_MCP_CONFIG"] = json!(config.to_json());
         env.user_mcp_servers(&[("alpha", changed)]);
-        eventually("alpha__t2 listed", async || {
+        wait_until_async("alpha__t2 listed", async || {
             tool_names(&client).await.contains(&"alpha__t2".to_owned())
         })
         .await;
-        eventually("one list_changed", async || {
+        wait_until_async("one list_changed", async || {
             agent.tool_changes.load(Ordering::SeqCst) >= 1
         })
         .await;
@@ -317,11 +297,11 @@ fn a_restart_with_the_same_tools_sends_no_list_changed() {
             "env": {"FAKE_MCP_CONFIG": config.to_json()},
         });
         env.user_mcp_servers(&[("alpha", next)]);
-        eventually("alpha__t9 listed", async || {
+        wait_until_async("alpha__t9 listed", async || {
             tool_names(&client).await.contains(&"alpha__t9".to_owned())
         })
         .await;
-        eventually("a list_changed", async || {
+        wait_until_async("a list_changed", async || {
             agent.tool_changes.load(Ordering::SeqCst) >= 1
         })
         .await;
@@ -397,7 +377,7 @@ fn calls_across_ten_restarts_of_their_server_never_fail_and_one_process_runs() {
                 .collect();
             assert!(live.len() <= 2, "one process per server: {live:?}");
             // Every caller made calls across this restart.
-            eventually("calls across the restart", async || {
+            wait_until_async("calls across the restart", async || {
                 counts
                     .iter()
                     .zip(&before)
@@ -443,7 +423,7 @@ fn a_call_in_flight_when_an_edit_restarts_its_server_finishes_before_the_old_pro
                 .await
             })
         };
-        eventually("the slow call reached the server", async || {
+        wait_until_async("the slow call reached the server", async || {
             read_record(&env.record("alpha")).unwrap().iter().any(|e| {
                 e.method() == Some("tools/call")
                     && e.message.pointer("/params/arguments/sleepMs").is_some()
@@ -584,7 +564,7 @@ fn progress_reaches_the_caller_and_cancellation_reaches_the_server() {
         // so it may see them after the answer and in any order; that Steward
         // relays them in order and before the answer is checked with the
         // PyPI client (gateway_real_clients.rs).
-        eventually("three progress notifications", async || {
+        wait_until_async("three progress notifications", async || {
             agent.progress.lock().unwrap().len() == 3
         })
         .await;
@@ -603,7 +583,7 @@ fn progress_reaches_the_caller_and_cancellation_reaches_the_server() {
             )
             .await
             .unwrap();
-        eventually("the long call reached the server", async || {
+        wait_until_async("the long call reached the server", async || {
             read_record(&env.record("slow")).unwrap().iter().any(|e| {
                 e.method() == Some("tools/call")
                     && e.message.pointer("/params/arguments/sleepMs") == Some(&json!(60000))
@@ -614,7 +594,7 @@ fn progress_reaches_the_caller_and_cancellation_reaches_the_server() {
             .cancel(Some("the user gave up".into()))
             .await
             .unwrap();
-        eventually("the server got notifications/cancelled", async || {
+        wait_until_async("the server got notifications/cancelled", async || {
             read_record(&env.record("slow"))
                 .unwrap()
                 .iter()

@@ -10,13 +10,11 @@
 //! port 9): `qwen mcp list` tries to connect the approved ones and fails
 //! fast. This tier is never skipped: a missing Qwen Code fails the test.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use common::peer;
+use crate::common::peer;
 use serde_json::{Value, json};
 use steward_tests::harness::Env;
 

@@ -26,14 +26,10 @@ use tokio::{
     sync::mpsc,
 };
 
-// The harness's copy of the config types (also `steward_tests::fake_mcp`).
-#[allow(dead_code)]
-#[path = "../src/fake_mcp.rs"]
-mod fake_mcp;
-
-use fake_mcp::{
+use steward_tests::fake_mcp::{
     CONFIG_ENV, FakeMcpConfig, GarbageWhen, GrandchildMode, HttpConfig, RecordEvent, read_record,
 };
+use steward_tests::harness::{eventually_async, proc_stat};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -82,18 +78,19 @@ async fn wait_for_record(
     what: &str,
     pred: impl Fn(&RecordEvent) -> bool,
 ) -> RecordEvent {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        let record = read_record(path).expect("read record");
-        if let Some(event) = record.iter().find(|e| pred(e)) {
-            return event.clone();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no {what} in record within {DEADLINE:?}: {record:#?}"
-        );
-        tokio::time::sleep(POLL).await;
-    }
+    eventually_async(
+        &format!("{what} in the record"),
+        DEADLINE,
+        POLL,
+        async || {
+            let record = read_record(path).expect("read record");
+            match record.iter().find(|e| pred(e)) {
+                Some(event) => Ok(event.clone()),
+                None => Err(format!("record: {record:#?}")),
+            }
+        },
+    )
+    .await
 }
 
 fn is_recv_of(event: &RecordEvent, id: &Value) -> bool {
@@ -113,9 +110,8 @@ async fn wait_exit(child: &mut Child) -> ExitStatus {
 
 /// `(pgid, sid)` of a live process, from /proc.
 fn pgid_and_sid(pid: i32) -> (i32, i32) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc stat");
+    let fields = proc_stat(pid as u32).expect("read /proc stat");
     // Fields after "(comm)": state ppid pgrp session ...
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
     (fields[2].parse().unwrap(), fields[3].parse().unwrap())
 }
 
@@ -260,17 +256,11 @@ fn strings(items: &[&str]) -> Vec<String> {
 
 /// Waits for the HTTP-mode fake to publish its port.
 async fn wait_for_port(port_file: &Path) -> u16 {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(port_file) {
-            return text.trim().parse().expect("port file holds a port");
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no port file in time"
-        );
-        tokio::time::sleep(POLL).await;
-    }
+    let text = eventually_async("the port file", DEADLINE, POLL, async || {
+        std::fs::read_to_string(port_file)
+    })
+    .await;
+    text.trim().parse().expect("port file holds a port")
 }
 
 // ------------------------------------------------------- rmcp client tests

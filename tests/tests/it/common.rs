@@ -1,27 +1,15 @@
-//! Helpers shared by `mcp_real_peers.rs` and `mcp_more.rs`: process trees
-//! from /proc, the `steward` CLI as a long-running child (for `--watch`), and
-//! where the real peer servers are installed.
-#![allow(dead_code)]
+//! Helpers the envtests share beyond the harness: the `steward` CLI as a
+//! long-running child (for `--watch`), where the real peer servers are
+//! installed and the lock that runs their heaviest tests one at a time, and
+//! insta settings for the CLI snapshots.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Child, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError, mpsc};
+use std::time::Instant;
 
-use steward_tests::harness::{DEADLINE, Env, alive, bin};
-
-/// The environment the harness gives every steward process (PATH, LANG,
-/// TMPDIR from ours, then the test's HOME_DIR and system paths).
-pub fn steward_env(env: &Env) -> Vec<(String, String)> {
-    let mut vars: Vec<(String, String)> = ["PATH", "LANG", "TMPDIR"]
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
-        .collect();
-    vars.extend(env.vars());
-    vars
-}
+use steward_tests::harness::{DEADLINE, Env, POLL, eventually};
 
 /// `steward --workspace WS <args>` as a child with stdout piped (stderr to
 /// `stderr_to`); its stdout lines arrive on [`CliChild::lines`].
@@ -40,12 +28,8 @@ impl CliChild {
                 .unwrap()
                 .as_nanos()
         ));
-        let mut child = Command::new(bin("steward"))
-            .arg("--workspace")
-            .arg(&env.ws)
-            .args(args)
-            .env_clear()
-            .envs(steward_env(env))
+        let mut child = env
+            .command(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).unwrap())
@@ -119,66 +103,6 @@ impl Drop for CliChild {
     }
 }
 
-/// Parent pid of every live process, from /proc.
-fn parents() -> BTreeMap<u32, u32> {
-    let mut map = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return map;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid ...: comm may contain spaces and parentheses.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let _state = fields.next();
-        if let Some(ppid) = fields.next().and_then(|s| s.parse().ok()) {
-            map.insert(pid, ppid);
-        }
-    }
-    map
-}
-
-/// `root` and every live descendant of it.
-pub fn process_tree(root: u32) -> Vec<u32> {
-    let parents = parents();
-    let mut tree = vec![root];
-    let mut i = 0;
-    while i < tree.len() {
-        let p = tree[i];
-        for (child, parent) in &parents {
-            if *parent == p && !tree.contains(child) {
-                tree.push(*child);
-            }
-        }
-        i += 1;
-    }
-    tree
-}
-
-/// Wait until none of `pids` is alive (deadline [`DEADLINE`]).
-pub fn wait_all_gone(what: &str, pids: &[u32]) {
-    let start = Instant::now();
-    while start.elapsed() < DEADLINE {
-        if pids.iter().all(|p| !alive(*p)) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let left: Vec<u32> = pids.iter().copied().filter(|p| alive(*p)).collect();
-    panic!("timed out after {DEADLINE:?} waiting for: {what}; still alive: {left:?}");
-}
-
 /// Where `.ci/run` installs the real peers: `$STEWARD_PEERS_DIR`, else
 /// `<repo>/.peers`.
 pub fn peers_dir() -> PathBuf {
@@ -205,15 +129,47 @@ pub fn peer(package: &str, rel: &str) -> PathBuf {
 
 /// Wait until `text()` contains `needle` (deadline [`DEADLINE`]).
 pub fn wait_until_text(what: &str, text: impl Fn() -> String, needle: &str) {
-    let start = Instant::now();
-    while start.elapsed() < DEADLINE {
-        if text().contains(needle) {
-            return;
+    eventually(what, DEADLINE, POLL, || {
+        let text = text();
+        if text.contains(needle) {
+            Ok(())
+        } else {
+            Err(format!("text:\n{text}"))
         }
-        std::thread::sleep(Duration::from_millis(15));
+    });
+}
+
+/// One workspace of real language servers at a time (clangd, pyright and
+/// the like start slowly on a small machine), across every test that
+/// starts them.
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static REAL_SERVERS: Mutex<()> = Mutex::new(());
+    REAL_SERVERS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// insta settings that show this sandbox's paths as `[WS]`, `[HOME]` and
+/// `[TMP]`, and name snapshots without the module path.
+pub fn insta_settings(env: &Env) -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    for (path, label) in [
+        (env.ws.as_path(), "[WS]"),
+        (env.home.as_path(), "[HOME]"),
+        (env.root.path(), "[TMP]"),
+    ] {
+        settings.add_filter(&regex_escape(path.to_str().unwrap()), label);
     }
-    panic!(
-        "timed out after {DEADLINE:?} waiting for: {what}; text:\n{}",
-        text()
-    );
+    settings
+}
+
+/// Escape regex metacharacters (insta filters are regexes).
+pub fn regex_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }

@@ -5,14 +5,14 @@
 //! (`@modelcontextprotocol/server-everything` in its `sse` and
 //! `streamableHttp` modes). Every wait is a condition with a deadline.
 
-mod common;
+use crate::common;
 
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::peer;
+use crate::common::peer;
 use serde_json::{Value, json};
 use steward_schema::resource::{McpTransport, Phase, Reason, WorkspaceStatus};
 use steward_tests::fake_mcp::{

@@ -3,7 +3,6 @@
 //! `tests/clients/mcp_client.py`), the MCP Inspector CLI and Qwen Code. All
 //! are installed at pinned versions by `.ci/run` under the peers directory;
 //! a missing one fails the test (never skips it).
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -12,9 +11,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use steward_tests::harness::{Env, bin};
+use steward_tests::harness::{Env, bin, eventually};
 
-use crate::common::{peer, steward_env};
+use crate::common::peer;
 
 /// Node and Python start slowly on a loaded 2-core machine.
 pub const CLIENT_DEADLINE: Duration = Duration::from_secs(60);
@@ -93,7 +92,7 @@ impl PyClient {
             .args(args)
             .current_dir(&env.ws)
             .env_clear()
-            .envs(steward_env(env))
+            .envs(env.steward_env())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).unwrap())
@@ -209,22 +208,22 @@ impl PyClient {
     /// returns its stderr.
     pub fn close(mut self) -> String {
         drop(self.stdin.take());
-        let start = Instant::now();
-        while start.elapsed() < CLIENT_DEADLINE {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                assert!(
-                    status.success(),
-                    "the Python client exited with {status}:\n{}",
-                    self.stderr_text()
-                );
-                return self.stderr_text();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!(
-            "the Python client did not exit after its stdin closed:\n{}",
+        let stderr = &self.stderr;
+        let status = eventually(
+            "the Python client to exit after its stdin closed",
+            CLIENT_DEADLINE,
+            Duration::from_millis(20),
+            || match self.child.try_wait() {
+                Ok(Some(status)) => Ok(status),
+                _ => Err(std::fs::read_to_string(stderr).unwrap_or_default()),
+            },
+        );
+        assert!(
+            status.success(),
+            "the Python client exited with {status}:\n{}",
             self.stderr_text()
         );
+        self.stderr_text()
     }
 }
 
@@ -302,7 +301,7 @@ pub fn inspector(env: &Env, target: &[String], args: &[&str]) -> Value {
         .args(args)
         .current_dir(&env.ws)
         .env_clear()
-        .envs(steward_env(env));
+        .envs(env.steward_env());
     let out = output_within(command, CLIENT_DEADLINE);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

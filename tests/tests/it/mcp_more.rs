@@ -6,23 +6,21 @@
 //! denylist. Each test is named after what it guards; every wait is a
 //! condition with a deadline.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{CliChild, process_tree, wait_all_gone};
+use crate::common::CliChild;
 use serde_json::{Value, json};
 use steward_schema::resource::{
     McpTransport, Phase, Reason, ReloadSummary, SourceKind, WorkspaceStatus,
 };
 use steward_tests::fake_mcp::{CONFIG_ENV, FakeMcpConfig, GrandchildMode, HttpConfig, read_record};
 use steward_tests::harness::{
-    Controller, DEADLINE, Env, alive, bin, fake_tools as tools, mcp, mcp_servers, pid_of, ready,
-    recorded_pids, signal, wait_until, with_version as edited,
+    DEADLINE, Env, alive, bin, fake_tools as tools, mcp, mcp_servers, pid_of, process_tree, ready,
+    recorded_pids, signal, wait_all_gone, wait_until, with_version as edited,
 };
 
 fn reason_is(s: &WorkspaceStatus, name: &str, reason: Reason) -> bool {
@@ -776,23 +774,6 @@ fn a_server_survives_a_minute_of_controller_idleness() {
 
 // ---- shutdown by signal ------------------------------------------------------------
 
-/// Wait for the controller to exit (it is left a zombie for us) and collect
-/// its exit status.
-fn exit_status(c: &mut Controller, within: Duration) -> std::process::ExitStatus {
-    let pid = c.pid();
-    let start = Instant::now();
-    while alive(pid) {
-        assert!(
-            start.elapsed() < within,
-            "the controller did not exit within {within:?}\n{}",
-            c.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    // Already exited: the SIGTERM of `terminate` hits a zombie, harmlessly.
-    c.terminate().expect("exit status")
-}
-
 #[test]
 fn sigint_stops_every_server_exits_0_and_removes_the_socket() {
     let env = Env::new();
@@ -816,7 +797,7 @@ fn sigint_stops_every_server_exits_0_and_removes_the_socket() {
     assert_eq!(pids.len(), 3, "{pids:?}");
 
     assert!(signal(c.pid() as i32, libc::SIGINT));
-    let status = exit_status(&mut c, DEADLINE);
+    let status = c.exit_status(DEADLINE);
     assert_eq!(status.code(), Some(0), "{status:?}");
     for pid in &pids {
         assert!(!alive(*pid), "server {pid} outlived the controller");
@@ -858,7 +839,7 @@ fn a_second_signal_during_a_slow_shutdown_exits_at_once_and_no_server_survives()
     });
     let second = Instant::now();
     assert!(signal(c.pid() as i32, libc::SIGINT));
-    let status = exit_status(&mut c, DEADLINE);
+    let status = c.exit_status(DEADLINE);
     let took = second.elapsed();
     assert_eq!(status.code(), Some(130), "{status:?}");
     assert!(
@@ -1097,7 +1078,7 @@ fn sigint_during_a_slow_start_exits_0_promptly_and_kills_the_starting_server() {
     let pids = recorded_pids(&env.records());
     let sent = Instant::now();
     assert!(signal(c.pid() as i32, libc::SIGINT));
-    let status = exit_status(&mut c, DEADLINE);
+    let status = c.exit_status(DEADLINE);
     let took = sent.elapsed();
     assert_eq!(status.code(), Some(0), "{status:?}");
     // The handshake deadline is 30 s: an in-flight start must be abandoned.

@@ -7,19 +7,18 @@
 //! defines a function whose body runs to the next definition, `impl <name>`
 //! implements it, any other occurrence calls it, and `ERROR` is an error.
 
-mod common;
-
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use common::peer;
+use crate::common::{one_at_a_time, peer};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 use steward_schema::resource::{Phase, Reason};
 use steward_tests::fake_lsp::{Config, Event, read_records};
-use steward_tests::harness::{Env, lsp, lsp_json, lsp_pid, lsp_ready};
+use steward_tests::harness::{
+    Env, eventually_async, lsp, lsp_json, lsp_pid, lsp_ready, wait_until_async,
+};
 
 type Client = RunningService<RoleClient, ()>;
 
@@ -575,11 +574,10 @@ fn a_call_in_flight_when_its_server_dies_is_answered_by_the_restarted_server() {
                 .await
             })
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while recv_methods(&env, "alpha", "textDocument/hover").is_empty() {
-            assert!(Instant::now() < deadline, "the hover never reached alpha");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until_async("the hover to reach alpha", async || {
+            !recv_methods(&env, "alpha", "textDocument/hover").is_empty()
+        })
+        .await;
         assert!(steward_tests::harness::signal(old as i32, libc::SIGKILL));
         let (body, _) = call.await.unwrap();
         assert!(body.contains("word=helper"), "{body}");
@@ -646,14 +644,10 @@ fn the_tool_is_listed_only_while_a_language_server_is_ready() {
         assert_eq!(listed().await, ["lsp"]);
         env.write(".lsp.json", "{}");
         tokio::task::block_in_place(|| c.wait_for("alpha removed", |s| lsp(s, "alpha").is_none()));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !listed().await.is_empty() {
-            assert!(
-                Instant::now() < deadline,
-                "lsp still listed without a server"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until_async("lsp no longer listed without a server", async || {
+            listed().await.is_empty()
+        })
+        .await;
         let body = refused(
             &client,
             json!({"operation": "hover", "filePath": "a.aa", "line": 1}),
@@ -706,13 +700,6 @@ fn a_server_with_pull_diagnostics_is_asked_for_them() {
 
 // ---- real peers ----
 
-/// One workspace of real servers at a time.
-static REAL_SERVERS: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    REAL_SERVERS.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// Node and Python servers start slowly on a loaded 2-core machine.
 const PEER_DEADLINE: Duration = Duration::from_secs(60);
 
@@ -762,18 +749,20 @@ async fn ok_eventually(
     arguments: Value,
     accept: impl Fn(&str, &Value) -> bool,
 ) -> (String, Value) {
-    let start = Instant::now();
-    loop {
-        let (body, data) = ok(client, arguments.clone()).await;
-        if accept(&body, &data) {
-            return (body, data);
-        }
-        assert!(
-            start.elapsed() < PEER_DEADLINE,
-            "no acceptable answer to {arguments} within {PEER_DEADLINE:?}; last:\n{body}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually_async(
+        &format!("an acceptable answer to {arguments}"),
+        PEER_DEADLINE,
+        Duration::from_millis(200),
+        async || {
+            let (body, data) = ok(client, arguments.clone()).await;
+            if accept(&body, &data) {
+                Ok((body, data))
+            } else {
+                Err(format!("last:\n{body}"))
+            }
+        },
+    )
+    .await
 }
 
 #[test]

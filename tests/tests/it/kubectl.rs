@@ -3,7 +3,7 @@
 //! real controller and fake servers. Every wait is a condition with a
 //! deadline.
 
-mod common;
+use crate::common;
 
 use steward_tests::harness::{Env, fake_tools, pid_of, ready};
 

@@ -4,9 +4,7 @@
 //! literally as `<redacted>`, and never an expanded value — unless
 //! `--show-secrets`.
 
-mod common;
-
-use common::{Sandbox, item};
+use steward_tests::harness::{Env, item};
 
 /// Every secret value the fixture holds, expanded or literal.
 const SECRETS: &[&str] = &[
@@ -18,11 +16,10 @@ const SECRETS: &[&str] = &[
     "pw-in-url",
 ];
 
-fn sandbox() -> Sandbox {
-    let mut sb = Sandbox::new();
-    sb.vars
-        .push(("FIXTURE_TOKEN".into(), "s3cr3t-from-env".into()));
-    sb.home_file(
+fn sandbox() -> Env {
+    let sb = Env::new();
+    sb.set_var("FIXTURE_TOKEN", "s3cr3t-from-env");
+    sb.write_home(
         "settings.json",
         r#"{ "mcpServers": {
   "lit": {
@@ -37,7 +34,7 @@ fn sandbox() -> Sandbox {
   }
 } }"#,
     );
-    sb.ws_file(
+    sb.write(
         ".lsp.json",
         r#"{ "py": { "command": "pylsp", "env": { "SECRET": "sk-env" } } }"#,
     );
@@ -153,12 +150,9 @@ fn describe_without_a_controller_redacts_too() {
 
 #[test]
 fn validate_shows_a_bad_url_as_written_not_expanded() {
-    let mut sb = Sandbox::new();
-    sb.vars.push((
-        "BAD_URL".into(),
-        "ftp://user:pw-in-url@h/x?token=sk-query".into(),
-    ));
-    let file = sb.ws_file(
+    let sb = Env::new();
+    sb.set_var("BAD_URL", "ftp://user:pw-in-url@h/x?token=sk-query");
+    let file = sb.write(
         ".mcp.json",
         r#"{ "mcpServers": { "bad": { "httpUrl": "${BAD_URL}" } } }"#,
     );
@@ -184,7 +178,7 @@ fn the_controller_redacts_each_spec_once_not_per_document() {
     let sb = sandbox();
     let env: std::collections::BTreeMap<String, String> = [
         ("QWEN_HOME", sb.home.to_str().unwrap()),
-        ("HOME", sb.root.join("user").to_str().unwrap()),
+        ("HOME", sb.home.to_str().unwrap()),
         ("FIXTURE_TOKEN", "s3cr3t-from-env"),
     ]
     .into_iter()

@@ -3,15 +3,12 @@
 //! guards: Origin/Host (DNS rebinding), the token rule for non-loopback
 //! addresses, bearer tokens. Traffic stays on the loopback interface.
 
-mod common;
-mod real_clients;
-
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt as _;
 use std::time::Duration;
 
-use real_clients::{PyClient, http_url, inspector, text_of};
+use crate::real_clients::{PyClient, http_url, inspector, text_of};
 use serde_json::json;
 use steward_tests::harness::{Env, fake_tools as tools, ready, wait_until};
 

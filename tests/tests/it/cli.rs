@@ -1,15 +1,13 @@
 //! The command line itself: `steward schema`, help that teaches, and the
 //! exit-code contract (0 ok, 1 error or invalid input, 2 usage).
 
-mod common;
-
-use common::Sandbox;
 use serde_json::Value;
 use steward_schema::schemas::NAMES;
+use steward_tests::harness::Env;
 
 #[test]
 fn schema_prints_valid_json_for_every_name() {
-    let sb = Sandbox::new();
+    let sb = Env::new();
     for (name, _) in NAMES {
         let run = sb.run(&["schema", name]);
         assert_eq!(run.code, 0, "{name}: {}", run.stderr);
@@ -24,7 +22,7 @@ fn schema_prints_valid_json_for_every_name() {
 
 #[test]
 fn schema_all_is_one_object_keyed_by_name() {
-    let sb = Sandbox::new();
+    let sb = Env::new();
     for args in [&["schema"][..], &["schema", "all"][..]] {
         let run = sb.run(args);
         assert_eq!(run.code, 0, "{}", run.stderr);
@@ -39,8 +37,8 @@ fn schema_all_is_one_object_keyed_by_name() {
 
 #[test]
 fn schema_out_writes_files_and_prints_their_paths() {
-    let sb = Sandbox::new();
-    let out = sb.root.join("out").join("nested");
+    let sb = Env::new();
+    let out = sb.root.path().join("out").join("nested");
     let run = sb.run(&["schema", "all", "--out", out.to_str().unwrap()]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let printed: Vec<&str> = run.stdout.lines().collect();
@@ -52,7 +50,7 @@ fn schema_out_writes_files_and_prints_their_paths() {
         assert_eq!(v, steward_schema::schemas::by_name(name).unwrap());
     }
     // One name with --out writes just that file.
-    let single = sb.root.join("single");
+    let single = sb.root.path().join("single");
     let run = sb.run(&["schema", "lsp-json", "--out", single.to_str().unwrap()]);
     assert_eq!(run.code, 0);
     assert_eq!(std::fs::read_dir(&single).unwrap().count(), 1);
@@ -60,7 +58,7 @@ fn schema_out_writes_files_and_prints_their_paths() {
 
 #[test]
 fn unknown_schema_is_a_usage_error_listing_the_names() {
-    let sb = Sandbox::new();
+    let sb = Env::new();
     let run = sb.run(&["schema", "nope"]);
     assert_eq!(run.code, 2);
     for (name, _) in NAMES {
@@ -75,14 +73,14 @@ fn unknown_schema_is_a_usage_error_listing_the_names() {
 
 #[test]
 fn exit_codes() {
-    let sb = Sandbox::new();
+    let sb = Env::new();
     // 0: ok.
     assert_eq!(sb.run(&["validate"]).code, 0);
     assert_eq!(sb.run(&["status", "--offline"]).code, 0);
     assert_eq!(sb.run(&["--help"]).code, 0);
     assert_eq!(sb.run(&["--version"]).code, 0);
     // 1: invalid input, or an error.
-    sb.ws_file(".mcp.json", "{ nope }");
+    sb.write(".mcp.json", "{ nope }");
     assert_eq!(sb.run(&["validate"]).code, 1);
     let run = sb.run(&["status", "--workspace", "/nonexistent/steward/ws"]);
     assert_eq!(run.code, 1);
@@ -109,8 +107,8 @@ fn exit_codes() {
 
 #[test]
 fn invalid_steward_now_is_an_error() {
-    let mut sb = Sandbox::new();
-    sb.vars.push(("STEWARD_NOW".into(), "yesterday".into()));
+    let sb = Env::new();
+    sb.set_var("STEWARD_NOW", "yesterday");
     let run = sb.run(&["status", "--offline"]);
     assert_eq!(run.code, 1);
     assert!(
@@ -123,7 +121,7 @@ fn invalid_steward_now_is_an_error() {
 
 #[test]
 fn help_teaches_files_environment_exit_codes_and_examples() {
-    let sb = Sandbox::new();
+    let sb = Env::new();
     let top = sb.run(&["--help"]).stdout;
     for needle in [
         "QWEN_HOME",
@@ -168,9 +166,9 @@ fn help_teaches_files_environment_exit_codes_and_examples() {
 #[test]
 fn closed_stdout_is_not_an_error() {
     use std::process::Stdio;
-    let sb = Sandbox::new();
+    let sb = Env::new();
     let mut child = sb
-        .cmd(&["schema", "all"])
+        .cli(&["schema", "all"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

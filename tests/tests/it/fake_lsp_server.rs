@@ -17,6 +17,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use steward_tests::harness::eventually;
 
 const BIN: &str = env!("CARGO_BIN_EXE_fake-lsp-server");
 /// Generous: the machine is shared and small.
@@ -67,18 +68,10 @@ impl Server {
     }
 
     fn wait_exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "server {} did not exit in time",
-                self.pid()
-            );
-            std::thread::sleep(POLL);
-        }
+        let what = format!("server {} to exit", self.pid());
+        eventually(&what, TIMEOUT, POLL, || {
+            self.child.try_wait().expect("try_wait").ok_or("")
+        })
     }
 
     fn assert_running(&mut self) {
@@ -335,18 +328,14 @@ fn records(path: &Path) -> Vec<Value> {
 
 /// Polls the record file until `done` holds, returning the records then.
 fn wait_records(path: &Path, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
+    eventually(what, TIMEOUT, POLL, || {
         let records = records(path);
         if done(&records) {
-            return records;
+            Ok(records)
+        } else {
+            Err(format!("records: {records:#?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; records: {records:#?}"
-        );
-        std::thread::sleep(POLL);
-    }
+    })
 }
 
 fn has_event(records: &[Value], event: &str) -> bool {
@@ -361,18 +350,9 @@ fn events<'a>(records: &'a [Value], event: &'a str) -> impl Iterator<Item = &'a 
 }
 
 fn wait_file(path: &Path) -> String {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {}",
-            path.display()
-        );
-        std::thread::sleep(POLL);
-    }
+    eventually(&path.display().to_string(), TIMEOUT, POLL, || {
+        std::fs::read_to_string(path)
+    })
 }
 
 fn record_path(dir: &tempfile::TempDir) -> PathBuf {

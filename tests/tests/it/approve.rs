@@ -2,10 +2,8 @@
 //! keyed by the canonical workspace root, written so that concurrent
 //! writers lose nothing and an invalid file is never overwritten.
 
-mod common;
-
-use common::{Sandbox, item};
 use serde_json::Value;
+use steward_tests::harness::{Env, item, write_atomic};
 
 const MCP_JSON: &str = r#"{
   "mcpServers": {
@@ -15,22 +13,22 @@ const MCP_JSON: &str = r#"{
   }
 }"#;
 
-fn sandbox() -> Sandbox {
-    let sb = Sandbox::new();
-    sb.ws_file(".mcp.json", MCP_JSON);
-    sb.ws_file(
+fn sandbox() -> Env {
+    let sb = Env::new();
+    sb.write(".mcp.json", MCP_JSON);
+    sb.write(
         ".qwen/settings.json",
         r#"{ "mcpServers": { "ws-tool": { "command": "ws-tool" } } }"#,
     );
-    sb.home_file(
+    sb.write_home(
         "settings.json",
         r#"{ "mcpServers": { "mine": { "command": "mine" } } }"#,
     );
-    sb.ws_file(".lsp.json", r#"{ "rust": { "command": "rust-analyzer" } }"#);
+    sb.write(".lsp.json", r#"{ "rust": { "command": "rust-analyzer" } }"#);
     sb
 }
 
-fn reason(sb: &Sandbox, name: &str) -> String {
+fn reason(sb: &Env, name: &str) -> String {
     let v = sb.status_json(&[]);
     item(&v, "McpServer", name)["status"]["reason"]
         .as_str()
@@ -38,7 +36,7 @@ fn reason(sb: &Sandbox, name: &str) -> String {
         .to_owned()
 }
 
-fn phase(sb: &Sandbox, name: &str) -> String {
+fn phase(sb: &Env, name: &str) -> String {
     let v = sb.status_json(&[]);
     item(&v, "McpServer", name)["status"]["phase"]
         .as_str()
@@ -46,7 +44,7 @@ fn phase(sb: &Sandbox, name: &str) -> String {
         .to_owned()
 }
 
-fn approvals(sb: &Sandbox) -> Value {
+fn approvals(sb: &Env) -> Value {
     serde_json::from_str(&std::fs::read_to_string(sb.approvals_path()).unwrap()).unwrap()
 }
 
@@ -106,7 +104,7 @@ fn editing_the_entry_asks_again_and_readding_it_keeps_the_decision() {
     assert_eq!(reason(&sb, "alpha"), "-");
 
     // Edit: a new hash, pending again (with a message saying it changed).
-    sb.ws_file(".mcp.json", &MCP_JSON.replace("--stdio", "--verbose"));
+    sb.write(".mcp.json", &MCP_JSON.replace("--stdio", "--verbose"));
     assert_eq!(reason(&sb, "alpha"), "PendingApproval");
     let v = sb.status_json(&[]);
     let message = item(&v, "McpServer", "alpha")["status"]["message"]
@@ -115,7 +113,7 @@ fn editing_the_entry_asks_again_and_readding_it_keeps_the_decision() {
     assert!(message.contains("changed"), "{message}");
 
     // Remove it, then re-add the identical original entry: approved again.
-    sb.ws_file(
+    sb.write(
         ".mcp.json",
         r#"{ "mcpServers": { "beta": { "command": "beta-mcp" } } }"#,
     );
@@ -125,11 +123,11 @@ fn editing_the_entry_asks_again_and_readding_it_keeps_the_decision() {
             .is_some(),
         "records of servers that are gone are kept"
     );
-    sb.ws_file(".mcp.json", MCP_JSON);
+    sb.write(".mcp.json", MCP_JSON);
     assert_eq!(reason(&sb, "alpha"), "-");
 
     // Formatting and key order do not matter to the hash.
-    sb.ws_file(
+    sb.write(
         ".mcp.json",
         r#"{"mcpServers":{"alpha":{"args":["--stdio"],"command":"alpha-mcp"},"beta":{"command":"beta-mcp"}}}"#,
     );
@@ -140,7 +138,7 @@ fn editing_the_entry_asks_again_and_readding_it_keeps_the_decision() {
 fn a_decision_survives_removing_the_server_and_approving_others() {
     let sb = sandbox();
     assert_eq!(sb.run(&["reject", "gamma"]).code, 0);
-    sb.ws_file(
+    sb.write(
         ".mcp.json",
         &MCP_JSON.replace(
             r#""gamma": { "url": "https://gamma.example/sse" }"#,
@@ -235,7 +233,7 @@ fn approve_all_and_reject_all() {
 #[test]
 fn approving_a_server_blocked_by_another_gate_says_so() {
     let sb = sandbox();
-    sb.home_file(
+    sb.write_home(
         "settings.json",
         r#"{ "mcp": { "excluded": ["gam*"] }, "mcpServers": { "mine": { "command": "mine" } } }"#,
     );
@@ -253,7 +251,7 @@ fn approving_a_server_blocked_by_another_gate_says_so() {
 #[test]
 fn decisions_are_keyed_by_the_canonical_workspace_root() {
     let sb = sandbox();
-    let link = sb.root.join("link-to-ws");
+    let link = sb.root.path().join("link-to-ws");
     std::os::unix::fs::symlink(&sb.ws, &link).unwrap();
     let run = sb.run(&["approve", "alpha", "--workspace", link.to_str().unwrap()]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -271,7 +269,7 @@ fn invalid_approvals_file_is_never_overwritten() {
         r#"{ "/x": { "a": { "hash": "h", "status": "maybe" } } }"#,
         "[]",
     ] {
-        common::write(&sb.approvals_path(), bad);
+        write_atomic(&sb.approvals_path(), bad);
         let run = sb.run(&["approve", "alpha"]);
         assert_eq!(run.code, 1, "{bad}");
         assert!(
@@ -294,7 +292,7 @@ fn other_records_and_unknown_keys_survive_a_write() {
         "/another/project": {"alpha": {"hash": "abc", "status": "rejected"}},
         sb.ws.to_str().unwrap(): {"removed-long-ago": {"hash": "def", "status": "approved"}},
     });
-    common::write(&sb.approvals_path(), &before.to_string());
+    write_atomic(&sb.approvals_path(), &before.to_string());
     assert_eq!(sb.run(&["approve", "alpha"]).code, 0);
     let after = approvals(&sb);
     assert_eq!(after["$schema"], before["$schema"]);
@@ -358,13 +356,13 @@ fn concurrent_writers_lose_nothing() {
 /// Many writers on a shared file, each adding its own server: all present.
 #[test]
 fn many_concurrent_writers_all_land() {
-    let sb = Sandbox::new();
+    let sb = Env::new();
     let servers: Vec<String> = (0..8).map(|i| format!("s{i}")).collect();
     let entries: Vec<String> = servers
         .iter()
         .map(|s| format!(r#""{s}": {{ "command": "{s}" }}"#))
         .collect();
-    sb.ws_file(
+    sb.write(
         ".mcp.json",
         &format!(r#"{{ "mcpServers": {{ {} }} }}"#, entries.join(", ")),
     );

@@ -2,14 +2,13 @@
 //! all --out` generates, and every example resource must validate against
 //! its schema (and read back as the Rust type).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use steward_schema::jsonc;
 use steward_schema::resource::{LspServer, McpServer, WorkspaceStatus};
 use steward_schema::validate::SchemaValidator;
+use steward_tests::harness::Env;
 
 const STALE: &str =
     "crds-like-specs is stale: run `cargo run -p steward -- schema all --out crds-like-specs`";
@@ -20,8 +19,8 @@ fn specs_dir() -> PathBuf {
 
 #[test]
 fn committed_schemas_are_up_to_date() {
-    let sb = common::Sandbox::new();
-    let fresh = sb.root.join("generated");
+    let sb = Env::new();
+    let fresh = sb.root.path().join("generated");
     let run = sb.run(&["schema", "all", "--out", fresh.to_str().unwrap()]);
     assert_eq!(run.code, 0, "{}", run.stderr);
 

@@ -4,13 +4,12 @@
 //! and the real `server-everything`. Every wait is a condition with a
 //! deadline; every client and controller a test starts is stopped by it.
 
-mod common;
-mod real_clients;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use real_clients::{
+use crate::real_clients::{
     CLIENT_DEADLINE, PyClient, everything, http_url, inspector, output_within, steward_mcp_argv,
     text_of,
 };
@@ -461,7 +460,7 @@ fn qwen(env: &Env, args: &[&str]) -> String {
         .args(args)
         .current_dir(&env.ws)
         .env_clear()
-        .envs(common::steward_env(env))
+        .envs(env.steward_env())
         .env("NO_COLOR", "1");
     let out = output_within(command, CLIENT_DEADLINE);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

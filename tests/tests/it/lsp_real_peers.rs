@@ -13,29 +13,21 @@
 //! can come well after `steward lsp diagnostics` stopped waiting; pylsp
 //! spawns a jedi subprocess, which must go with it.
 
-mod common;
-
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{peer, process_tree, wait_all_gone};
+use crate::common::{one_at_a_time, peer};
 use serde_json::{Value, json};
 use steward_schema::resource::WorkspaceStatus;
-use steward_tests::harness::{Controller, Env, lsp, lsp_ready};
+use steward_tests::harness::{
+    Controller, Env, eventually, lsp, lsp_ready, process_tree, wait_all_gone,
+};
 
 /// Node and Python servers start slowly on a loaded 2-core machine.
 const PEER_DEADLINE: Duration = Duration::from_secs(60);
 /// Generous `startupTimeout` for the same reason (the default is 10 s).
 const STARTUP_TIMEOUT_MS: u64 = 60_000;
 const SERVERS: [&str; 4] = ["clangd", "pyright", "bash", "pylsp"];
-
-/// One workspace of real servers at a time.
-static REAL_SERVERS: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    REAL_SERVERS.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 const MAIN_C: &str = "#include <stdio.h>
 
@@ -186,21 +178,6 @@ fn steward_lsp(env: &Env, args: &[&str]) -> Result<Value, String> {
         .map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
-/// Poll `f` until it yields a value, within `deadline`.
-fn poll<T>(what: &str, deadline: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn hover_text(hover: &Value) -> String {
     match &hover["contents"] {
         Value::String(s) => s.clone(),
@@ -277,10 +254,18 @@ fn four_real_servers_reach_ready_and_answer_through_steward_lsp() {
     // pyright: the undefined name is a real diagnostic. Its first analysis
     // loads the builtins and may outlast one `diagnostics` wait: ask again.
     let app = env.ws.join("app.py");
-    let diags = poll("a diagnostic from pyright", PEER_DEADLINE, || {
-        let d = steward_lsp(&env, &["diagnostics", app.to_str().unwrap()]).ok()?;
-        d.as_array().filter(|a| !a.is_empty()).cloned()
-    });
+    let diags = eventually(
+        "a diagnostic from pyright",
+        PEER_DEADLINE,
+        Duration::from_millis(100),
+        || {
+            let d = steward_lsp(&env, &["diagnostics", app.to_str().unwrap()])?;
+            d.as_array()
+                .filter(|a| !a.is_empty())
+                .cloned()
+                .ok_or_else(|| format!("diagnostics: {d}"))
+        },
+    );
     let undefined = diags
         .iter()
         .find(|d| {

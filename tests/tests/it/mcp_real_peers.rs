@@ -5,13 +5,13 @@
 //! This tier is never skipped: a missing peer fails with a message naming it
 //! and saying to run `.ci/run`.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{peer, process_tree, wait_all_gone};
+use crate::common::peer;
 use serde_json::{Value, json};
-use steward_tests::harness::{Controller, Env, alive, mcp, pid_of, ready};
+use steward_tests::harness::{
+    Controller, Env, alive, mcp, pid_of, process_tree, ready, wait_all_gone,
+};
 
 /// Node starts slowly on a loaded 2-core machine; Python imports too.
 const PEER_DEADLINE: Duration = Duration::from_secs(60);

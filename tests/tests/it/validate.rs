@@ -2,32 +2,32 @@
 //! on stdout (warnings as `path:line:col: warning: message`), exit 1 when
 //! there is an error, 0 for warnings alone; format chosen from the file name.
 
-mod common;
+use steward_tests::harness::Env;
 
-use common::Sandbox;
+use crate::common;
 
 /// One broken file per kind of problem, in the workspace.
-fn broken_files(sb: &Sandbox) -> Vec<&'static str> {
-    sb.ws_file(
+fn broken_files(sb: &Env) -> Vec<&'static str> {
+    sb.write(
         "syntax.mcp.json",
         "{\n  \"mcpServers\": {\n    \"a\": { \"command\": \"x\", },\n  }\n}\n",
     );
-    sb.ws_file(
+    sb.write(
         "types/settings.json",
         r#"{
   "mcp": { "allowed": "alpha" },
   "mcpServers": { "t": { "command": "x", "timeout": "soon" } }
 }"#,
     );
-    sb.ws_file(
+    sb.write(
         "transport.mcp.json",
         r#"{ "mcpServers": { "ws": { "type": "websocket", "url": "wss://x.example" } } }"#,
     );
-    sb.ws_file(
+    sb.write(
         "transport.lsp.json",
         r#"{ "go": { "command": "gopls", "transport": "pipe" } }"#,
     );
-    sb.ws_file(
+    sb.write(
         "env.mcp.json",
         r#"{
   "mcpServers": {
@@ -38,11 +38,11 @@ fn broken_files(sb: &Sandbox) -> Vec<&'static str> {
   }
 }"#,
     );
-    sb.ws_file(
+    sb.write(
         "folder.lsp.json",
         r#"{ "ts": { "command": "tsserver", "workspaceFolder": "../elsewhere" } }"#,
     );
-    sb.ws_file(
+    sb.write(
         "socket.lsp.json",
         r#"{
   "go": { "command": "gopls", "transport": "tcp", "socket": { "host": "localhost", "port": "eighty" } },
@@ -62,13 +62,13 @@ fn broken_files(sb: &Sandbox) -> Vec<&'static str> {
 
 #[test]
 fn validate_broken_files_snapshot() {
-    let sb = Sandbox::new();
+    let sb = Env::new();
     let files = broken_files(&sb);
     let mut args = vec!["validate"];
     args.extend(files.iter().copied());
     let run = sb.run(&args);
     assert_eq!(run.code, 1, "{}", run.stderr);
-    sb.insta_settings().bind(|| {
+    common::insta_settings(&sb).bind(|| {
         insta::assert_snapshot!(
             "validate_broken_files",
             format!("--- stdout\n{}--- stderr\n{}", run.stdout, run.stderr)
@@ -78,7 +78,7 @@ fn validate_broken_files_snapshot() {
 
 #[test]
 fn every_problem_line_is_path_line_col() {
-    let sb = Sandbox::new();
+    let sb = Env::new();
     let files = broken_files(&sb);
     for file in files {
         let run = sb.run(&["validate", file]);
@@ -102,7 +102,7 @@ fn every_problem_line_is_path_line_col() {
 
 #[test]
 fn unset_variable_names_variable_file_and_key() {
-    let sb = Sandbox::new();
+    let sb = Env::new();
     broken_files(&sb);
     let run = sb.run(&["validate", "env.mcp.json"]);
     // Qwen Code leaves it literal: a warning, not an error.
@@ -118,29 +118,29 @@ fn unset_variable_names_variable_file_and_key() {
 
 #[test]
 fn workspace_validation_checks_every_source() {
-    let sb = Sandbox::new();
+    let sb = Env::new();
     // Nothing at all: every source absent, which is fine.
     let run = sb.run(&["validate"]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(run.stdout.is_empty());
     assert_eq!(run.stderr, "ok: 8 sources checked, 8 absent\n");
 
-    sb.ws_file(
+    sb.write(
         ".mcp.json",
         r#"{ "mcpServers": { "a": { "command": "x" } } }"#,
     );
-    sb.home_file(
+    sb.write_home(
         "extensions/e/qwen-extension.json",
         r#"{ "name": "e", "mcpServers": { "b": { "url": "not a url" } } }"#,
     );
-    sb.home_file("trustedFolders.json", r#"{ "/x": "TRUST_EVERYTHING" }"#);
+    sb.write_home("trustedFolders.json", r#"{ "/x": "TRUST_EVERYTHING" }"#);
     let run = sb.run(&[
         "validate",
         "--mcp-config",
         r#"{"mcpServers": {"c": {"command": ""}}}"#,
     ]);
     assert_eq!(run.code, 1);
-    sb.insta_settings().bind(|| {
+    common::insta_settings(&sb).bind(|| {
         insta::assert_snapshot!(
             "validate_workspace",
             format!("--- stdout\n{}--- stderr\n{}", run.stdout, run.stderr)
@@ -150,12 +150,12 @@ fn workspace_validation_checks_every_source() {
 
 #[test]
 fn valid_files_pass_with_a_summary() {
-    let sb = Sandbox::new();
-    sb.ws_file(
+    let sb = Env::new();
+    sb.write(
         ".mcp.json",
         "// comments are fine\n{ \"mcpServers\": { \"a\": { \"command\": \"x\" } } }",
     );
-    sb.ws_file(".lsp.json", r#"{ "rust": { "command": "rust-analyzer" } }"#);
+    sb.write(".lsp.json", r#"{ "rust": { "command": "rust-analyzer" } }"#);
     let run = sb.run(&["validate", ".mcp.json", ".lsp.json"]);
     assert_eq!((run.code, run.stdout.as_str()), (0, ""), "{}", run.stderr);
     assert_eq!(run.stderr, "ok: 2 files checked\n");
@@ -163,7 +163,7 @@ fn valid_files_pass_with_a_summary() {
 
 #[test]
 fn a_named_file_that_does_not_exist_is_an_error() {
-    let sb = Sandbox::new();
+    let sb = Env::new();
     let run = sb.run(&["validate", "missing.mcp.json"]);
     assert_eq!(run.code, 1);
     assert_eq!(run.stdout, "missing.mcp.json: the file does not exist\n");
@@ -171,8 +171,8 @@ fn a_named_file_that_does_not_exist_is_an_error() {
 
 #[test]
 fn an_unknown_file_name_is_a_usage_error() {
-    let sb = Sandbox::new();
-    sb.ws_file("package.json", "{}");
+    let sb = Env::new();
+    sb.write("package.json", "{}");
     let run = sb.run(&["validate", "package.json"]);
     assert_eq!(run.code, 2);
     assert!(
@@ -188,12 +188,12 @@ fn an_unknown_file_name_is_a_usage_error() {
 /// outside it (issue 10 #21): the workspace root is used, with a warning.
 #[test]
 fn workspace_folder_through_a_symlink_out_of_the_workspace_is_outside() {
-    let sb = Sandbox::new();
-    let elsewhere = sb.root.join("elsewhere");
+    let sb = Env::new();
+    let elsewhere = sb.root.path().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
     std::os::unix::fs::symlink(&elsewhere, sb.ws.join("out")).unwrap();
     std::fs::create_dir_all(sb.ws.join("inside")).unwrap();
-    sb.ws_file(
+    sb.write(
         ".lsp.json",
         r#"{ "a": { "command": "x", "workspaceFolder": "out" },
              "b": { "command": "x", "workspaceFolder": "inside" } }"#,

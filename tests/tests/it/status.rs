@@ -2,9 +2,9 @@
 //! formats, and the trust rules (untrusted workspace, the LSP trust key and
 //! who may set it).
 
-mod common;
+use steward_tests::harness::{Env, Run, item, reasons, write_atomic};
 
-use common::{Sandbox, item, reasons};
+use crate::common;
 use serde_json::Value;
 
 /// Arguments every rich-fixture status run takes: a CLI allow-list bound
@@ -19,14 +19,14 @@ const RICH_ARGS: &[&str] = &[
 
 /// Every kind of source, every gate. `trusted`: whether a trust rule for the
 /// workspace exists (folder trust is enabled in user settings either way).
-fn rich(trusted: bool) -> Sandbox {
-    let mut sb = Sandbox::new();
-    sb.vars.push(("FIXTURE_TOKEN".into(), "s3cr3t".into()));
-    common::write(
+fn rich(trusted: bool) -> Env {
+    let sb = Env::new();
+    sb.set_var("FIXTURE_TOKEN", "s3cr3t");
+    write_atomic(
         &sb.system_defaults,
         r#"{ "lsp": { "excluded": ["cobol"] }, "ui": { "theme": "ignored" } }"#,
     );
-    sb.home_file(
+    sb.write_home(
         "settings.json",
         r#"{
   // user layer: turns folder trust on, excludes legacy-* servers
@@ -40,7 +40,7 @@ fn rich(trusted: bool) -> Sandbox {
   }
 }"#,
     );
-    sb.ws_file(
+    sb.write(
         ".qwen/settings.json",
         r#"{
   "mcpServers": {
@@ -51,7 +51,7 @@ fn rich(trusted: bool) -> Sandbox {
   "security": { "folderTrust": { "enabled": false } }
 }"#,
     );
-    sb.ws_file(
+    sb.write(
         ".mcp.json",
         r#"{
   "mcpServers": {
@@ -64,7 +64,7 @@ fn rich(trusted: bool) -> Sandbox {
   }
 }"#,
     );
-    sb.ws_file(
+    sb.write(
         ".lsp.json",
         r#"{
   "typescript": {
@@ -77,7 +77,7 @@ fn rich(trusted: bool) -> Sandbox {
   "broken": { "transport": "tcp" }
 }"#,
     );
-    sb.home_file(
+    sb.write_home(
         "extensions/tools/qwen-extension.json",
         r#"{
   "name": "tools",
@@ -86,12 +86,12 @@ fn rich(trusted: bool) -> Sandbox {
   "lspServers": "lsp.json"
 }"#,
     );
-    sb.home_file(
+    sb.write_home(
         "extensions/tools/lsp.json",
         r#"{ "rust": { "command": "rust-analyzer", "trustRequired": false } }"#,
     );
     if trusted {
-        sb.home_file(
+        sb.write_home(
             "trustedFolders.json",
             &format!(r#"{{ "{}": "TRUST_FOLDER" }}"#, sb.ws.display()),
         );
@@ -114,7 +114,7 @@ fn rich(trusted: bool) -> Sandbox {
         },
         "/some/other/project": {"alpha": {"hash": "1".repeat(64), "status": "rejected"}},
     });
-    common::write(
+    write_atomic(
         &sb.approvals_path(),
         &serde_json::to_string_pretty(&approvals).unwrap(),
     );
@@ -124,8 +124,8 @@ fn rich(trusted: bool) -> Sandbox {
 /// Labels for the hashes that depend on the temp paths (their spec
 /// holds a path under the sandbox), so snapshots are stable across runs.
 /// Every other hash is shown as it is.
-fn path_dependent_hashes(sb: &Sandbox, status: &Value) -> Vec<(String, String)> {
-    let root = sb.root.to_str().unwrap();
+fn path_dependent_hashes(sb: &Env, status: &Value) -> Vec<(String, String)> {
+    let root = sb.root.path().to_str().unwrap();
     status["items"]
         .as_array()
         .unwrap()
@@ -149,15 +149,15 @@ fn path_dependent_hashes(sb: &Sandbox, status: &Value) -> Vec<(String, String)> 
         .collect()
 }
 
-fn snapshot_settings(sb: &Sandbox) -> insta::Settings {
-    let mut settings = sb.insta_settings();
+fn snapshot_settings(sb: &Env) -> insta::Settings {
+    let mut settings = common::insta_settings(sb);
     for (hash, label) in path_dependent_hashes(sb, &sb.status_json(RICH_ARGS)) {
         settings.add_filter(&hash, label);
     }
     settings
 }
 
-fn status_run(sb: &Sandbox, format: &str) -> common::Run {
+fn status_run(sb: &Env, format: &str) -> Run {
     let mut args = vec!["status", "--offline", "-o", format];
     args.extend_from_slice(RICH_ARGS);
     let run = sb.run(&args);
@@ -302,7 +302,7 @@ fn lsp_trust_key_from_user_settings_holds_back_only_trust_required_servers() {
         "\"lsp\": { \"requireTrustedWorkspace\": false },\n  \"mcp\":",
         1,
     );
-    common::write(&user, &text);
+    write_atomic(&user, &text);
     let v = sb.status_json(RICH_ARGS);
     let got: Vec<(String, String)> = reasons(&v)
         .into_iter()
@@ -332,7 +332,7 @@ fn lsp_trust_key_from_user_settings_holds_back_only_trust_required_servers() {
 #[test]
 fn workspace_settings_cannot_relax_lsp_trust() {
     let sb = rich(false);
-    sb.ws_file(
+    sb.write(
         ".qwen/settings.json",
         r#"{ "lsp": { "requireTrustedWorkspace": false }, "security": { "folderTrust": { "enabled": false } } }"#,
     );
@@ -347,7 +347,7 @@ fn workspace_settings_cannot_relax_lsp_trust() {
 
 #[test]
 fn without_offline_says_no_controller_runs() {
-    let sb = Sandbox::new();
+    let sb = Env::new();
     let run = sb.run(&["status"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(

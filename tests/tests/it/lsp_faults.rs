@@ -7,11 +7,9 @@
 //! Every test ends by stopping the controller (exit 0) and waiting until no
 //! fake server it started is alive.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::CliChild;
+use crate::common::CliChild;
 
 use serde_json::json;
 use steward_schema::resource::WorkspaceStatus;
