@@ -1,5 +1,5 @@
 //! Configuration and record format of the fake MCP server
-//! (`src/bin/fake-mcp-server.rs`).
+//! (`src/bin/fake-mcp-server/`).
 //!
 //! A test builds a [`FakeMcpConfig`], hands it to the server as JSON in the
 //! [`CONFIG_ENV`] environment variable (or as `--config <json>`), and reads

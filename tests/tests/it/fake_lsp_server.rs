@@ -1,4 +1,4 @@
-//! Self-test of the fake LSP server (`src/bin/fake-lsp-server.rs`): drives
+//! Self-test of the fake LSP server (`src/bin/fake-lsp-server/`): drives
 //! the built binary with a small raw LSP client (the framing lives here, on
 //! purpose independent of the server's) over stdio, TCP and a unix socket,
 //! and checks each fault a test can choose.

@@ -1,4 +1,4 @@
-//! Self-test of the fake MCP server (`src/bin/fake-mcp-server.rs`).
+//! Self-test of the fake MCP server (`src/bin/fake-mcp-server/`).
 //!
 //! The first group drives it with the rmcp client, over stdio and streamable
 //! HTTP, to prove it is a real MCP peer. The second speaks raw JSON lines to

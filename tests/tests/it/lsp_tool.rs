@@ -3,9 +3,10 @@
 //! an rmcp client, against the fake language server and against the real
 //! clangd and pyright. Every wait is a condition with a deadline.
 //!
-//! The fake server's toy language (see `fake-lsp-server.rs`): `fn <name>`
-//! defines a function whose body runs to the next definition, `impl <name>`
-//! implements it, any other occurrence calls it, and `ERROR` is an error.
+//! The fake server's toy language (see `src/bin/fake-lsp-server/main.rs`):
+//! `fn <name>` defines a function whose body runs to the next definition,
+//! `impl <name>` implements it, any other occurrence calls it, and `ERROR`
+//! is an error.
 
 use std::time::{Duration, Instant};
 
