@@ -189,9 +189,10 @@ pub struct TlsConfig {
 }
 
 /// A fake OAuth authorization server's token endpoint (`POST /token`,
-/// RFC 6749 §6): a refresh with the right refresh token and client gets
-/// [`Self::access_token`]; anything else gets 400 `invalid_grant`. Each
-/// request is recorded as a `token` event whose message is the form.
+/// refreshing an access token as RFC 6749 describes): a refresh with the
+/// right refresh token and client gets [`Self::access_token`]; anything
+/// else gets 400 `invalid_grant`. Each request is recorded as a `token`
+/// event whose message is the form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenEndpoint {

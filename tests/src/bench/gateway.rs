@@ -1,4 +1,4 @@
-//! Issue 8 scenario of `steward-bench` (`gateway`): the agent endpoint.
+//! Scenario `gateway` of `steward-bench`: the agent endpoint.
 //!
 //! One controller with N fakes (100; quick 10) and `--mcp-listen`; rmcp
 //! clients (this process) call `s000__echo`:

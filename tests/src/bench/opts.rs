@@ -33,11 +33,12 @@ pub struct Opts {
     pub reload_ns: Option<Vec<usize>>,
     pub cost_ns: Option<Vec<usize>>,
     pub controller_args: Vec<String>,
-    /// Server counts of the issue 11 cold starts (`--cold-ns`).
+    /// Server counts of the `readiness` cold starts (`--cold-ns`).
     pub cold_ns: Option<Vec<usize>>,
-    /// `initializeDelayMs` of the issue 11 fakes (an `npx` server's start).
+    /// `initializeDelayMs` of the `readiness` and `gate` fakes (an `npx`
+    /// server's start).
     pub init_delay_ms: u64,
-    /// `startCpuMs` of the issue 11 fakes.
+    /// `startCpuMs` of the `readiness` and `gate` fakes.
     pub start_cpu_ms: u64,
 }
 

@@ -1,4 +1,6 @@
-//! Issue 11 scenarios of `steward-bench`: readiness observed, not awaited.
+//! Scenarios `readiness` and `gate` of `steward-bench`: readiness is
+//! observed, not awaited (a server's handshake holds up neither the
+//! controller nor the other servers).
 //!
 //! - `readiness`: cold start to all Ready at each `--cold-ns` with fakes that
 //!   answer `initialize` after `--init-delay-ms` and burn `--start-cpu-ms`
@@ -14,7 +16,7 @@
 
 use super::*;
 
-/// The fake of the issue 11 figures: an `npx`-like start.
+/// The fake of these scenarios: an `npx`-like start.
 fn npx_like(ctx: &Ctx) -> FakeMcpConfig {
     FakeMcpConfig {
         initialize_delay_ms: ctx.opts.init_delay_ms,

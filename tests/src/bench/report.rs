@@ -397,7 +397,7 @@ pub fn bench(opts: Opts) -> Result<()> {
         out["ratios"] = Value::Object(ratios);
     }
 
-    // The targets.
+    // The targets each figure is held to.
     let mut t = serde_json::Map::new();
     if let Some(l) = levels.iter().find(|l| l.n == 100) {
         let s = summarize(&l.ready);

@@ -13,11 +13,13 @@
 //!     [--cold-ns 10,100,500] [--init-delay-ms 300] [--start-cpu-ms 10]
 //! ```
 //!
-//! `readiness` and `gate` (issue 11: cold starts of `npx`-like servers,
-//! idle CPU, `status` time and stop at N = 500, edits while 50 slow servers
-//! start) are in `src/bench/readiness.rs`; `gateway` (issue 8: the agent
-//! endpoint's added latency, throughput, list_changed delay, RSS) in
-//! `src/bench/gateway.rs`. Their module docs say how they measure.
+//! Each scenario is a module of `src/bench/`: `reload`, `burst`, `cold`,
+//! `cost` and `mcp-hub` (measured as said below), `readiness` and `gate`
+//! (cold starts of `npx`-like servers, idle CPU, `status` time and stop at
+//! N = 500, edits while 50 slow servers start) in `readiness.rs`, and
+//! `gateway` (the agent endpoint's added latency, throughput, list_changed
+//! delay, RSS) in `gateway.rs`; the module docs of those two say how they
+//! measure.
 //!
 //! `--quick` (about 25 s) runs every scenario at small sizes; it is meant for
 //! a smoke test (no errors, no churn, at most 2 restarts for the burst), not

@@ -1,4 +1,4 @@
-//! Envtest: readiness is observed, not awaited (issue 11). A reconcile
+//! Envtest: readiness is observed, not awaited. A reconcile
 //! launches a server and returns; its handshake runs in the server's own
 //! task. So hung handshakes hold no worker, a removal or an edit during a
 //! handshake acts at once, and a gate closes while other servers start.

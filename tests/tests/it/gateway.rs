@@ -1,6 +1,6 @@
-//! Envtest: the agent endpoint (`steward mcp`, product.md §6) with an rmcp
-//! client as the agent, against fake MCP servers. Every wait is a condition
-//! with a deadline.
+//! Envtest: the agent endpoint (`steward mcp`) with an rmcp client as the
+//! agent, against fake MCP servers. Every wait is a condition with a
+//! deadline.
 
 #![allow(deprecated)] // sampling is deprecated by SEP-2577 but part of the versions we relay
 

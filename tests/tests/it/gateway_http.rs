@@ -1,5 +1,5 @@
-//! The agent endpoint over streamable HTTP (`steward run --mcp-listen`,
-//! product.md §6) with the PyPI `mcp` SDK's client, and the transport's
+//! The agent endpoint over streamable HTTP (`steward run --mcp-listen`)
+//! with the PyPI `mcp` SDK's client, and the transport's
 //! guards: Origin/Host (DNS rebinding), the token rule for non-loopback
 //! addresses, bearer tokens. Traffic stays on the loopback interface.
 

@@ -1,4 +1,4 @@
-//! The agent endpoint (`steward mcp`, product.md §6) with the real clients
+//! The agent endpoint (`steward mcp`) with the real clients
 //! agents use: the PyPI `mcp` SDK's `ClientSession` over stdio, the MCP
 //! Inspector CLI and `qwen mcp list` from Qwen Code, against fake servers
 //! and the real `server-everything`. Every wait is a condition with a

@@ -1,9 +1,8 @@
-//! Envtest, regression tests for the issue 10 defects in what the
-//! controller reports and keeps: an unreadable approvals source keeps the
-//! approvals in force; status that tells the truth about crashes, reverted
-//! edits, retries, reloads and rejected edits; backoff that only a change
-//! of the server's own spec (or a valid save) resets; no per-server state
-//! left behind by removed servers.
+//! Envtest, regression tests for what the controller reports and keeps: an
+//! unreadable approvals source keeps the approvals in force; status that
+//! tells the truth about crashes, reverted edits, retries, reloads and
+//! rejected edits; backoff that only a change of the server's own spec (or a
+//! valid save) resets; no per-server state left behind by removed servers.
 //!
 //! Every wait is a condition with a deadline; every test stops the
 //! controller and waits until no server it started is alive.
@@ -55,7 +54,7 @@ fn finish(mut c: Controller, env: &Env) {
     });
 }
 
-// ---- issue 10 (21): an unreadable approvals source ------------------------------
+// ---- an unreadable approvals source ------------------------------------------------
 
 /// An approvals path replaced by a directory is rejected like a corrupt
 /// file: the approved server keeps running, and the approvals source
@@ -101,7 +100,7 @@ fn an_approvals_path_that_is_a_directory_keeps_approved_servers_running() {
     finish(c, &env);
 }
 
-// ---- issue 10, "Status that lies" ----------------------------------------------
+// ---- status that tells the truth ---------------------------------------------------
 
 fn condition(s: &WorkspaceStatus, type_: &str) -> Option<Condition> {
     s.controller
@@ -236,7 +235,7 @@ fn sources_valid_condition_names_a_rejected_edit_until_it_is_fixed() {
     finish(c, &env);
 }
 
-// ---- issue 10 (9): silent drops ---------------------------------------------------
+// ---- nothing dropped silently ------------------------------------------------------
 
 /// At cold start an entry with a wrong type or a typo, and a `--mcp-config`
 /// file that does not exist, are never silent: each dropped entry keeps a
@@ -290,7 +289,7 @@ fn cold_start_drops_keep_a_row_and_a_warning() {
     finish(c, &env);
 }
 
-// ---- issue 10, "Backoff reset by unrelated saves" -------------------------------
+// ---- backoff reset only by the server's own change or a valid save -----------------
 
 /// The status message of `name`, when it is Failed.
 fn failed_message(s: &WorkspaceStatus, name: &str) -> Option<String> {
@@ -350,7 +349,7 @@ fn an_invalid_save_does_not_reset_a_crash_loop_but_a_valid_one_does() {
     finish(c, &env);
 }
 
-// ---- issue 10 (10): no per-server state left behind ---------------------------
+// ---- no per-server state left behind -----------------------------------------------
 
 fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))

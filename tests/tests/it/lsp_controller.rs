@@ -1,7 +1,7 @@
 //! Envtest: `.lsp.json` hot reload under the real controller with the fake
 //! language server — warm servers stay warm, restarted ones get their
-//! documents replayed, `steward lsp` answers. Cases follow the LSP seed's
-//! test plan (manager, service, config, watcher), adapted to the controller.
+//! documents replayed, `steward lsp` answers. The cases cover the server
+//! manager, the server processes, the configuration and the file watcher.
 
 use serde_json::json;
 use steward_schema::resource::{Phase, Reason, SourceState};

@@ -1,8 +1,8 @@
-//! Envtest, regression tests for the language-server defects of issue 10
-//! under the real controller with the fake language server: a restart
-//! replays its tracked documents with one open delay, not one per document;
-//! a restart while a request is in flight stops the old server properly
-//! before the new one starts.
+//! Envtest, regression tests for language-server restarts under the real
+//! controller with the fake language server: a restart replays its tracked
+//! documents with one open delay, not one per document; a restart while a
+//! request is in flight stops the old server properly before the new one
+//! starts.
 //!
 //! Every test ends by stopping the controller (exit 0) and waiting until no
 //! fake server it started is alive.
@@ -75,7 +75,7 @@ fn ready_other_than(s: &WorkspaceStatus, name: &str, old: u32) -> bool {
     lsp_ready(s, name) && pid(s, name).is_some_and(|p| p != old)
 }
 
-/// Issue 10, "LSP restarts take N × 200 ms": a restarted server gets every
+/// A restart does not take N × the open delay: a restarted server gets every
 /// tracked document replayed back to back, and the open delay is waited
 /// once for all of them. Checked on the new server's record, not on a wall
 /// clock: with a delay after each `didOpen` every gap between consecutive
@@ -117,7 +117,7 @@ fn restart_replays_documents_without_a_delay_per_document() {
     finish(c, &env);
 }
 
-/// Issue 10, "Two copies of a language server": a restart while a
+/// Never two copies of a language server: a restart while a
 /// `steward lsp` query holds the connection (a slow hover in flight) stops
 /// the old server properly — `shutdown`, then `exit`, then gone — before the
 /// new one starts; the two are never alive at once, and the query is

@@ -1,11 +1,11 @@
-//! Envtest, more of the LSP seed's plan under the real controller with the
+//! Envtest, more language-server behaviour under the real controller with the
 //! fake language server: tcp and unix-socket transports (started by Steward,
 //! and an external daemon Steward only connects to), stopping servers that
 //! ignore `shutdown`, server→client requests with unusual ids, `.lsp.json`
 //! appearing and disappearing, formatting-only saves, document tracking
 //! across restarts (edit, crash), removals and failures, rapid consecutive
-//! saves, `lastReload` and the `ReloadFailed` condition, and SIGTERM during
-//! a slow `initialize`.
+//! saves, `lastReload` and the `ReloadFailed` condition, and SIGTERM during a
+//! slow `initialize`.
 //!
 //! Every test ends by stopping the controller (exit 0) and waiting until no
 //! fake server it started is alive.

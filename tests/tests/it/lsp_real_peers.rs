@@ -7,7 +7,7 @@
 //! and saying to run `.ci/run`. The tests share one lock so that at most four
 //! real servers start at a time on a small machine.
 //!
-//! Gotchas these servers bring (engineering.md): clangd and pyright exit 1
+//! Gotchas these servers bring: clangd and pyright exit 1
 //! when stdin closes; pyright asks `workspace/configuration` several times
 //! and analyzes the first file slowly (builtins), so its first diagnostics
 //! can come well after `steward lsp diagnostics` stopped waiting; pylsp

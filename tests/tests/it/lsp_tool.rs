@@ -1,5 +1,5 @@
-//! Envtest: the agent endpoint's `lsp` tool (product.md §6, Qwen Code's
-//! `lsp` tool interface), driven through the controller's agent socket by
+//! Envtest: the agent endpoint's `lsp` tool (Qwen Code's `lsp` tool
+//! interface), driven through the controller's agent socket by
 //! an rmcp client, against the fake language server and against the real
 //! clangd and pyright. Every wait is a condition with a deadline.
 //!

@@ -1,6 +1,6 @@
 //! Envtest: the real `steward run` against fake MCP servers. One test per
-//! behaviour of the MCP seed's verification list and of the controller issue;
-//! every wait is a status condition with a deadline.
+//! behaviour of the controller; every wait is a status condition with a
+//! deadline.
 
 use std::collections::BTreeSet;
 

@@ -1,6 +1,6 @@
 //! Envtest, continued: the MCP behaviours `mcp_controller.rs` does not cover —
 //! `status --watch` and the offline fallback, streamable HTTP, the approval
-//! gate under hot reload (seed D12), `steward reload` and extensions,
+//! gate under hot reload, `steward reload` and extensions,
 //! `lastReload`, sources created after start, hung / stubborn / forking
 //! servers, a minute of idleness, shutdown by signal, deny-all, and the env
 //! denylist. Each test is named after what it guards; every wait is a
@@ -361,7 +361,7 @@ fn streamable_http_and_sse_servers_connect_and_a_header_edit_reconnects_only_its
     assert_eq!(last.restarted, vec!["h1".to_owned()], "{last:?}");
 }
 
-// ---- approvals (seed D12 / E) ---------------------------------------------------
+// ---- approvals ---------------------------------------------------------------------
 
 #[test]
 fn a_pending_server_is_never_spawned_not_even_the_hot_reloaded_edit_of_an_approved_one() {
@@ -915,7 +915,7 @@ fn denylisted_env_keys_never_reach_the_server_and_config_path_does_not_pick_the_
     let c = env.start(&[]);
     let s = c.wait_for("envy Ready", |s| ready(s, "envy"));
     assert!(!marker.exists(), "the config's PATH chose the binary");
-    // The loader drops them (issue 10 #14): not in the spec, a warning in
+    // The loader drops them: not in the spec, a warning in
     // the source's status says so.
     let m = mcp(&s, "envy").unwrap();
     assert_eq!(

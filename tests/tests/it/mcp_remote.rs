@@ -288,9 +288,9 @@ fn oauth_servers_use_the_stored_token_refresh_an_expired_one_and_need_authentica
     }
 }
 
-/// Issue 10 item 20: a remote server that went away and came back (and so
-/// lost every session) was Ready again only after ~50 s — two failed pings
-/// 15 s apart, then a crash backoff. Now the lost session is noticed by the
+/// A remote server that went away and came back (and so lost every
+/// session) is Ready again soon, not after two failed pings 15 s apart and
+/// then a crash backoff (~50 s): the lost session is noticed by the
 /// transport (SSE stream end, the streamable-HTTP stream's reconnect) and
 /// reported as an exit at once.
 #[test]
@@ -671,11 +671,11 @@ fn an_oauth_token_that_expires_while_connected_is_refreshed_on_reconnect() {
     assert_eq!(store[0]["token"]["refreshToken"], "refresh-7c1e", "kept");
 }
 
-/// Numbers, not a pass/fail test (issue 10 item 20): a remote server is down
+/// Numbers, not a pass/fail test: a remote server is down
 /// for 2 s (killed, then a new one on the same port); how long after it is
 /// back is its McpServer Ready with the new server's tools, at production
 /// timings (pings every 15 s, crash backoff 10 s, start backoff 500 ms)?
-/// `cargo test -p steward-tests --test mcp_remote measure -- --ignored --nocapture`
+/// `cargo test -p steward-tests --test it mcp_remote::measure -- --ignored --nocapture`
 #[test]
 #[ignore = "measurement"]
 fn measure_ready_again_after_a_two_second_outage() {

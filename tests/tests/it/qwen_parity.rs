@@ -2,7 +2,7 @@
 //! pinned in `.ci/run`): the same files, the same HOME_DIR, the same
 //! environment, and the two tools must agree on approvals — a decision made
 //! by one is honoured by the other, and the hashes they write are
-//! byte-identical (product.md §2.1).
+//! byte-identical.
 //!
 //! Qwen Code runs with HOME and QWEN_HOME in the test's temp dir (it never
 //! sees the real ~/.qwen); `qwen mcp approve|reject|list` need no model or

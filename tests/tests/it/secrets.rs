@@ -1,4 +1,4 @@
-//! Secrets in status (issue 16): `status` (every format, offline here; the
+//! Secrets in status: `status` (every format, offline here; the
 //! live controller in the envtests), `describe` and `validate` show env,
 //! headers, URLs and args as written in the files, credentials written
 //! literally as `<redacted>`, and never an expanded value — unless

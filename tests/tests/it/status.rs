@@ -223,7 +223,7 @@ fn every_gate_sets_its_reason() {
         ("McpServer/sleepy", "Disabled"),
         ("McpServer/user-notes", "-"),
         ("McpServer/ws-db", "PendingApproval"),
-        // An entry that cannot be built keeps a row (issue 10 item 9).
+        // An entry that cannot be built keeps a row.
         ("LspServer/broken", "InvalidSpec"),
         ("LspServer/python", "-"),
         ("LspServer/rust", "-"),

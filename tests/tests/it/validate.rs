@@ -185,7 +185,7 @@ fn an_unknown_file_name_is_a_usage_error() {
 }
 
 /// A `workspaceFolder` that leaves the workspace through a symlink is
-/// outside it (issue 10 #21): the workspace root is used, with a warning.
+/// outside it: the workspace root is used, with a warning.
 #[test]
 fn workspace_folder_through_a_symlink_out_of_the_workspace_is_outside() {
     let sb = Env::new();
