@@ -512,15 +512,16 @@ impl Controller {
     pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
         let mut child = self.child.take()?;
         signal(child.id() as i32, libc::SIGTERM);
-        let start = Instant::now();
-        while start.elapsed() < DEADLINE {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(status);
+        let exited = poll(DEADLINE, Duration::from_millis(10), || {
+            match child.try_wait() {
+                Ok(Some(status)) => Ok(status),
+                _ => Err(()),
             }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = child.kill();
-        child.wait().ok()
+        });
+        exited.ok().or_else(|| {
+            let _ = child.kill();
+            child.wait().ok()
+        })
     }
 
     /// SIGKILL the controller (no cleanup of its own).
@@ -605,29 +606,39 @@ pub fn wait_all_gone(what: &str, pids: &[u32]) {
 pub const POLL: Duration = Duration::from_millis(15);
 
 /// Poll `probe` every `every` until it gives `Ok`, for at most `within` (the
-/// last try is at the deadline); then panics, saying what it waited for and
-/// what the last try saw instead (its `Err`, when not empty).
+/// last try is at the deadline); when time is up, the last try's `Err`.
 ///
-/// Every wait of the tests and fakes is this loop (or
-/// [`eventually_async`]): a condition with a deadline, never a fixed sleep.
-pub fn eventually<T, E: Display>(
-    what: &str,
+/// Every wait of the tests is this loop (or [`eventually_async`]): a
+/// condition with a deadline, never a fixed sleep. [`eventually`] fails the
+/// test when time is up; `poll` is for a wait that then cleans up first.
+pub fn poll<T, E>(
     within: Duration,
     every: Duration,
     mut probe: impl FnMut() -> Result<T, E>,
-) -> T {
+) -> Result<T, E> {
     let start = Instant::now();
     loop {
         let seen = match probe() {
-            Ok(value) => return value,
+            Ok(value) => return Ok(value),
             Err(seen) => seen,
         };
         let elapsed = start.elapsed();
         if elapsed >= within {
-            timed_out(what, within, seen);
+            return Err(seen);
         }
         std::thread::sleep(every.min(within - elapsed));
     }
+}
+
+/// [`poll`], then panics when time is up, saying what it waited for and
+/// what the last try saw instead (its `Err`, when not empty).
+pub fn eventually<T, E: Display>(
+    what: &str,
+    within: Duration,
+    every: Duration,
+    probe: impl FnMut() -> Result<T, E>,
+) -> T {
+    poll(within, every, probe).unwrap_or_else(|seen| timed_out(what, within, seen))
 }
 
 /// [`eventually`] for async code: `probe` is awaited and the pauses are

@@ -82,12 +82,10 @@ pub fn cleanup_all() {
     for &(pid, group) in &procs {
         signal(if group { -pid } else { pid }, libc::SIGTERM);
     }
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(5)
-        && procs.iter().any(|&(pid, _)| alive(pid as u32))
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let _ = poll(Duration::from_secs(5), Duration::from_millis(20), || {
+        let gone = procs.iter().all(|&(pid, _)| !alive(pid as u32));
+        if gone { Ok(()) } else { Err(()) }
+    });
     for &(pid, group) in &procs {
         signal(if group { -pid } else { pid }, libc::SIGKILL);
     }
@@ -142,17 +140,16 @@ impl GuardedEnv {
     /// Returns how many had to be killed.
     pub fn reap_fakes(&self) -> usize {
         let dir = self.env.records();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if steward_tests::harness::recorded_pids(&dir)
+        let gone = poll(Duration::from_secs(10), Duration::from_millis(20), || {
+            let gone = steward_tests::harness::recorded_pids(&dir)
                 .into_iter()
-                .all(|p| !alive(p) || !is_fake(p))
-            {
-                return 0;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+                .all(|p| !alive(p) || !is_fake(p));
+            if gone { Ok(()) } else { Err(()) }
+        });
+        match gone {
+            Ok(()) => 0,
+            Err(()) => kill_recorded_fakes(&dir),
         }
-        kill_recorded_fakes(&dir)
     }
 }
 

@@ -117,15 +117,13 @@ impl Stw {
     pub fn terminate(&mut self) -> Option<bool> {
         let mut child = self.child.take()?;
         signal(child.id() as i32, libc::SIGTERM);
-        let start = Instant::now();
-        let mut clean = None;
-        while start.elapsed() < DEADLINE {
-            if let Ok(Some(status)) = child.try_wait() {
-                clean = Some(status.success());
-                break;
+        let mut clean = poll(DEADLINE, Duration::from_millis(10), || {
+            match child.try_wait() {
+                Ok(Some(status)) => Ok(status.success()),
+                _ => Err(()),
             }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        })
+        .ok();
         if clean.is_none() {
             let _ = child.kill();
             let _ = child.wait();

@@ -149,15 +149,15 @@ impl Hub {
     pub fn terminate(&mut self) -> Option<bool> {
         let mut child = self.child.take()?;
         signal(self.pid as i32, libc::SIGTERM);
-        let start = Instant::now();
-        let mut clean = None;
-        while start.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(status)) = child.try_wait() {
-                clean = Some(status.success());
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let mut clean = poll(
+            Duration::from_secs(10),
+            Duration::from_millis(10),
+            || match child.try_wait() {
+                Ok(Some(status)) => Ok(status.success()),
+                _ => Err(()),
+            },
+        )
+        .ok();
         // Whatever is left of its group (fakes it did not stop) goes too.
         signal(-(self.pid as i32), libc::SIGKILL);
         if clean.is_none() {

@@ -79,7 +79,7 @@ use serde_json::{Value, json};
 use steward::control::{self, Request, Response};
 use steward_schema::resource::{Item, McpServer, Phase, WorkspaceStatus};
 use steward_tests::fake_mcp::{self, FakeMcpConfig, read_record};
-use steward_tests::harness::{Env, alive, base_env, signal};
+use steward_tests::harness::{Env, alive, base_env, poll, signal};
 
 #[path = "../bench/burst.rs"]
 mod burst;

@@ -21,8 +21,8 @@ use steward_tests::fake_lsp::{
     CONFIG_ENV, Config, Event, IdStyle, Record, Transport, read_records,
 };
 use steward_tests::harness::{
-    Controller, DEADLINE, Env, alive, bin, lsp, lsp_json, lsp_pid as pid, lsp_ready, signal,
-    wait_until,
+    Controller, DEADLINE, Env, alive, bin, eventually, lsp, lsp_json, lsp_pid as pid, lsp_ready,
+    signal, wait_until,
 };
 
 // ---- helpers ----
@@ -554,17 +554,12 @@ fn answer_to(env: &Env, name: &str, pid: u32, method: &str) -> (Value, Value) {
         })?;
         Some((id, answer.message.clone()))
     };
-    let start = Instant::now();
-    loop {
-        if let Some(found) = find() {
-            return found;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "{name}: no answer recorded to its {method} request"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(
+        &format!("{name}: an answer recorded to its {method} request"),
+        DEADLINE,
+        Duration::from_millis(20),
+        || find().ok_or(""),
+    )
 }
 
 // ---- the .lsp.json file itself ----

@@ -19,8 +19,8 @@ use steward_schema::resource::{
 };
 use steward_tests::fake_mcp::{CONFIG_ENV, FakeMcpConfig, GrandchildMode, HttpConfig, read_record};
 use steward_tests::harness::{
-    DEADLINE, Env, alive, bin, fake_tools as tools, mcp, mcp_servers, pid_of, process_tree, ready,
-    recorded_pids, signal, wait_all_gone, wait_until, with_version as edited,
+    DEADLINE, Env, alive, bin, eventually, fake_tools as tools, mcp, mcp_servers, pid_of,
+    process_tree, ready, recorded_pids, signal, wait_all_gone, wait_until, with_version as edited,
 };
 
 fn reason_is(s: &WorkspaceStatus, name: &str, reason: Reason) -> bool {
@@ -958,17 +958,12 @@ fn steward_reload_with_nothing_changed_answers_at_once() {
     let pid = pid_of(&s, "alpha");
     for round in 0..2 {
         let mut reload = CliChild::spawn(&env, &["reload"]);
-        let started = Instant::now();
-        let code = loop {
-            if let Some(status) = reload.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                started.elapsed() < DEADLINE,
-                "round {round}: `steward reload` with nothing to do did not answer within {DEADLINE:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let code = eventually(
+            &format!("round {round}: `steward reload` with nothing to do to answer"),
+            DEADLINE,
+            Duration::from_millis(20),
+            || reload.child.try_wait().unwrap().ok_or(""),
+        );
         assert!(code.success(), "round {round}: {}", reload.stderr_text());
         let out = reload.next_line("what the reload did");
         assert!(
@@ -1009,17 +1004,12 @@ fn status_watch_ends_cleanly_when_the_controller_stops() {
     watch.next_line("the first document");
     let status = c.terminate().unwrap();
     assert!(status.success(), "{status:?}");
-    let started = Instant::now();
-    let code = loop {
-        if let Some(code) = watch.child.try_wait().unwrap() {
-            break code;
-        }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "the watch did not end with the controller"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let code = eventually(
+        "the watch to end with the controller",
+        DEADLINE,
+        Duration::from_millis(20),
+        || watch.child.try_wait().unwrap().ok_or(""),
+    );
     assert!(code.success(), "{code:?}: {}", watch.stderr_text());
     assert!(
         watch.stderr_text().contains("the controller stopped"),

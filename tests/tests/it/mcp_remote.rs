@@ -18,7 +18,7 @@ use steward_schema::resource::{McpTransport, Phase, Reason, WorkspaceStatus};
 use steward_tests::fake_mcp::{
     CONFIG_ENV, FakeMcpConfig, HttpConfig, RecordEvent, TlsConfig, TokenEndpoint, read_record,
 };
-use steward_tests::harness::{Env, bin, fake_tools as tools, mcp, ready, wait_until};
+use steward_tests::harness::{Env, bin, eventually, fake_tools as tools, mcp, ready, wait_until};
 
 /// Node starts slowly on a loaded 2-core machine.
 const PEER_DEADLINE: Duration = Duration::from_secs(60);
@@ -368,14 +368,12 @@ fn everything(mode: &str, port: u16, env: &Env) -> PeerServer {
         .spawn()
         .expect("spawn server-everything");
     let server = PeerServer(child);
-    let started = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < PEER_DEADLINE,
-            "server-everything {mode} did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually(
+        &format!("server-everything {mode} to listen on {port}"),
+        PEER_DEADLINE,
+        Duration::from_millis(50),
+        || TcpStream::connect(("127.0.0.1", port)),
+    );
     server
 }
 

@@ -8,10 +8,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use steward_tests::harness::{Env, bin, eventually};
+use steward_tests::harness::{Env, bin, eventually, poll};
 
 use crate::common::peer;
 
@@ -259,20 +259,16 @@ pub fn output_within(mut command: Command, limit: Duration) -> Output {
     };
     let out = reader(Box::new(child.stdout.take().unwrap()));
     let err = reader(Box::new(child.stderr.take().unwrap()));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "{command:?} did not finish within {limit:?}; stderr:\n{}",
-                String::from_utf8_lossy(&err.join().unwrap())
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let exited = poll(limit, Duration::from_millis(20), || {
+        child.try_wait().unwrap().ok_or(())
+    });
+    let Ok(status) = exited else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "{command:?} did not finish within {limit:?}; stderr:\n{}",
+            String::from_utf8_lossy(&err.join().unwrap())
+        );
     };
     Output {
         status,

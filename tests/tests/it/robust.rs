@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use steward_schema::resource::SourceState;
 use steward_tests::fake_mcp::{FakeMcpConfig, GrandchildMode, read_record};
 use steward_tests::harness::{
-    Controller, DEADLINE, Env, alive, fake_tools as tools, mcp_servers, pid_of, ready,
+    Controller, DEADLINE, Env, alive, fake_tools as tools, mcp_servers, pid_of, poll, ready,
     recorded_pids, signal, wait_until, write_atomic,
 };
 
@@ -265,14 +265,13 @@ fn steward_bounded_with(env: &Env, args: &[&str], vars: &[(&str, &Path)]) -> std
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("steward {args:?} did not exit within {DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let exited = poll(DEADLINE, Duration::from_millis(10), || {
+        child.try_wait().unwrap().ok_or(())
+    });
+    if exited.is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("steward {args:?} did not exit within {DEADLINE:?}");
     }
     child.wait_with_output().unwrap()
 }
