@@ -1,5 +1,5 @@
 //! Configuration and record format of the fake LSP server
-//! (`src/bin/fake-lsp-server.rs`), shared by the binary and the tests that
+//! (`src/bin/fake-lsp-server/`), shared by the binary and the tests that
 //! drive it.
 //!
 //! A test builds a [`Config`], hands it to the server through the

@@ -1,5 +1,5 @@
 //! Configuration and record format of the fake MCP server
-//! (`src/bin/fake-mcp-server.rs`).
+//! (`src/bin/fake-mcp-server/`).
 //!
 //! A test builds a [`FakeMcpConfig`], hands it to the server as JSON in the
 //! [`CONFIG_ENV`] environment variable (or as `--config <json>`), and reads
@@ -189,9 +189,10 @@ pub struct TlsConfig {
 }
 
 /// A fake OAuth authorization server's token endpoint (`POST /token`,
-/// RFC 6749 §6): a refresh with the right refresh token and client gets
-/// [`Self::access_token`]; anything else gets 400 `invalid_grant`. Each
-/// request is recorded as a `token` event whose message is the form.
+/// refreshing an access token as RFC 6749 describes): a refresh with the
+/// right refresh token and client gets [`Self::access_token`]; anything
+/// else gets 400 `invalid_grant`. Each request is recorded as a `token`
+/// event whose message is the form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenEndpoint {

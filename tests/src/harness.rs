@@ -6,7 +6,9 @@
 //! SIGTERM (then SIGKILL) when its [`Controller`] is dropped, and the harness
 //! checks that no fake server recorded under the test's directory survives.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -43,11 +45,32 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
-/// A temporary HOME_DIR + workspace.
+/// "Now" for every [`Env::cli`] run, so that timestamps in snapshots are
+/// stable.
+pub const NOW: &str = "2025-06-01T12:00:00Z";
+
+/// The sandbox every test runs steward in: one temporary directory holding
+/// HOME_DIR (also `$HOME`), the workspace, the fake `/etc` files of the
+/// system settings layers and the per-user runtime directory, so that the
+/// machine's own files never leak in and nothing is written outside it.
+///
+/// Steward runs in it two ways: [`Env::command`] / [`Env::steward`] /
+/// [`Env::start`] (the envtests: `--workspace WS`, our PATH, LANG and TMPDIR,
+/// debug logs) and [`Env::cli`] / [`Env::run`] (the CLI tests: in the
+/// workspace, with nothing but the sandbox's variables and the clock pinned
+/// to [`NOW`]). Both see the same files and the same [`Env::set_var`]
+/// additions.
 pub struct Env {
+    /// The temp root; its path is canonical.
     pub root: tempfile::TempDir,
+    /// HOME_DIR (`$QWEN_HOME`), and `$HOME` too (canonical).
     pub home: PathBuf,
+    /// The workspace (canonical).
     pub ws: PathBuf,
+    /// `$QWEN_CODE_SYSTEM_DEFAULTS_PATH` (under `root/etc`, absent at first).
+    pub system_defaults: PathBuf,
+    /// `$QWEN_CODE_SYSTEM_SETTINGS_PATH` (under `root/etc`, absent at first).
+    pub system_settings: PathBuf,
     /// Variables added by [`Env::set_var`].
     extra: std::sync::Mutex<BTreeMap<String, String>>,
 }
@@ -60,17 +83,23 @@ impl Default for Env {
 
 impl Env {
     pub fn new() -> Self {
+        // Created under the canonical temp dir, so that every path below is
+        // canonical as steward prints it.
+        let tmp = std::fs::canonicalize(std::env::temp_dir()).expect("canonical temp dir");
         let root = tempfile::Builder::new()
             .prefix("stw")
-            .tempdir()
+            .tempdir_in(tmp)
             .expect("temp dir");
         let home = root.path().join("home");
         let ws = root.path().join("ws");
+        let etc = root.path().join("etc");
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(&ws).unwrap();
         let ws = std::fs::canonicalize(&ws).unwrap();
         let home = std::fs::canonicalize(&home).unwrap();
         Env {
+            system_defaults: etc.join("system-defaults.json"),
+            system_settings: etc.join("settings.json"),
             root,
             home,
             ws,
@@ -87,31 +116,110 @@ impl Env {
             .insert(key.to_owned(), value.to_owned());
     }
 
-    /// The environment every steward process of this test gets.
+    /// The variables that put a process in this sandbox: HOME_DIR, HOME,
+    /// the system settings paths and the runtime directory (where the
+    /// per-workspace lock goes).
+    fn sandbox_vars(&self) -> BTreeMap<String, String> {
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        BTreeMap::from([
+            ("QWEN_HOME".into(), path(&self.home)),
+            ("HOME".into(), path(&self.home)),
+            (
+                "QWEN_CODE_SYSTEM_DEFAULTS_PATH".into(),
+                path(&self.system_defaults),
+            ),
+            (
+                "QWEN_CODE_SYSTEM_SETTINGS_PATH".into(),
+                path(&self.system_settings),
+            ),
+            (
+                "XDG_RUNTIME_DIR".into(),
+                path(&self.root.path().join("run")),
+            ),
+        ])
+    }
+
+    /// The sandbox's variables and those of [`Env::set_var`], without
+    /// RUST_LOG (for what should log at the product default).
+    pub fn quiet_vars(&self) -> BTreeMap<String, String> {
+        let mut vars = self.sandbox_vars();
+        vars.extend(self.extra.lock().unwrap().clone());
+        vars
+    }
+
+    /// The environment every steward process of an envtest gets beside
+    /// PATH, LANG and TMPDIR: the sandbox, debug logs, [`Env::set_var`]'s.
     pub fn vars(&self) -> BTreeMap<String, String> {
-        let mut vars = BTreeMap::new();
-        vars.insert("QWEN_HOME".into(), self.home.to_string_lossy().into_owned());
-        vars.insert("HOME".into(), self.home.to_string_lossy().into_owned());
-        let etc = self.root.path().join("etc");
-        vars.insert(
-            "QWEN_CODE_SYSTEM_DEFAULTS_PATH".into(),
-            etc.join("system-defaults.json")
-                .to_string_lossy()
-                .into_owned(),
-        );
-        vars.insert(
-            "QWEN_CODE_SYSTEM_SETTINGS_PATH".into(),
-            etc.join("settings.json").to_string_lossy().into_owned(),
-        );
-        // The per-workspace lock goes to the user's runtime directory: keep
-        // it inside the test's own directory.
-        vars.insert(
-            "XDG_RUNTIME_DIR".into(),
-            self.root.path().join("run").to_string_lossy().into_owned(),
-        );
+        let mut vars = self.sandbox_vars();
         vars.insert("RUST_LOG".into(), "steward=debug,info".into());
         vars.extend(self.extra.lock().unwrap().clone());
         vars
+    }
+
+    /// [`base_env`] and then [`Env::vars`]: the whole environment of an
+    /// envtest's steward process.
+    pub fn steward_env(&self) -> Vec<(String, String)> {
+        let mut vars = base_env();
+        vars.extend(self.vars());
+        vars
+    }
+
+    /// `steward --workspace WS <args>` with [`Env::steward_env`] only.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(bin("steward"));
+        command
+            .arg("--workspace")
+            .arg(&self.ws)
+            .args(args)
+            .env_clear()
+            .envs(self.steward_env());
+        command
+    }
+
+    /// `steward <args>` for the CLI tests, reproducible whatever the machine:
+    /// run in the workspace with the sandbox's variables, "now" pinned to
+    /// [`NOW`], and [`Env::set_var`]'s (which may override it); no PATH, no
+    /// RUST_LOG; stdin is null.
+    pub fn cli(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(bin("steward"));
+        command
+            .args(args)
+            .current_dir(&self.ws)
+            .env_clear()
+            .envs(self.sandbox_vars())
+            .env("STEWARD_NOW", NOW)
+            .envs(self.extra.lock().unwrap().clone())
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// [`Env::cli`] run to completion.
+    pub fn run(&self, args: &[&str]) -> Run {
+        Run::from(self.cli(args).output().expect("run steward"))
+    }
+
+    /// [`Env::cli`] started without waiting (stdout and stderr piped).
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.cli(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn steward")
+    }
+
+    /// `status --offline -o json <extra>` through [`Env::run`], parsed
+    /// (panics on failure).
+    pub fn status_json(&self, extra: &[&str]) -> Value {
+        let mut args = vec!["status", "--offline", "-o", "json"];
+        args.extend_from_slice(extra);
+        let run = self.run(&args);
+        assert_eq!(run.code, 0, "status failed: {}", run.stderr);
+        serde_json::from_str(&run.stdout).expect("status -o json is JSON")
+    }
+
+    /// HOME_DIR's approvals file.
+    pub fn approvals_path(&self) -> PathBuf {
+        self.home.join("mcpApprovals.json")
     }
 
     pub fn paths(&self) -> Paths {
@@ -121,14 +229,18 @@ impl Env {
     }
 
     /// Write `content` to `rel` under the workspace (parents created), the
-    /// way an editor that saves by rename does.
-    pub fn write(&self, rel: &str, content: &str) {
-        write_atomic(&self.ws.join(rel), content);
+    /// way an editor that saves by rename does; returns the file's path.
+    pub fn write(&self, rel: &str, content: &str) -> PathBuf {
+        let path = self.ws.join(rel);
+        write_atomic(&path, content);
+        path
     }
 
-    /// Write a file under HOME_DIR.
-    pub fn write_home(&self, rel: &str, content: &str) {
-        write_atomic(&self.home.join(rel), content);
+    /// Write a file under HOME_DIR, as [`Env::write`] does.
+    pub fn write_home(&self, rel: &str, content: &str) -> PathBuf {
+        let path = self.home.join(rel);
+        write_atomic(&path, content);
+        path
     }
 
     /// A directory for fake-server record files.
@@ -183,17 +295,9 @@ impl Env {
         })
     }
 
-    /// Run the steward CLI with `args` in this environment.
+    /// Run [`Env::command`] to completion.
     pub fn steward(&self, args: &[&str]) -> Output {
-        Command::new(bin("steward"))
-            .arg("--workspace")
-            .arg(&self.ws)
-            .args(args)
-            .env_clear()
-            .envs(base_env())
-            .envs(self.vars())
-            .output()
-            .expect("run steward")
+        self.command(args).output().expect("run steward")
     }
 
     /// Start `steward run` with `args`; returns once its socket answers.
@@ -226,15 +330,16 @@ impl Env {
         vars: &[(&str, &str)],
         log: PathBuf,
     ) -> Controller {
-        let child = Command::new(bin("steward"))
-            .arg("--workspace")
-            .arg(&self.ws)
-            .arg("run")
-            .args(["--crash-backoff-ms", "200", "--start-backoff-ms", "100"])
-            .args(args)
-            .env_clear()
-            .envs(base_env())
-            .envs(self.vars())
+        let mut run = vec![
+            "run",
+            "--crash-backoff-ms",
+            "200",
+            "--start-backoff-ms",
+            "100",
+        ];
+        run.extend_from_slice(args);
+        let child = self
+            .command(&run)
             .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -312,19 +417,23 @@ impl Controller {
 
     /// Wait until the control socket answers (deadline [`DEADLINE`]).
     pub fn wait_ready(&mut self) {
-        let start = Instant::now();
-        while start.elapsed() < DEADLINE {
-            if self.try_status().is_some() {
-                return;
-            }
-            if let Some(Ok(Some(code))) = self.child.as_mut().map(Child::try_wait) {
-                panic!("the controller exited with {code}\n{}", self.log_text());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!(
-            "the controller did not answer within {DEADLINE:?}\n{}",
-            self.log_text()
+        let log = self.log.clone();
+        eventually(
+            "the controller to answer",
+            DEADLINE,
+            Duration::from_millis(20),
+            || {
+                if self.try_status().is_some() {
+                    return Ok(());
+                }
+                if let Some(Ok(Some(code))) = self.child.as_mut().map(Child::try_wait) {
+                    panic!("the controller exited with {code}\n{}", self.log_text());
+                }
+                Err(Seen {
+                    status: None,
+                    log: &log,
+                })
+            },
         );
     }
 
@@ -357,41 +466,62 @@ impl Controller {
         deadline: Duration,
         pred: impl Fn(&WorkspaceStatus) -> bool,
     ) -> WorkspaceStatus {
-        let start = Instant::now();
-        let mut last = None;
-        while start.elapsed() < deadline {
-            if let Some(s) = self.try_status() {
-                if pred(&s) {
-                    return s;
+        let last = RefCell::new(None);
+        eventually(what, deadline, POLL, || match self.try_status() {
+            Some(s) if pred(&s) => Ok(s),
+            answer => {
+                if answer.is_some() {
+                    *last.borrow_mut() = answer;
                 }
-                last = Some(s);
+                Err(Seen {
+                    status: Some(&last),
+                    log: &self.log,
+                })
             }
-            std::thread::sleep(Duration::from_millis(15));
-        }
-        panic!(
-            "timed out after {deadline:?} waiting for: {what}\nlast status: {}\ncontroller log:\n{}",
-            serde_json::to_string_pretty(&last).unwrap_or_default(),
-            self.log_text()
-        );
+        })
     }
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Wait until the controller exits by itself (deadline `within`; it is
+    /// left a zombie for us) and collect its exit status.
+    pub fn exit_status(&mut self, within: Duration) -> std::process::ExitStatus {
+        let pid = self.pid();
+        eventually(
+            "the controller to exit",
+            within,
+            Duration::from_millis(10),
+            || {
+                if alive(pid) {
+                    Err(Seen {
+                        status: None,
+                        log: &self.log,
+                    })
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        // Already exited: the SIGTERM of `terminate` hits a zombie, harmlessly.
+        self.terminate().expect("exit status")
+    }
+
     /// Send SIGTERM and wait for the exit status (bounded).
     pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
         let mut child = self.child.take()?;
         signal(child.id() as i32, libc::SIGTERM);
-        let start = Instant::now();
-        while start.elapsed() < DEADLINE {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(status);
+        let exited = poll(DEADLINE, Duration::from_millis(10), || {
+            match child.try_wait() {
+                Ok(Some(status)) => Ok(status),
+                _ => Err(()),
             }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = child.kill();
-        child.wait().ok()
+        });
+        exited.ok().or_else(|| {
+            let _ = child.kill();
+            child.wait().ok()
+        })
     }
 
     /// SIGKILL the controller (no cleanup of its own).
@@ -416,30 +546,165 @@ pub fn signal(pid: i32, sig: i32) -> bool {
     unsafe { libc::kill(pid, sig) == 0 }
 }
 
+/// The fields of `/proc/<pid>/stat` after `pid (comm)`: state, ppid, pgrp,
+/// session, ... (the comm may hold spaces and parentheses).
+pub fn proc_stat(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
 /// Whether `pid` is alive (and not a zombie).
 pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next())
-                .unwrap_or("");
-            state != "Z" && state != "X"
+    proc_stat(pid)
+        .and_then(|fields| fields.into_iter().next())
+        .is_some_and(|state| state != "Z" && state != "X")
+}
+
+/// `root` and every live descendant of it, from /proc.
+pub fn process_tree(root: u32) -> Vec<u32> {
+    let mut parents = BTreeMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Some(ppid) = proc_stat(pid).and_then(|fields| fields.get(1)?.parse::<u32>().ok()) {
+            parents.insert(pid, ppid);
         }
-        Err(_) => false,
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        for (child, parent) in &parents {
+            if *parent == p && !tree.contains(child) {
+                tree.push(*child);
+            }
+        }
+        i += 1;
+    }
+    tree
+}
+
+/// Wait until none of `pids` is alive (deadline [`DEADLINE`]).
+pub fn wait_all_gone(what: &str, pids: &[u32]) {
+    eventually(what, DEADLINE, Duration::from_millis(20), || {
+        let left: Vec<u32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("still alive: {left:?}"))
+        }
+    });
+}
+
+/// How often a wait polls its condition, unless it says otherwise.
+pub const POLL: Duration = Duration::from_millis(15);
+
+/// Poll `probe` every `every` until it gives `Ok`, for at most `within` (the
+/// last try is at the deadline); when time is up, the last try's `Err`.
+///
+/// Every wait of the tests is this loop (or [`eventually_async`]): a
+/// condition with a deadline, never a fixed sleep. [`eventually`] fails the
+/// test when time is up; `poll` is for a wait that then cleans up first.
+pub fn poll<T, E>(
+    within: Duration,
+    every: Duration,
+    mut probe: impl FnMut() -> Result<T, E>,
+) -> Result<T, E> {
+    let start = Instant::now();
+    loop {
+        let seen = match probe() {
+            Ok(value) => return Ok(value),
+            Err(seen) => seen,
+        };
+        let elapsed = start.elapsed();
+        if elapsed >= within {
+            return Err(seen);
+        }
+        std::thread::sleep(every.min(within - elapsed));
     }
 }
 
-/// Wait until `cond` holds (deadline [`DEADLINE`]); panics with `what`.
-pub fn wait_until(what: &str, cond: impl Fn() -> bool) {
+/// [`poll`], then panics when time is up, saying what it waited for and
+/// what the last try saw instead (its `Err`, when not empty).
+pub fn eventually<T, E: Display>(
+    what: &str,
+    within: Duration,
+    every: Duration,
+    probe: impl FnMut() -> Result<T, E>,
+) -> T {
+    poll(within, every, probe).unwrap_or_else(|seen| timed_out(what, within, seen))
+}
+
+/// [`eventually`] for async code: `probe` is awaited and the pauses are
+/// the runtime's.
+pub async fn eventually_async<T, E: Display>(
+    what: &str,
+    within: Duration,
+    every: Duration,
+    mut probe: impl AsyncFnMut() -> Result<T, E>,
+) -> T {
     let start = Instant::now();
-    while start.elapsed() < DEADLINE {
-        if cond() {
-            return;
+    loop {
+        let seen = match probe().await {
+            Ok(value) => return value,
+            Err(seen) => seen,
+        };
+        let elapsed = start.elapsed();
+        if elapsed >= within {
+            timed_out(what, within, seen);
         }
-        std::thread::sleep(Duration::from_millis(15));
+        tokio::time::sleep(every.min(within - elapsed)).await;
     }
-    panic!("timed out after {DEADLINE:?} waiting for: {what}");
+}
+
+fn timed_out(what: &str, within: Duration, seen: impl Display) -> ! {
+    let seen = seen.to_string();
+    if seen.is_empty() {
+        panic!("timed out after {within:?} waiting for: {what}");
+    }
+    panic!("timed out after {within:?} waiting for: {what}\n{seen}");
+}
+
+/// Wait until `cond` holds ([`eventually`] with [`DEADLINE`] and [`POLL`]).
+pub fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    eventually(
+        what,
+        DEADLINE,
+        POLL,
+        || if cond() { Ok(()) } else { Err("") },
+    );
+}
+
+/// [`wait_until`] for async code.
+pub async fn wait_until_async(what: &str, mut cond: impl AsyncFnMut() -> bool) {
+    eventually_async(what, DEADLINE, POLL, async || {
+        if cond().await { Ok(()) } else { Err("") }
+    })
+    .await;
+}
+
+/// What a controller wait saw last: its status (if it answered) and its
+/// log, read only when the wait fails.
+struct Seen<'a> {
+    status: Option<&'a RefCell<Option<WorkspaceStatus>>>,
+    log: &'a Path,
+}
+
+impl Display for Seen<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(status) = self.status.and_then(|s| s.borrow().clone()) {
+            let status = serde_json::to_string_pretty(&status).unwrap_or_default();
+            writeln!(f, "last status: {status}")?;
+        }
+        let log = std::fs::read_to_string(self.log).unwrap_or_default();
+        write!(f, "controller log:\n{log}")
+    }
 }
 
 /// Every pid that started recording into `dir` (fake servers and grandchildren).
@@ -564,4 +829,52 @@ pub fn mcp_servers(entries: &[(&str, Value)]) -> String {
         .map(|(k, v)| ((*k).to_owned(), v.clone()))
         .collect();
     serde_json::to_string_pretty(&json!({ "mcpServers": map })).unwrap()
+}
+
+/// The outcome of one [`Env::run`].
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Self {
+        Run {
+            code: o.status.code().expect("steward exited by a signal"),
+            stdout: String::from_utf8(o.stdout).expect("stdout is UTF-8"),
+            stderr: String::from_utf8(o.stderr).expect("stderr is UTF-8"),
+        }
+    }
+}
+
+/// `item.status.reason` (or `"-"` when admitted) of every item of a status
+/// document, by `kind/name`.
+pub fn reasons(status: &Value) -> Vec<(String, String)> {
+    status["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|item| {
+            (
+                format!(
+                    "{}/{}",
+                    item["kind"].as_str().unwrap(),
+                    item["metadata"]["name"].as_str().unwrap()
+                ),
+                item["status"]["reason"].as_str().unwrap_or("-").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The item `kind/name` of a status document.
+pub fn item<'a>(status: &'a Value, kind: &str, name: &str) -> &'a Value {
+    status["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kind"] == kind && i["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind}/{name} in status"))
 }

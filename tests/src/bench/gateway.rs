@@ -1,4 +1,4 @@
-//! Issue 8 scenario of `steward-bench` (`gateway`): the agent endpoint.
+//! Scenario `gateway` of `steward-bench`: the agent endpoint.
 //!
 //! One controller with N fakes (100; quick 10) and `--mcp-listen`; rmcp
 //! clients (this process) call `s000__echo`:
@@ -49,8 +49,7 @@ fn quiet() -> Agent {
 }
 
 async fn stdio_client(ctx: &Ctx, env: &Env, agent: Agent) -> Result<Client> {
-    let mut vars = env.vars();
-    vars.remove("RUST_LOG");
+    let vars = env.quiet_vars();
     let mut cmd = tokio::process::Command::new(&ctx.steward);
     cmd.arg("--workspace")
         .arg(&env.ws)
@@ -348,8 +347,8 @@ pub(super) fn gateway(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Value
     // mcp-hub's endpoint on the same fakes, the controller stopped.
     if !ctx.opts.no_mcp_hub {
         progress("gateway: mcp-hub /mcp");
-        let (exe, _) = find_mcp_hub(&ctx.opts)?;
-        let mut run = start_hub_with(&exe, ctx, n, &FakeMcpConfig::default())?;
+        let (exe, _) = mcp_hub::find_mcp_hub(&ctx.opts)?;
+        let mut run = mcp_hub::start_hub_with(&exe, ctx, n, &FakeMcpConfig::default())?;
         let port = run.hub.port;
         let hub = rt.block_on(async {
             let c = hub_client(port).await?;

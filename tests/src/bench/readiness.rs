@@ -1,4 +1,6 @@
-//! Issue 11 scenarios of `steward-bench`: readiness observed, not awaited.
+//! Scenarios `readiness` and `gate` of `steward-bench`: readiness is
+//! observed, not awaited (a server's handshake holds up neither the
+//! controller nor the other servers).
 //!
 //! - `readiness`: cold start to all Ready at each `--cold-ns` with fakes that
 //!   answer `initialize` after `--init-delay-ms` and burn `--start-cpu-ms`
@@ -14,7 +16,7 @@
 
 use super::*;
 
-/// The fake of the issue 11 figures: an `npx`-like start.
+/// The fake of these scenarios: an `npx`-like start.
 fn npx_like(ctx: &Ctx) -> FakeMcpConfig {
     FakeMcpConfig {
         initialize_delay_ms: ctx.opts.init_delay_ms,
@@ -60,8 +62,7 @@ fn status_round_trip(socket: &Path) -> Result<(f64, usize)> {
 
 /// `steward status -o json` as a user runs it (process start included).
 fn status_cli(ctx: &Ctx, env: &Env) -> Result<f64> {
-    let mut vars = env.vars();
-    vars.remove("RUST_LOG");
+    let vars = env.quiet_vars();
     let t0 = Instant::now();
     let out = Command::new(&ctx.steward)
         .arg("--workspace")
@@ -135,7 +136,7 @@ pub(super) fn readiness(ctx: &Ctx) -> Result<Readiness> {
     let hub_exe = if ctx.opts.no_mcp_hub {
         None
     } else {
-        Some(find_mcp_hub(&ctx.opts)?.0)
+        Some(mcp_hub::find_mcp_hub(&ctx.opts)?.0)
     };
     let repeats = |n: usize| if quick || n >= 500 { 1 } else { 3 };
     let mut out = serde_json::Map::new();
@@ -167,7 +168,7 @@ pub(super) fn readiness(ctx: &Ctx) -> Result<Readiness> {
                     "readiness: mcp-hub cold start, {n} servers (run {})",
                     rep + 1
                 ));
-                match start_hub_with(exe, ctx, n, &npx_like(ctx)) {
+                match mcp_hub::start_hub_with(exe, ctx, n, &npx_like(ctx)) {
                     Ok(mut h) => {
                         hub_ms.push(h.cold_ms);
                         hub_cpu.extend(secs(cpu_ticks(h.hub.pid)));
@@ -357,7 +358,7 @@ fn steady_state(
 pub(super) fn gate(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Value>)> {
     let slow_n = if ctx.opts.quick { 10 } else { 50 };
     let slow_ms = 5000;
-    let sb = Sandbox::new();
+    let sb = GuardedEnv::new();
     let settings = sb.env.home.join("settings.json");
     let mut fleet = Fleet::with(&ctx.fake, &sb.env.records(), 0, &FakeMcpConfig::default());
     fleet.push("ready-a", &FakeMcpConfig::default());

@@ -1,5 +1,5 @@
 //! `steward-lsp-bench`: what an `.lsp.json` edit costs under the real
-//! controller, with fake language servers (issue: LSP benchmarks).
+//! controller, with fake language servers.
 //!
 //! Measures, with N fake stdio language servers in `.lsp.json` (default 20):
 //! reload latency (file rename → edited server `Ready` with the new

@@ -1,0 +1,44 @@
+//! The integration tests of Steward, one binary (one link instead of one per
+//! file): the CLI tests (a sandboxed `steward` run to completion, snapshots
+//! of its output), the envtests (the real controller against the fake MCP
+//! and LSP servers, and against real peers), and the fakes' self-tests.
+//!
+//! Every test runs in its own sandbox ([`steward_tests::harness::Env`]) and
+//! passes what it needs to the processes it starts: none changes the
+//! environment, the current directory or any other state of this process,
+//! which all the tests share.
+
+mod common;
+mod real_clients;
+
+// The CLI tests.
+mod approve;
+mod cli;
+mod crds;
+mod secrets;
+mod status;
+mod validate;
+
+// The envtests.
+mod async_start;
+mod demo_walkthrough;
+mod gateway;
+mod gateway_http;
+mod gateway_real_clients;
+mod honest_status;
+mod kubectl;
+mod lsp_controller;
+mod lsp_faults;
+mod lsp_more;
+mod lsp_real_peers;
+mod lsp_tool;
+mod mcp_controller;
+mod mcp_more;
+mod mcp_real_peers;
+mod mcp_remote;
+mod qwen_parity;
+mod robust;
+
+// The fakes' self-tests.
+mod fake_lsp_server;
+mod fake_mcp_server;

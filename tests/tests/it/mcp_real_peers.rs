@@ -1,0 +1,163 @@
+//! Real peers (third-party MCP servers, installed by `.ci/run` at pinned
+//! versions): `@modelcontextprotocol/server-everything` (npm, Node) and
+//! `mcp-server-time` (PyPI, Python), run by the real `steward run`.
+//!
+//! This tier is never skipped: a missing peer fails with a message naming it
+//! and saying to run `.ci/run`.
+
+use std::time::Duration;
+
+use crate::common::peer;
+use serde_json::{Value, json};
+use steward_tests::harness::{
+    Controller, Env, alive, mcp, pid_of, process_tree, ready, wait_all_gone,
+};
+
+/// Node starts slowly on a loaded 2-core machine; Python imports too.
+const PEER_DEADLINE: Duration = Duration::from_secs(60);
+
+fn everything() -> Value {
+    let bin = peer(
+        "@modelcontextprotocol/server-everything",
+        "node_modules/.bin/mcp-server-everything",
+    );
+    // The first argument picks the transport (default stdio; say it).
+    json!({"command": bin.to_string_lossy(), "args": ["stdio"]})
+}
+
+fn time() -> Value {
+    let bin = peer("mcp-server-time", "venv/bin/mcp-server-time");
+    json!({"command": bin.to_string_lossy(), "args": []})
+}
+
+fn tools_of(c: &Controller, name: &str) -> Vec<String> {
+    mcp(&c.status(), name)
+        .and_then(|m| m.status.tools.clone())
+        .unwrap_or_default()
+}
+
+fn start_both(env: &Env) -> (Controller, u32, u32) {
+    env.user_mcp_servers(&[("everything", everything()), ("time", time())]);
+    let c = env.start(&[]);
+    let s = c.wait_for_within("everything and time Ready", PEER_DEADLINE, |s| {
+        ready(s, "everything") && ready(s, "time")
+    });
+    (
+        c,
+        pid_of(&s, "everything").unwrap(),
+        pid_of(&s, "time").unwrap(),
+    )
+}
+
+#[test]
+fn real_peers_reach_ready_with_their_real_tool_lists() {
+    let env = Env::new();
+    let (c, pe, pt) = start_both(&env);
+    assert!(alive(pe) && alive(pt));
+    let tools = tools_of(&c, "everything");
+    for t in ["echo", "get-sum", "get-env"] {
+        assert!(
+            tools.iter().any(|x| x == t),
+            "everything lacks {t}: {tools:?}"
+        );
+    }
+    let tools = tools_of(&c, "time");
+    for t in ["get_current_time", "convert_time"] {
+        assert!(tools.iter().any(|x| x == t), "time lacks {t}: {tools:?}");
+    }
+    let s = c.status();
+    for name in ["everything", "time"] {
+        let m = mcp(&s, name).unwrap();
+        assert_eq!(m.status.restarts, 0, "{name}: {:?}", m.status);
+        assert_eq!(
+            m.status.observed_hash.as_deref(),
+            Some(m.spec.config_hash.as_str())
+        );
+    }
+}
+
+#[test]
+fn editing_one_real_peer_restarts_only_that_one() {
+    let env = Env::new();
+    let (c, pe, pt) = start_both(&env);
+    let old_time_tree = process_tree(pt);
+
+    // An args edit of time: only time restarts.
+    let mut time2 = time();
+    time2["args"] = json!(["--local-timezone", "UTC"]);
+    env.user_mcp_servers(&[("everything", everything()), ("time", time2.clone())]);
+    let s = c.wait_for_within("time restarted", PEER_DEADLINE, |s| {
+        ready(s, "time") && pid_of(s, "time").is_some_and(|p| p != pt)
+    });
+    assert_eq!(
+        pid_of(&s, "everything"),
+        Some(pe),
+        "everything must keep its pid"
+    );
+    assert_eq!(mcp(&s, "time").unwrap().metadata.generation, 2);
+    assert!(
+        mcp(&s, "time")
+            .unwrap()
+            .status
+            .tools
+            .as_ref()
+            .is_some_and(|t| t.iter().any(|x| x == "get_current_time"))
+    );
+    wait_all_gone(
+        "the old time server and its descendants exit",
+        &old_time_tree,
+    );
+    let pt2 = pid_of(&s, "time").unwrap();
+
+    // An env edit of everything: only everything restarts.
+    let old_everything_tree = process_tree(pe);
+    let mut everything2 = everything();
+    everything2["env"] = json!({"STEWARD_TEST_EDIT": "1"});
+    env.user_mcp_servers(&[("everything", everything2), ("time", time2)]);
+    let s = c.wait_for_within("everything restarted", PEER_DEADLINE, |s| {
+        ready(s, "everything") && pid_of(s, "everything").is_some_and(|p| p != pe)
+    });
+    assert_eq!(pid_of(&s, "time"), Some(pt2), "time must keep its pid");
+    assert!(
+        mcp(&s, "everything")
+            .unwrap()
+            .status
+            .tools
+            .as_ref()
+            .is_some_and(|t| t.iter().any(|x| x == "echo"))
+    );
+    wait_all_gone(
+        "the old everything server and its descendants exit",
+        &old_everything_tree,
+    );
+}
+
+#[test]
+fn removing_a_real_peer_leaves_no_process_behind() {
+    let env = Env::new();
+    let (c, pe, pt) = start_both(&env);
+    // Collected before removal: once the leader dies, its children are
+    // reparented and can no longer be found from it.
+    let everything_tree = process_tree(pe);
+    let time_tree = process_tree(pt);
+
+    env.user_mcp_servers(&[("time", time())]);
+    let s = c.wait_for("everything gone from status", |s| {
+        mcp(s, "everything").is_none()
+    });
+    assert!(
+        s.removed.iter().any(|r| r.name == "everything"),
+        "{:?}",
+        s.removed
+    );
+    wait_all_gone("everything and every descendant exit", &everything_tree);
+    assert_eq!(
+        pid_of(&s, "time"),
+        Some(pt),
+        "time must keep running untouched"
+    );
+
+    env.user_mcp_servers(&[]);
+    c.wait_for("time gone from status", |s| mcp(s, "time").is_none());
+    wait_all_gone("time and every descendant exit", &time_tree);
+}
