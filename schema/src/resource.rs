@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -77,7 +78,7 @@ impl fmt::Display for SourceKind {
     }
 }
 
-/// Where a server's winning definition came from (product.md §2.1).
+/// Where a server's winning definition came from: the source layer whose entry won the merge.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
 )]
@@ -176,6 +177,41 @@ pub struct McpServerSpec {
     #[serde(skip)]
     #[schemars(skip)]
     pub as_written: AsWritten,
+}
+
+/// Qwen Code's default MCP request `timeout`, in milliseconds.
+pub const DEFAULT_MCP_TIMEOUT_MS: u64 = 600_000;
+
+impl McpServerSpec {
+    /// A tool call's timeout when the entry sets none (or 0 or less): ten
+    /// minutes, as in Qwen Code.
+    pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_millis(DEFAULT_MCP_TIMEOUT_MS);
+
+    /// How long one forwarded call may take, and how long a restart for a
+    /// new configuration waits for the calls in flight.
+    pub fn call_timeout(&self) -> Duration {
+        self.timeout
+            .filter(|ms| *ms > 0)
+            .map_or(Self::DEFAULT_CALL_TIMEOUT, Duration::from_millis)
+    }
+
+    /// `includeTools` / `excludeTools`: the tools of `tools` an agent is
+    /// offered, in the server's order. No include list allows every tool
+    /// (`[]` allows none); exclude wins; entries are exact tool names.
+    pub fn exposed_tools<'a>(&self, tools: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+        tools
+            .into_iter()
+            .filter(|tool| self.exposes_tool(tool))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Whether the tool named `tool` is offered (see [`Self::exposed_tools`]).
+    pub fn exposes_tool(&self, tool: &str) -> bool {
+        let listed =
+            |list: &Option<Vec<String>>| list.as_ref().map(|l| l.iter().any(|t| t == tool));
+        listed(&self.include_tools).unwrap_or(true) && !listed(&self.exclude_tools).unwrap_or(false)
+    }
 }
 
 /// The fields of a spec that expand `$VAR`, as written in the source (the
@@ -298,7 +334,7 @@ pub enum Reason {
     Rejected,
     TrustRequired,
     StoppedByUser,
-    /// An `mcpServers` entry that runs `steward mcp` itself (product.md §6).
+    /// An `mcpServers` entry that runs `steward mcp` itself: Steward never starts it.
     SelfReference,
     // Failed
     CommandNotFound,
@@ -569,7 +605,7 @@ pub struct Skipped {
     pub reason: Reason,
 }
 
-/// What one reload did (product.md §4; the LSP seed's service-level result).
+/// What one reload did: the servers it added, removed, restarted, left unchanged, failed or skipped.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReloadSummary {
@@ -633,4 +669,63 @@ pub struct WorkspaceStatus {
     pub sources: Vec<SourceStatus>,
     pub items: Vec<Item>,
     pub removed: Vec<RemovedRef>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: Value) -> McpServerSpec {
+        let mut json = serde_json::json!({
+            "transport": "stdio", "scope": "user", "command": "srv",
+            "configHash": "", "approvalHash": ""
+        });
+        json.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn the_call_timeout_is_the_entrys_or_ten_minutes() {
+        let default = Duration::from_millis(600_000);
+        assert_eq!(spec(serde_json::json!({})).call_timeout(), default);
+        assert_eq!(
+            spec(serde_json::json!({"timeout": 0})).call_timeout(),
+            default
+        );
+        assert_eq!(
+            spec(serde_json::json!({"timeout": 1500})).call_timeout(),
+            Duration::from_millis(1500)
+        );
+    }
+
+    #[test]
+    fn tools_are_included_then_excluded_by_exact_name_in_the_servers_order() {
+        let tools = ["read", "write", "delete", "list"];
+        let exposed = |extra| spec(extra).exposed_tools(tools);
+        assert_eq!(exposed(serde_json::json!({})), tools);
+        let include = serde_json::json!(["list", "read", "missing"]);
+        assert_eq!(
+            exposed(serde_json::json!({"includeTools": include})),
+            ["read", "list"],
+            "server order is kept"
+        );
+        let exclude = serde_json::json!(["read", "delete"]);
+        assert_eq!(
+            exposed(serde_json::json!({"excludeTools": exclude})),
+            ["write", "list"]
+        );
+        assert_eq!(
+            exposed(serde_json::json!({"includeTools": include, "excludeTools": exclude})),
+            ["list"],
+            "exclude wins"
+        );
+        assert!(
+            exposed(serde_json::json!({"includeTools": []})).is_empty(),
+            "[] allows none"
+        );
+        assert_eq!(exposed(serde_json::json!({"excludeTools": []})), tools);
+        assert!(exposed(serde_json::json!({"includeTools": ["rea"]})).is_empty());
+    }
 }

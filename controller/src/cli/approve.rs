@@ -1,5 +1,6 @@
 //! `steward approve` / `steward reject`: decide for gated MCP servers
-//! (scopes `project` and `workspace`, product.md §3 gate 5). Each decision is
+//! (scopes `project` and `workspace`: servers from files the workspace
+//! controls run only once approved for their current configuration). Each decision is
 //! bound to the server's current `approvalHash` and recorded through
 //! [`crate::desired::approvals::record`] under the canonical workspace root. Every
 //! name is checked before anything is written: one bad name writes nothing.

@@ -1,4 +1,4 @@
-//! The command line of `steward` (product.md §5): clap definitions and the
+//! The command line of `steward`: clap definitions and the
 //! help text that teaches them. Parsing only — what each command does lives
 //! in [`crate::cli`].
 //!

@@ -1,5 +1,5 @@
 //! The approvals store: recording `steward approve` / `steward reject`
-//! decisions in the approvals file (`mcpApprovals.json`, product.md §1) so
+//! decisions in the approvals file (`HOME_DIR/mcpApprovals.json`) so
 //! that concurrent writers — two CLIs, a CLI and the agent — lose nothing.
 //!
 //! A write takes an advisory lock on a sibling `<file>.lock`, reads the

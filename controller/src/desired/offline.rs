@@ -1,6 +1,6 @@
 //! The workspace as the files alone describe it: load every source, merge
-//! the desired state, run admission, and assemble the `WorkspaceStatus` of
-//! product.md §5 without a controller (`steward status --offline`). Loading
+//! the desired state, run admission, and assemble the `WorkspaceStatus`
+//! without a controller (`steward status --offline`). Loading
 //! is lenient, as on a cold start of `steward run` with the same flags; the
 //! live controller starts from the same function and overlays its runtime
 //! part (phase, pid, restarts, `removed`).

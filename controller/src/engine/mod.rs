@@ -73,7 +73,7 @@ pub struct RunOptions {
     pub gateway: GatewayOptions,
 }
 
-/// Options of the agent endpoint (product.md §6).
+/// Options of the agent endpoint (`steward mcp`, `run --mcp-listen`).
 #[derive(Debug, Clone, Default)]
 pub struct GatewayOptions {
     /// Streamable HTTP at this address (`--mcp-listen`).

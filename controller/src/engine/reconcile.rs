@@ -41,10 +41,10 @@ use crate::engine::instance::{
 };
 use crate::engine::queue::Requeue;
 use crate::gateway::lsp::LspService;
-use crate::gateway::registry::{DEFAULT_CALL_TIMEOUT, Registry};
+use crate::gateway::registry::Registry;
 use crate::observe::clock::{now_rfc3339, rfc3339};
 use crate::observe::status::{StatusStore, set_condition};
-use crate::runtime::mcp::{self, Broadcast, McpTimeouts};
+use crate::runtime::mcp::{Broadcast, McpTimeouts};
 use crate::runtime::process::Spawner;
 
 /// Timeouts and backoff parameters of the reconciler.
@@ -367,12 +367,7 @@ impl Reconciler {
         // has stopped (a Ready MCP server finishes its calls first).
         if slot.current.as_ref().is_some_and(|i| i.hash != hash) {
             let drain = match &desired {
-                Desired::Mcp(d) => StopMode::Drain(
-                    d.spec
-                        .timeout
-                        .filter(|ms| *ms > 0)
-                        .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_millis),
-                ),
+                Desired::Mcp(d) => StopMode::Drain(d.spec.call_timeout()),
                 Desired::Lsp(_) => StopMode::Now,
             };
             self.replace(key, slot, drain);
@@ -736,11 +731,7 @@ impl Reconciler {
                 self.registry.publish(&key.name, handle, lists, &d.spec);
                 let names: Vec<String> = lists.tools.iter().map(|t| t.name.to_string()).collect();
                 (
-                    Some(mcp::filter_tools(
-                        &names,
-                        d.spec.include_tools.as_deref(),
-                        d.spec.exclude_tools.as_deref(),
-                    )),
+                    Some(d.spec.exposed_tools(names.iter().map(String::as_str))),
                     Some(lists.prompts.iter().map(|p| p.name.clone()).collect()),
                     None,
                 )

@@ -1,4 +1,4 @@
-//! The agent endpoint (product.md §6): one MCP server that offers every
+//! The agent endpoint: one MCP server that offers every
 //! agent the tools, prompts and resources of every Ready MCP server of the
 //! workspace, and code intelligence as one `lsp` tool.
 //!

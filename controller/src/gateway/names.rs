@@ -1,4 +1,5 @@
-//! Names the agent endpoint exposes (product.md §6 "Names").
+//! Names the agent endpoint exposes: `server__tool`, sanitized, at most 64
+//! characters, a short hash suffix on a collision.
 //!
 //! Tool `t` of server `s` is `s__t`, sanitized to `[A-Za-z0-9_-]` and at
 //! most 64 characters. Only names that collide after sanitizing or

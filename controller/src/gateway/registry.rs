@@ -25,10 +25,7 @@ use steward_schema::resource::{CallCounts, McpServerSpec};
 use tokio::sync::watch;
 
 use super::names;
-use crate::runtime::mcp::{McpHandle, McpLists, filter_tools};
-
-/// Per-call timeout when the entry sets none (Qwen Code's default).
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_millis(600_000);
+use crate::runtime::mcp::{McpHandle, McpLists};
 
 /// What one server exposes, after its filters.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -42,17 +39,11 @@ pub struct ServerCatalog {
 impl ServerCatalog {
     /// `lists` after the spec's `includeTools` / `excludeTools`.
     pub fn filtered(lists: &McpLists, spec: &McpServerSpec) -> ServerCatalog {
-        let names: Vec<String> = lists.tools.iter().map(|t| t.name.to_string()).collect();
-        let kept = filter_tools(
-            &names,
-            spec.include_tools.as_deref(),
-            spec.exclude_tools.as_deref(),
-        );
         ServerCatalog {
             tools: lists
                 .tools
                 .iter()
-                .filter(|t| kept.iter().any(|k| k == t.name.as_ref()))
+                .filter(|t| spec.exposes_tool(&t.name))
                 .cloned()
                 .collect(),
             prompts: lists.prompts.clone(),
@@ -362,10 +353,7 @@ impl Registry {
     ) {
         let catalog = ServerCatalog::filtered(lists, spec);
         let handle = handle.clone();
-        let timeout = spec
-            .timeout
-            .filter(|ms| *ms > 0)
-            .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_millis);
+        let timeout = spec.call_timeout();
         let mut inner = self.lock();
         if let Some(Slot::Live(up)) = inner.slots.get(server)
             && Arc::ptr_eq(up.handle.relay(), handle.relay())

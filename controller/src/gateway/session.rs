@@ -7,7 +7,7 @@
 //! cancellation and the server's own requests (sampling, elicitation) reach
 //! the right client. A call to a server that is starting or restarting
 //! waits for it; a call to a server that cannot run returns a tool error
-//! that says why and what to do (MCP seed, part F item B).
+//! that says why and what to do.
 
 // Logging is deprecated by SEP-2577 (protocol 2026-07-28) but part of the
 // initialize-lifecycle versions this endpoint speaks.

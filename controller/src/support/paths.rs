@@ -1,5 +1,5 @@
-//! Where every source and every piece of controller state lives on disk
-//! (product.md §1): `HOME_DIR`, the canonical workspace root, and the paths
+//! Where every source and every piece of controller state lives on disk:
+//! `HOME_DIR`, the canonical workspace root, and the paths
 //! derived from them and from the `QWEN_CODE_*` overrides.
 
 use std::collections::BTreeMap;

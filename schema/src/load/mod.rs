@@ -71,8 +71,7 @@ pub use settings::load_settings;
 pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 10_000;
 /// Default `shutdownTimeout` of a language server, in milliseconds.
 pub const DEFAULT_SHUTDOWN_TIMEOUT_MS: u64 = 5_000;
-/// Qwen Code's default MCP request `timeout`, in milliseconds.
-pub const DEFAULT_MCP_TIMEOUT_MS: u64 = 600_000;
+pub use crate::resource::DEFAULT_MCP_TIMEOUT_MS;
 /// Default `maxRestarts` of a language server.
 pub const DEFAULT_MAX_RESTARTS: u32 = 3;
 

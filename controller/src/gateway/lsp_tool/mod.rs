@@ -1,5 +1,5 @@
 //! The `lsp` tool: code intelligence from the workspace's language servers,
-//! with Qwen Code's `lsp` tool interface (product.md §6), so an agent prompt
+//! with Qwen Code's `lsp` tool interface, so an agent prompt
 //! written for Qwen Code works unchanged.
 //!
 //! This module owns the translation between that interface and LSP: the
