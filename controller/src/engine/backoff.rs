@@ -14,6 +14,8 @@
 //! - [`CrashLoop`]: kubelet-style `CrashLoopBackOff` for servers that exit after
 //!   having started (10 s doubling to 300 s), keyed by server name *and*
 //!   `configHash`.
+//! - [`LspRestarts`]: a language server's `restartOnCrash` / `maxRestarts`
+//!   policy, counted per `configHash`.
 //!
 //! Invariants:
 //!
@@ -475,9 +477,109 @@ impl<N: Clone + Eq + Hash> CrashLoop<N> {
     }
 }
 
+/// What to do after a language server exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LspCrash {
+    /// Restart it now: this is restart `count` of `max`.
+    Restart { count: u32, max: u32 },
+    /// `restartOnCrash`, but `max` restarts were already made.
+    GaveUp { max: u32 },
+    /// `restartOnCrash` is false: hold it until its source is saved.
+    Hold,
+}
+
+/// A language server's restart policy (`restartOnCrash`, `maxRestarts`):
+/// restarts are counted per key and `configHash` (a new hash starts over,
+/// as does [`LspRestarts::forget`]); a restart is immediate, not delayed.
+#[derive(Debug)]
+pub struct LspRestarts<K> {
+    counts: HashMap<K, (String, u32)>,
+}
+
+impl<K> Default for LspRestarts<K> {
+    fn default() -> Self {
+        Self {
+            counts: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash> LspRestarts<K> {
+    /// Records that `key`, running `config_hash`, exited; says what to do.
+    pub fn crashed(
+        &mut self,
+        key: &K,
+        config_hash: &str,
+        restart_on_crash: bool,
+        max_restarts: u32,
+    ) -> LspCrash {
+        let entry = self
+            .counts
+            .entry(key.clone())
+            .or_insert_with(|| (config_hash.to_owned(), 0));
+        if entry.0 != config_hash {
+            *entry = (config_hash.to_owned(), 0);
+        }
+        entry.1 += 1;
+        let count = entry.1;
+        if !restart_on_crash {
+            LspCrash::Hold
+        } else if count <= max_restarts {
+            LspCrash::Restart {
+                count,
+                max: max_restarts,
+            }
+        } else {
+            LspCrash::GaveUp { max: max_restarts }
+        }
+    }
+
+    /// Forgets `key`'s restarts (its source was saved, or it was removed).
+    pub fn forget(&mut self, key: &K) {
+        self.counts.remove(key);
+    }
+
+    /// How many keys have restarts counted.
+    pub fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Whether no key has restarts counted.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_language_server_restarts_up_to_max_restarts_per_config_hash() {
+        let mut r = LspRestarts::default();
+        assert_eq!(
+            r.crashed(&"py", "h1", true, 2),
+            LspCrash::Restart { count: 1, max: 2 }
+        );
+        assert_eq!(
+            r.crashed(&"py", "h1", true, 2),
+            LspCrash::Restart { count: 2, max: 2 }
+        );
+        assert_eq!(r.crashed(&"py", "h1", true, 2), LspCrash::GaveUp { max: 2 });
+        assert_eq!(
+            r.crashed(&"py", "h2", true, 2),
+            LspCrash::Restart { count: 1, max: 2 },
+            "a new configHash starts over"
+        );
+        r.forget(&"py");
+        assert!(r.is_empty());
+        assert_eq!(
+            r.crashed(&"py", "h2", true, 2),
+            LspCrash::Restart { count: 1, max: 2 }
+        );
+        assert_eq!(r.crashed(&"c", "h", false, 5), LspCrash::Hold);
+        assert_eq!(r.len(), 2);
+    }
 
     fn secs(s: f64) -> Duration {
         Duration::from_secs_f64(s)
