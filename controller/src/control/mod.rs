@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use steward_schema::resource::{ReloadSummary, ResourceKind, WorkspaceStatus};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
+
+use crate::support::socket::peer_is_same_user;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::observe::events::Event;
@@ -214,34 +216,6 @@ pub enum ControlError {
     Decode(#[from] serde_json::Error),
     #[error("the controller closed the connection without answering")]
     Closed,
-}
-
-/// Bind the socket at `path` (a stale socket from a dead controller is
-/// replaced; the caller holds the controller lock, so it cannot be live).
-/// The socket is 0600 whatever the umask; its directory should be private
-/// too ([`crate::support::paths::create_private_dir`]), and [`serve`] also checks
-/// each peer's uid.
-pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
-    use std::os::unix::fs::PermissionsExt as _;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    Ok(listener)
-}
-
-/// Whether the peer of `stream` runs as this process's user (`SO_PEERCRED`):
-/// every unix socket Steward serves checks it.
-pub fn peer_is_same_user(stream: &UnixStream) -> bool {
-    stream
-        .peer_cred()
-        .is_ok_and(|cred| cred.uid() == crate::support::paths::effective_uid())
 }
 
 /// How long a connection may take to send its request line.
