@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::{CommandError, Io};
 use crate::cli::args::{LspArgs, LspCommand, LspFormat};
-use crate::control::{self, LspOp, LspQuery, Request};
-use crate::gateway::lsp::parse_location;
+use crate::control::{self, Request};
+use crate::gateway::lsp::{LspOp, LspQuery, parse_location};
 use crate::support::paths::Paths;
 
 fn absolute(path: &Path) -> PathBuf {

@@ -13,12 +13,12 @@ use serde::{Deserialize, Serialize};
 use steward_schema::resource::{ReloadSummary, ResourceKind, WorkspaceStatus};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
-
-use crate::support::socket::peer_is_same_user;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::gateway::lsp::LspQuery;
 use crate::observe::events::Event;
 use crate::observe::logs::LogChunk;
+use crate::support::socket::peer_is_same_user;
 
 /// A request to the controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,42 +88,6 @@ pub struct LogsQuery {
     /// Only the last lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tail: Option<usize>,
-}
-
-/// What `steward lsp` asks of a language server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LspQuery {
-    pub op: LspOp,
-    /// Absolute path of the document (all ops but `request`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file: Option<PathBuf>,
-    /// 1-based line and column (character) of the position ops.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub column: Option<u32>,
-    /// Which server (default: chosen by the file's extension / language).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<String>,
-    /// `request`: the method and its params.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub method: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub params: Option<serde_json::Value>,
-}
-
-/// The `steward lsp` operations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum LspOp {
-    Open,
-    Hover,
-    Definition,
-    References,
-    Symbols,
-    Diagnostics,
-    Request,
 }
 
 /// A response line.
