@@ -8,15 +8,18 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 
-use super::protocol::{Request, Response};
+use super::protocol::{Answer, Request, answer_line};
 use crate::support::socket::peer_is_same_user;
 
 /// A request that needs the controller's event loop, with where to answer.
 #[derive(Debug)]
 pub struct Incoming {
     pub request: Request,
-    pub reply: oneshot::Sender<Response>,
+    pub reply: oneshot::Sender<Answer>,
 }
+
+/// What a request gets when the event loop is gone.
+const SHUTTING_DOWN: &str = "the controller is shutting down";
 
 /// How long a connection may take to send its request line.
 const REQUEST_LINE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -68,7 +71,7 @@ where
             else {
                 return;
             };
-            let response = match serde_json::from_str::<Request>(&line) {
+            let answer = match serde_json::from_str::<Request>(&line) {
                 Ok(request) if request.is_stream() => {
                     let stream = match lines.into_inner().into_inner().reunite(write) {
                         Ok(s) => s,
@@ -80,16 +83,16 @@ where
                 Ok(request) => {
                     let (reply, answer) = oneshot::channel();
                     if to_loop.send(Incoming { request, reply }).await.is_err() {
-                        Response::error("the controller is shutting down")
+                        Err(SHUTTING_DOWN.to_owned())
                     } else {
                         answer
                             .await
-                            .unwrap_or_else(|_| Response::error("the controller is shutting down"))
+                            .unwrap_or_else(|_| Err(SHUTTING_DOWN.to_owned()))
                     }
                 }
-                Err(e) => Response::error(format!("parse the request: {e}")),
+                Err(e) => Err(format!("parse the request: {e}")),
             };
-            let _ = write_line(&mut write, &response).await;
+            let _ = write_answer(&mut write, answer).await;
         });
     }
 }
@@ -101,19 +104,18 @@ async fn refuse(stream: UnixStream) {
     let mut lines = BufReader::new(read).lines();
     let _ = tokio::time::timeout(Duration::from_secs(5), lines.next_line()).await;
     let uid = crate::support::paths::effective_uid();
-    let refusal = Response::error(format!(
+    let refusal = Err(format!(
         "use the controller: it serves only its own user (uid {uid})"
     ));
-    let _ = write_line(&mut write, &refusal).await;
+    let _ = write_answer(&mut write, refusal).await;
 }
 
-/// Write one response line.
-pub async fn write_line<W: AsyncWriteExt + Unpin>(
+/// Write one answer line.
+pub async fn write_answer<W: AsyncWriteExt + Unpin>(
     w: &mut W,
-    response: &Response,
+    answer: Answer,
 ) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(response).map_err(std::io::Error::other)?;
-    line.push(b'\n');
+    let line = answer_line(answer).map_err(std::io::Error::other)?;
     w.write_all(&line).await?;
     w.flush().await
 }

@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::control::streams;
-use crate::control::{self, Incoming, Request, Response};
+use crate::control::{self, Answer, Incoming, RawJson, Reply, Request};
 use crate::desired::snapshot::{Applied, DesiredStore, Key, Snapshot};
 use crate::engine::instance::RuntimeEvent;
 use crate::engine::queue::{WorkQueue, run_workers};
@@ -413,7 +413,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let server = {
         let store = store.clone();
         let view = view.clone();
-        tokio::spawn(control::serve(
+        tokio::spawn(control::server::serve(
             listener,
             control_tx,
             move |request, stream| streams::serve(request, stream, store.clone(), view.clone()),
