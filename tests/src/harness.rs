@@ -14,7 +14,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use steward::control::{self, Request};
+use steward::control::client;
 use steward::support::paths::Paths;
 use steward_schema::resource::{Item, Phase, WorkspaceStatus};
 
@@ -440,14 +440,8 @@ impl Controller {
     /// The live status, if the controller answers.
     pub fn try_status(&self) -> Option<WorkspaceStatus> {
         let rt = Self::rt();
-        let r = rt
-            .block_on(control::request(
-                &self.socket,
-                &Request::Status,
-                Duration::from_secs(5),
-            ))
-            .ok()?;
-        r.status.map(|s| *s)
+        rt.block_on(client::status(&self.socket, false, Duration::from_secs(5)))
+            .ok()
     }
 
     pub fn status(&self) -> WorkspaceStatus {

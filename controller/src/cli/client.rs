@@ -1,10 +1,10 @@
 //! How a one-shot command talks to the running controller: a small
-//! runtime, a bounded wait, and the controller's refusals as errors.
+//! runtime, a bounded wait, and a missing controller said as such.
 
 use std::time::Duration;
 
 use super::CommandError;
-use crate::control::{self, Response};
+use crate::control::ControlError;
 use crate::support::paths::Paths;
 
 /// How long a one-shot request may wait for the controller (a reload waits
@@ -18,21 +18,10 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
         .build()?)
 }
 
-/// The response, or the controller's error as a [`CommandError`].
-pub(crate) fn answer(response: Response) -> Result<Response, CommandError> {
-    if response.ok {
-        Ok(response)
-    } else {
-        Err(CommandError::Controller(
-            response.error.unwrap_or_else(|| "unknown error".to_owned()),
-        ))
-    }
-}
-
 /// A failure to reach the controller, said as "none is running" when so.
-pub(crate) fn need_controller(paths: &Paths, e: control::ControlError) -> CommandError {
+pub(crate) fn need_controller(paths: &Paths, e: ControlError) -> CommandError {
     match e {
-        control::ControlError::Connect { .. } => CommandError::Controller(format!(
+        ControlError::Connect { .. } => CommandError::Controller(format!(
             "reach a controller: none is running for {} (start one with `steward run`)",
             paths.workspace.display()
         )),

@@ -9,11 +9,12 @@ use std::time::SystemTime;
 
 use steward_schema::resource::{Item, WorkspaceStatus};
 
-use super::client::{REQUEST_TIMEOUT, answer, runtime};
+use super::client::{REQUEST_TIMEOUT, runtime};
 use super::{CommandError, Io};
 use crate::cli::args::DescribeArgs;
 use crate::cli::output::{self, StderrView};
-use crate::control::{self, LogsQuery, Request, Response};
+use crate::control::client::{self, Logs};
+use crate::control::{ControlError, LogsQuery};
 use crate::observe::events::Event;
 use crate::support::paths::Paths;
 
@@ -29,24 +30,14 @@ pub fn run(
 ) -> Result<ExitCode, CommandError> {
     let rt = runtime()?;
     let socket = paths.socket_path();
-    let ask = |request: Request| -> Result<Response, CommandError> {
-        answer(rt.block_on(control::request(&socket, &request, REQUEST_TIMEOUT))?)
-    };
-    let status_request = if args.show_secrets {
-        Request::StatusWithSecrets { watch: false }
-    } else {
-        Request::Status
-    };
-    let live = match ask(status_request) {
-        Ok(r) => r.status.map(|s| *s),
-        Err(CommandError::Control(control::ControlError::Connect { .. })) => None,
-        Err(e) => return Err(e),
+    let live = match rt.block_on(client::status(&socket, args.show_secrets, REQUEST_TIMEOUT)) {
+        Ok(status) => Some(status),
+        Err(ControlError::Connect { .. }) => None,
+        Err(e) => return Err(e.into()),
     };
     let (status, events) = match live {
         Some(status) => {
-            let events = ask(Request::Events { watch: false })?
-                .events
-                .unwrap_or_default();
+            let events = rt.block_on(client::events(&socket, REQUEST_TIMEOUT))?;
             (status, Some(events))
         }
         None => {
@@ -65,18 +56,16 @@ pub fn run(
         let stderr = match &events {
             None => StderrView::Note("no controller is running".to_owned()),
             Some(_) => {
-                let answer = ask(Request::Logs(LogsQuery {
+                let query = LogsQuery {
                     name: item.name().to_owned(),
                     kind: Some(item.kind()),
                     previous: false,
                     follow: false,
                     tail: Some(STDERR_LINES),
-                }))?;
-                match answer.logs {
-                    Some(chunk) => StderrView::Lines(chunk),
-                    None => {
-                        StderrView::Note(answer.message.unwrap_or_else(|| "none kept".to_owned()))
-                    }
+                };
+                match rt.block_on(client::logs(&socket, &query, REQUEST_TIMEOUT))? {
+                    Logs::Lines(chunk) => StderrView::Lines(chunk),
+                    Logs::Notice(note) => StderrView::Note(note),
                 }
             }
         };

@@ -5,11 +5,11 @@
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use super::client::{REQUEST_TIMEOUT, answer, need_controller, runtime};
+use super::client::{REQUEST_TIMEOUT, need_controller, runtime};
 use super::{CommandError, Io};
 use crate::cli::args::EventsArgs;
 use crate::cli::output::{self, EventList, Format, Table};
-use crate::control::{self, Request};
+use crate::control::{ControlError, client};
 use crate::observe::events::Event;
 use crate::support::paths::Paths;
 
@@ -21,13 +21,11 @@ pub fn run(
 ) -> Result<ExitCode, CommandError> {
     let rt = runtime()?;
     let socket = paths.socket_path();
-    let request = Request::Events { watch: args.watch };
     let no_controller = |e| need_controller(paths, e);
     if !args.watch {
-        let response = rt
-            .block_on(control::request(&socket, &request, REQUEST_TIMEOUT))
+        let events = rt
+            .block_on(client::events(&socket, REQUEST_TIMEOUT))
             .map_err(no_controller)?;
-        let events = answer(response)?.events.unwrap_or_default();
         match args.output {
             Format::Json => {
                 let mut text = serde_json::to_string_pretty(&EventList::new(&events))
@@ -51,19 +49,19 @@ pub fn run(
         return Ok(ExitCode::SUCCESS);
     }
     let mut stream = rt
-        .block_on(control::stream(&socket, &request))
+        .block_on(client::watch_events(&socket))
         .map_err(no_controller)?;
     let wide = args.output == Format::Wide;
     let mut table = Table::for_watch(output::event_header(wide));
     let mut header_printed = false;
     loop {
-        let events: Vec<Event> = match rt.block_on(stream.recv()) {
-            None | Some(Err(control::ControlError::Closed)) => {
+        let events: Vec<Event> = match rt.block_on(stream.next()) {
+            None | Some(Err(ControlError::Closed)) => {
                 writeln!(io.err, "the controller stopped")?;
                 return Ok(ExitCode::SUCCESS);
             }
             Some(Err(e)) => return Err(e.into()),
-            Some(Ok(response)) => answer(response)?.events.unwrap_or_default(),
+            Some(Ok(events)) => events,
         };
         // A watch prints times relative to when each line is printed.
         let now = SystemTime::now();

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::client::{need_controller, runtime};
 use super::{CommandError, Io};
 use crate::cli::args::{LspArgs, LspCommand, LspFormat};
-use crate::control::{self, LspOp, LspQuery, Request};
-use crate::gateway::lsp::parse_location;
+use crate::control::client;
+use crate::gateway::lsp::{LspOp, LspQuery, parse_location};
 use crate::support::paths::Paths;
 
 fn absolute(path: &Path) -> PathBuf {
@@ -75,28 +76,14 @@ pub fn run(paths: &Paths, args: LspArgs, io: &mut Io<'_>) -> Result<ExitCode, Co
             }
         }
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let response = rt
-        .block_on(control::request(
+    let rt = runtime()?;
+    let (_server, result) = rt
+        .block_on(client::lsp(
             &paths.socket_path(),
-            &Request::Lsp(q.clone()),
+            &q,
             Duration::from_secs(90),
         ))
-        .map_err(|e| match e {
-            control::ControlError::Connect { .. } => CommandError::Controller(format!(
-                "reach a controller: none is running for {} (start one with `steward run`)",
-                paths.workspace.display()
-            )),
-            other => other.into(),
-        })?;
-    if !response.ok {
-        return Err(CommandError::Controller(
-            response.error.unwrap_or_else(|| "unknown error".to_owned()),
-        ));
-    }
-    let result = response.result.unwrap_or(Value::Null);
+        .map_err(|e| need_controller(paths, e))?;
     match args.output {
         LspFormat::Json => writeln!(
             io.out,

@@ -3,23 +3,18 @@
 
 use std::process::ExitCode;
 
-use super::client::{REQUEST_TIMEOUT, answer, need_controller, runtime};
+use super::client::{REQUEST_TIMEOUT, need_controller, runtime};
 use super::{CommandError, Io};
-use crate::control::{self, Request};
+use crate::control::client::{self, Reloaded};
 use crate::support::paths::Paths;
 /// `steward reload`.
 pub fn run(paths: &Paths, io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
     let rt = runtime()?;
-    let response = rt
-        .block_on(control::request(
-            &paths.socket_path(),
-            &Request::Reload,
-            REQUEST_TIMEOUT,
-        ))
+    let reloaded = rt
+        .block_on(client::reload(&paths.socket_path(), REQUEST_TIMEOUT))
         .map_err(|e| need_controller(paths, e))?;
-    let response = answer(response)?;
-    match response.reload {
-        Some(s) => {
+    match reloaded {
+        Reloaded::Summary(s) => {
             let list = |v: &[String]| {
                 if v.is_empty() {
                     "-".to_owned()
@@ -41,12 +36,8 @@ pub fn run(paths: &Paths, io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
                 ExitCode::from(1)
             })
         }
-        None => {
-            writeln!(
-                io.out,
-                "{}",
-                response.message.unwrap_or_else(|| "reloaded".to_owned())
-            )?;
+        Reloaded::Note(note) => {
+            writeln!(io.out, "{note}")?;
             Ok(ExitCode::SUCCESS)
         }
     }

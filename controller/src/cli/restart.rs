@@ -6,36 +6,31 @@ use std::process::ExitCode;
 
 use steward_schema::resource::WorkspaceStatus;
 
-use super::client::{REQUEST_TIMEOUT, answer, need_controller, runtime};
+use super::client::{REQUEST_TIMEOUT, need_controller, runtime};
 use super::{CommandError, Io};
-use crate::control::{self, Request};
+use crate::control::client;
 use crate::support::paths::Paths;
 /// `steward restart`: restart each server once and say how it came back.
 pub fn run(paths: &Paths, names: &[String], io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
     let rt = runtime()?;
     let socket = paths.socket_path();
-    let ask = |request: &Request| {
-        rt.block_on(control::request(&socket, request, REQUEST_TIMEOUT))
+    let status = || {
+        rt.block_on(client::status(&socket, false, REQUEST_TIMEOUT))
             .map_err(|e| need_controller(paths, e))
-            .and_then(answer)
     };
-    let pids = |status: Option<Box<WorkspaceStatus>>| -> BTreeMap<(String, String), Option<u32>> {
+    let pids = |status: WorkspaceStatus| -> BTreeMap<(String, String), Option<u32>> {
         status
-            .map(|s| {
-                s.items
-                    .iter()
-                    .map(|i| ((i.kind().to_string(), i.name().to_owned()), i.status().pid))
-                    .collect()
-            })
-            .unwrap_or_default()
+            .items
+            .iter()
+            .map(|i| ((i.kind().to_string(), i.name().to_owned()), i.status().pid))
+            .collect()
     };
-    let before = pids(ask(&Request::Status)?.status);
-    ask(&Request::Restart {
-        names: names.to_vec(),
-    })?;
-    let after = ask(&Request::Status)?.status;
+    let before = pids(status()?);
+    rt.block_on(client::restart(&socket, names, REQUEST_TIMEOUT))
+        .map_err(|e| need_controller(paths, e))?;
+    let after = status()?;
     let mut failed = false;
-    for item in after.iter().flat_map(|s| s.items.iter()) {
+    for item in &after.items {
         if !names.iter().any(|n| n == item.name()) {
             continue;
         }

@@ -11,13 +11,13 @@ use steward_schema::resource::{Item, WorkspaceStatus};
 
 use super::{CommandError, Io};
 use crate::cli::output::{self, Format, Table};
-use crate::control::{self, Request};
+use crate::control::{ControlError, client};
 use crate::desired::offline::{Inputs, offline_status};
 use crate::support::paths::Paths;
 
 use steward_schema::redact;
 
-use super::client::{REQUEST_TIMEOUT, answer, runtime};
+use super::client::{REQUEST_TIMEOUT, runtime};
 
 /// `steward status --offline`.
 pub fn run_offline(
@@ -64,30 +64,15 @@ pub fn run_live(
     let socket = paths.socket_path();
     let offline = |io: &mut Io<'_>| offline(paths, inputs, format, show_secrets, env, now, io);
     if !watch {
-        let request = if show_secrets {
-            Request::StatusWithSecrets { watch: false }
-        } else {
-            Request::Status
-        };
-        return match rt.block_on(control::request(&socket, &request, REQUEST_TIMEOUT)) {
-            Ok(response) => {
-                let status = answer(response)?.status.ok_or_else(|| {
-                    CommandError::Controller("the controller sent no status".to_owned())
-                })?;
-                print_status(&status, format, now, io)
-            }
-            Err(control::ControlError::Connect { .. }) => offline(io),
+        return match rt.block_on(client::status(&socket, show_secrets, REQUEST_TIMEOUT)) {
+            Ok(status) => print_status(&status, format, now, io),
+            Err(ControlError::Connect { .. }) => offline(io),
             Err(e) => Err(e.into()),
         };
     }
-    let request = if show_secrets {
-        Request::StatusWithSecrets { watch: true }
-    } else {
-        Request::Watch
-    };
-    let mut stream = match rt.block_on(control::stream(&socket, &request)) {
+    let mut stream = match rt.block_on(client::watch(&socket, show_secrets)) {
         Ok(s) => s,
-        Err(control::ControlError::Connect { .. }) => {
+        Err(ControlError::Connect { .. }) => {
             return offline(io);
         }
         Err(e) => return Err(e.into()),
@@ -96,17 +81,13 @@ pub fn run_live(
     let mut header_printed = false;
     let mut layout: Option<Table> = None;
     loop {
-        let Some(item) = rt.block_on(stream.recv()) else {
+        let Some(item) = rt.block_on(stream.next()) else {
             return Ok(ExitCode::SUCCESS);
         };
-        let status = match item.map(answer) {
-            Ok(Ok(r)) => match r.status {
-                Some(s) => *s,
-                None => continue,
-            },
-            Ok(Err(e)) => return Err(e),
+        let status = match item {
+            Ok(status) => status,
             // The controller went away: the watch ends.
-            Err(control::ControlError::Closed) => {
+            Err(ControlError::Closed) => {
                 writeln!(io.err, "the controller stopped")?;
                 return Ok(ExitCode::SUCCESS);
             }

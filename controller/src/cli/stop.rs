@@ -3,9 +3,9 @@
 
 use std::process::ExitCode;
 
-use super::client::{REQUEST_TIMEOUT, answer, need_controller, runtime};
+use super::client::{REQUEST_TIMEOUT, need_controller, runtime};
 use super::{CommandError, Io};
-use crate::control::{self, Request};
+use crate::control::client;
 use crate::support::paths::Paths;
 /// `steward stop` / `steward start`.
 pub fn run(
@@ -15,25 +15,16 @@ pub fn run(
     io: &mut Io<'_>,
 ) -> Result<ExitCode, CommandError> {
     let rt = runtime()?;
-    let request = if stop {
-        Request::Stop {
-            names: names.to_vec(),
-        }
-    } else {
-        Request::Start {
-            names: names.to_vec(),
-        }
-    };
-    let response = rt
-        .block_on(control::request(
-            &paths.socket_path(),
-            &request,
-            REQUEST_TIMEOUT,
-        ))
+    let socket = paths.socket_path();
+    let message = rt
+        .block_on(async {
+            if stop {
+                client::stop(&socket, names, REQUEST_TIMEOUT).await
+            } else {
+                client::start(&socket, names, REQUEST_TIMEOUT).await
+            }
+        })
         .map_err(|e| need_controller(paths, e))?;
-    let response = answer(response)?;
-    if let Some(m) = response.message {
-        writeln!(io.out, "{m}")?;
-    }
+    writeln!(io.out, "{message}")?;
     Ok(ExitCode::SUCCESS)
 }

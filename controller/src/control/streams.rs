@@ -10,7 +10,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::sync::watch;
 
-use crate::control::{LogsQuery, Request, Response};
+use crate::control::protocol::{Answer, LogsQuery, Reply, Request};
+use crate::control::server::write_answer;
 use crate::desired::snapshot::{DesiredStore, Key, Snapshot};
 use crate::observe::logs::Which;
 use crate::observe::status::StatusStore;
@@ -18,12 +19,12 @@ use crate::observe::view::StatusView;
 
 /// What one turn of a stream does.
 enum Step {
-    /// Send these responses, then wait for a change.
-    Send(Vec<Response>),
+    /// Send these answers, then wait for a change.
+    Send(Vec<Answer>),
     /// Nothing new: wait for a change.
     Wait,
-    /// Send this last response (if any) and end the stream.
-    End(Option<Box<Response>>),
+    /// Send this last answer (if any) and end the stream.
+    End(Option<Box<Answer>>),
 }
 
 /// Answer a streaming request until the client hangs up (or the stream ends).
@@ -41,9 +42,9 @@ pub async fn serve(
         Request::Logs(query) => follow_logs(stream, store, status, query).await,
         other => {
             let mut stream = stream;
-            let _ = crate::control::write_line(
+            let _ = write_answer(
                 &mut stream,
-                &Response::error(format!("answer {other:?} as a stream: it is not one")),
+                Err(format!("answer {other:?} as a stream: it is not one")),
             )
             .await;
         }
@@ -62,17 +63,17 @@ async fn push(
         // while computing wakes the next turn.
         changes.borrow_and_update();
         match next() {
-            Step::Send(responses) => {
-                for r in &responses {
-                    if crate::control::write_line(&mut stream, r).await.is_err() {
+            Step::Send(answers) => {
+                for answer in answers {
+                    if write_answer(&mut stream, answer).await.is_err() {
                         return;
                     }
                 }
             }
             Step::Wait => {}
             Step::End(last) => {
-                if let Some(r) = last {
-                    let _ = crate::control::write_line(&mut stream, &r).await;
+                if let Some(answer) = last {
+                    let _ = write_answer(&mut stream, *answer).await;
                 }
                 return;
             }
@@ -105,10 +106,7 @@ async fn watch_status(stream: UnixStream, view: Arc<StatusView>, show_secrets: b
             return Step::Wait;
         }
         last = Some(text);
-        Step::Send(vec![Response {
-            status: Some(Box::new(doc)),
-            ..Response::ok()
-        }])
+        Step::Send(vec![Ok(Reply::Status(Box::new(doc)))])
     })
     .await;
 }
@@ -129,10 +127,7 @@ async fn watch_events(stream: UnixStream, status: Arc<StatusStore>) {
             .map(|e| e.resource_version)
             .max()
             .unwrap_or(after);
-        Step::Send(vec![Response {
-            events: Some(events),
-            ..Response::ok()
-        }])
+        Step::Send(vec![Ok(Reply::Events(events))])
     })
     .await;
 }
@@ -163,26 +158,17 @@ pub fn logs_key(snap: &Snapshot, query: &LogsQuery) -> Result<Key, String> {
 }
 
 /// `logs` (one answer): the kept lines of one instance of the server.
-pub fn read_logs(snap: &Snapshot, status: &StatusStore, query: &LogsQuery) -> Response {
-    let key = match logs_key(snap, query) {
-        Ok(key) => key,
-        Err(e) => return Response::error(e),
-    };
+pub fn read_logs(snap: &Snapshot, status: &StatusStore, query: &LogsQuery) -> Answer {
+    let key = logs_key(snap, query)?;
     let which = if query.previous {
         Which::Previous
     } else {
         Which::Current
     };
-    match status.logs().read(&key, which, query.tail) {
-        Some(chunk) => Response {
-            logs: Some(chunk),
-            ..Response::ok()
-        },
-        None => Response {
-            message: Some(no_logs_message(snap, &key, query.previous)),
-            ..Response::ok()
-        },
-    }
+    Ok(match status.logs().read(&key, which, query.tail) {
+        Some(chunk) => Reply::Logs(chunk),
+        None => Reply::Message(no_logs_message(snap, &key, query.previous)),
+    })
 }
 
 fn no_logs_message(snap: &Snapshot, key: &Key, previous: bool) -> String {
@@ -214,19 +200,22 @@ async fn follow_logs(
         let key = match logs_key(&snap, &query) {
             Ok(key) => key,
             Err(_) if after.is_some() => {
-                return Step::End(Some(Box::new(Response {
-                    message: Some(format!("{}: it left the configuration", query.name)),
-                    ..Response::ok()
-                })));
+                return Step::End(Some(Box::new(Ok(Reply::Message(format!(
+                    "{}: it left the configuration",
+                    query.name
+                ))))));
             }
-            Err(e) => return Step::End(Some(Box::new(Response::error(e)))),
+            Err(e) => return Step::End(Some(Box::new(Err(e)))),
         };
         let logs = status.logs();
         let Some(seen) = after else {
             // First turn: what is kept now (the announcement of "no process
             // yet" included), then only what follows.
             let first = read_logs(&snap, &status, &query);
-            after = Some(first.logs.as_ref().map_or(0, |c| c.last_seq));
+            after = Some(match &first {
+                Ok(Reply::Logs(chunk)) => chunk.last_seq,
+                _ => 0,
+            });
             return Step::Send(vec![first]);
         };
         let chunks = logs.since(&key, seen);
@@ -234,16 +223,8 @@ async fn follow_logs(
             return Step::Wait;
         };
         after = Some(last.last_seq);
-        // One response per instance, so the client sees where a new process begins.
-        Step::Send(
-            chunks
-                .into_iter()
-                .map(|c| Response {
-                    logs: Some(c),
-                    ..Response::ok()
-                })
-                .collect(),
-        )
+        // One answer per instance, so the client sees where a new process begins.
+        Step::Send(chunks.into_iter().map(|c| Ok(Reply::Logs(c))).collect())
     })
     .await;
 }

@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::control::streams;
-use crate::control::{self, Incoming, Request, Response};
+use crate::control::{self, Answer, Incoming, RawJson, Reply, Request};
 use crate::desired::snapshot::{Applied, DesiredStore, Key, Snapshot};
 use crate::engine::instance::RuntimeEvent;
 use crate::engine::queue::{WorkQueue, run_workers};
@@ -50,6 +50,7 @@ use crate::runtime::process::Spawner;
 use crate::runtime::reaper;
 use crate::support::lock::{ControllerLock, LockError};
 use crate::support::paths::{Paths, PathsError, PrivateDirError, create_private_dir, process_env};
+use crate::support::socket;
 
 /// Options of `steward run`.
 #[derive(Debug, Clone)]
@@ -404,7 +405,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
 
     // Control socket.
     let socket_path = paths.socket_path();
-    let listener = control::bind(&socket_path).map_err(|source| RunError::Socket {
+    let listener = socket::bind(&socket_path).map_err(|source| RunError::Socket {
         path: socket_path.clone(),
         source,
     })?;
@@ -412,7 +413,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let server = {
         let store = store.clone();
         let view = view.clone();
-        tokio::spawn(control::serve(
+        tokio::spawn(control::server::serve(
             listener,
             control_tx,
             move |request, stream| streams::serve(request, stream, store.clone(), view.clone()),
@@ -423,7 +424,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     // `steward mcp`), optionally HTTP, optionally this process's stdio.
     let gateway_cancel = CancellationToken::new();
     let mcp_socket = paths.mcp_socket_path();
-    let mcp_listener = control::bind(&mcp_socket).map_err(|source| RunError::Socket {
+    let mcp_listener = socket::bind(&mcp_socket).map_err(|source| RunError::Socket {
         path: mcp_socket.clone(),
         source,
     })?;

@@ -15,23 +15,16 @@ pub(super) fn handle_request(
         Request::Status | Request::StatusWithSecrets { .. } => {
             let show_secrets = matches!(request, Request::StatusWithSecrets { .. });
             let answer = shared.view.json(show_secrets);
-            let r = match answer {
-                Ok(json) => Response {
-                    status_json: Some(control::RawJson(json)),
-                    ..Response::ok()
-                },
-                Err(e) => Response::error(format!("serialize the status: {e}")),
-            };
-            let _ = reply.send(r);
+            let _ = reply.send(match answer {
+                Ok(json) => Ok(Reply::StatusJson(RawJson(json))),
+                Err(e) => Err(format!("serialize the status: {e}")),
+            });
         }
         Request::Watch => {
-            let _ = reply.send(Response::error("watch is served on its own connection"));
+            let _ = reply.send(Err("watch is served on its own connection".to_owned()));
         }
         Request::Events { .. } => {
-            let _ = reply.send(Response {
-                events: Some(shared.status.events().list()),
-                ..Response::ok()
-            });
+            let _ = reply.send(Ok(Reply::Events(shared.status.events().list())));
         }
         Request::Logs(query) => {
             let snap = shared.store.snapshot();
@@ -42,7 +35,7 @@ pub(super) fn handle_request(
             let keys = match restartable(shared, &snap, &names) {
                 Ok(keys) => keys,
                 Err(e) => {
-                    let _ = reply.send(Response::error(e));
+                    let _ = reply.send(Err(e));
                     return;
                 }
             };
@@ -62,14 +55,10 @@ pub(super) fn handle_request(
                 shared.queue.add(key.clone());
             }
             tokio::spawn(async move {
-                let response = match rx.await {
-                    Ok(summary) => Response {
-                        reload: Some(summary),
-                        ..Response::ok()
-                    },
-                    Err(_) => Response::error("the controller is shutting down"),
-                };
-                let _ = reply.send(response);
+                let _ = reply.send(match rx.await {
+                    Ok(summary) => Ok(Reply::Reload(summary)),
+                    Err(_) => Err("the controller is shutting down".to_owned()),
+                });
             });
         }
         Request::Reload => {
@@ -83,18 +72,10 @@ pub(super) fn handle_request(
                 tracker.release_waiters_if_idle();
             }
             tokio::spawn(async move {
-                let response = match rx.await {
-                    Ok(summary) => Response {
-                        reload: Some(summary),
-                        ..Response::ok()
-                    },
-                    Err(_) => {
-                        let mut r = Response::ok();
-                        r.message = Some("reload applied; nothing to reconcile".to_owned());
-                        r
-                    }
-                };
-                let _ = reply.send(response);
+                let _ = reply.send(Ok(match rx.await {
+                    Ok(summary) => Reply::Reload(summary),
+                    Err(_) => Reply::Message("reload applied; nothing to reconcile".to_owned()),
+                }));
             });
         }
         Request::Lsp(query) => {
@@ -102,19 +83,12 @@ pub(super) fn handle_request(
             let status = shared.status.clone();
             let lsp = shared.lsp.clone();
             tokio::spawn(async move {
-                let response = match lsp.query(&snap, &status, query).await {
-                    Ok((server, result)) => Response {
-                        server: Some(server),
-                        result: Some(result),
-                        ..Response::ok()
-                    },
-                    Err(e) => Response::error(e),
-                };
-                let _ = reply.send(response);
+                let answer = lsp.query(&snap, &status, query).await;
+                let _ = reply.send(answer.map(|(server, result)| Reply::Lsp { server, result }));
             });
         }
         Request::Stop { names } | Request::Start { names } if names.is_empty() => {
-            let _ = reply.send(Response::error("change a server: name at least one"));
+            let _ = reply.send(Err("change a server: name at least one".to_owned()));
         }
         Request::Stop { names } => {
             let _ = reply.send(set_stopped(shared, paths, &names, true));
@@ -176,28 +150,23 @@ fn keys_named(snap: &Snapshot, names: &[String], verb: &str) -> Result<Vec<Key>,
     Ok(keys)
 }
 
-fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> Response {
+fn set_stopped(shared: &Shared, paths: &Paths, names: &[String], stop: bool) -> Answer {
     let snap = shared.store.snapshot();
-    let keys = match keys_named(&snap, names, if stop { "stop" } else { "start" }) {
-        Ok(keys) => keys,
-        Err(e) => return Response::error(e),
-    };
+    let keys = keys_named(&snap, names, if stop { "stop" } else { "start" })?;
     for key in &keys {
         shared.reconciler.set_stopped(key, stop);
         shared.reconciler.retry_now(key);
         shared.queue.add(key.clone());
     }
     if let Err(e) = stopped::write(&paths.stopped_file(), &shared.reconciler.stopped()) {
-        return Response::error(format!("persist the stopped servers: {e}"));
+        return Err(format!("persist the stopped servers: {e}"));
     }
-    let mut r = Response::ok();
-    r.message = Some(format!(
+    Ok(Reply::Message(format!(
         "{} {}",
         if stop { "stopped" } else { "started" },
         keys.iter()
             .map(|k| k.name.as_str())
             .collect::<Vec<_>>()
             .join(", ")
-    ));
-    r
+    )))
 }

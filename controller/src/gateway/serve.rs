@@ -438,7 +438,7 @@ pub async fn serve_unix(gateway: Arc<Gateway>, listener: UnixListener, cancel: C
                 }
             },
         };
-        if !crate::control::peer_is_same_user(&stream) {
+        if !crate::support::socket::peer_is_same_user(&stream) {
             tracing::warn!("refused an agent connection from another user");
             continue;
         }

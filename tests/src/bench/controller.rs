@@ -88,14 +88,7 @@ impl Stw {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let r = rt.block_on(control::request(
-            &self.socket,
-            &Request::Status,
-            Duration::from_secs(10),
-        ))?;
-        r.status
-            .map(|s| *s)
-            .ok_or_else(|| anyhow!("no status in the answer: {:?}", r.error))
+        Ok(rt.block_on(client::status(&self.socket, false, Duration::from_secs(10)))?)
     }
 
     pub fn log_count(&self, needle: &str, from: usize) -> usize {
@@ -153,9 +146,7 @@ pub struct StatusStream {
 impl StatusStream {
     pub fn open(socket: &Path) -> Result<StatusStream> {
         let mut stream = UnixStream::connect(socket)?;
-        let mut line = serde_json::to_vec(&Request::Watch)?;
-        line.push(b'\n');
-        stream.write_all(&line)?;
+        stream.write_all(&protocol::request_line(&Request::Watch)?)?;
         let reader = stream.try_clone()?;
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
@@ -170,13 +161,7 @@ impl StatusStream {
                         Ok(_) => {}
                     }
                     let t = Instant::now();
-                    let doc = serde_json::from_str::<Response>(&line)
-                        .map_err(|e| e.to_string())
-                        .and_then(|r| {
-                            r.status.map(|s| *s).ok_or_else(|| {
-                                r.error.unwrap_or_else(|| "a line without status".into())
-                            })
-                        });
+                    let doc = client::read_status(&line).map_err(|e| e.to_string());
                     if tx.send((t, doc)).is_err() {
                         return;
                     }
@@ -192,7 +177,7 @@ impl Drop for StatusStream {
     }
 }
 
-/// `status` every 2 ms through `steward::control::request`.
+/// `status` every 2 ms through `steward::control::client::status`.
 pub struct Poller {
     pub socket: PathBuf,
     pub rt: tokio::runtime::Runtime,
@@ -205,11 +190,7 @@ impl Poller {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        rt.block_on(control::request(
-            socket,
-            &Request::Status,
-            Duration::from_secs(5),
-        ))?;
+        rt.block_on(client::status(socket, false, Duration::from_secs(5)))?;
         Ok(Poller {
             socket: socket.to_path_buf(),
             rt,
@@ -249,13 +230,10 @@ impl Observer {
                     std::thread::sleep(p.next_at - now);
                 }
                 p.next_at = Instant::now() + p.every;
-                let r = p.rt.block_on(control::request(
-                    &p.socket,
-                    &Request::Status,
-                    Duration::from_secs(5),
-                ))?;
+                let s =
+                    p.rt.block_on(client::status(&p.socket, false, Duration::from_secs(5)))?;
                 let t = Instant::now();
-                Ok(r.status.map(|s| (t, *s)))
+                Ok(Some((t, s)))
             }
         }
     }

@@ -76,7 +76,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
-use steward::control::{self, Request, Response};
+use steward::control::{Request, client, protocol};
 use steward_schema::resource::{Item, McpServer, Phase, WorkspaceStatus};
 use steward_tests::fake_mcp::{self, FakeMcpConfig, read_record};
 use steward_tests::harness::{Env, alive, base_env, poll, signal};

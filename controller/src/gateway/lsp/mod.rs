@@ -20,6 +20,9 @@
 //!   while the reconcile ran; a failed server keeps its tracking for a later
 //!   successful start; a removed server's tracking is dropped.
 
+mod query;
+pub use query::{LspOp, LspQuery};
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -31,7 +34,6 @@ use steward_schema::resource::{Phase, Reason, ServerStatus};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::control::{LspOp, LspQuery};
 use crate::desired::snapshot::{Key, Snapshot};
 use crate::observe::status::StatusStore;
 use crate::runtime::lsp::{LspConnection, OPEN_DELAY};
