@@ -2,6 +2,7 @@
 pub mod lsp;
 pub mod mcp;
 pub mod process;
+mod procfs;
 pub mod reaper;
 #[cfg(test)]
 mod test_support;

@@ -29,7 +29,11 @@ pub(crate) fn steward_exe() -> PathBuf {
     EXE.get_or_init(|| {
         let path = target_binary("steward");
         let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let shim_sources = ["src/main.rs", "src/entry.rs", "src/runtime/process.rs"];
+        let shim_sources = [
+            "src/main.rs",
+            "src/cli/entry.rs",
+            "src/runtime/process/mod.rs",
+        ];
         let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
         build_if("steward", "steward", &path, |path| match modified(path) {
             None => true,
