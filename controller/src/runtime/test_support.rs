@@ -32,7 +32,8 @@ pub(crate) fn steward_exe() -> PathBuf {
         let shim_sources = [
             "src/main.rs",
             "src/cli/entry.rs",
-            "src/runtime/process/mod.rs",
+            "src/runtime/process/shim.rs",
+            "src/runtime/process/limits.rs",
         ];
         let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
         build_if("steward", "steward", &path, |path| match modified(path) {
