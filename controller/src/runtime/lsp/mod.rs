@@ -64,11 +64,11 @@ use tokio::time::Instant;
 use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, SpawnError, Spawner};
+use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, Spawner};
+use crate::runtime::start::{
+    EXIT_SETTLE, StartError, exit_of_failed_start, stop_failed_start, wait_exit,
+};
 use crate::support::sync::lock;
-
-/// Stderr lines appended to a start failure's message.
-pub const STDERR_LINES_IN_MESSAGE: usize = 10;
 
 /// After `textDocument/didOpen`, how long [`LspConnection::sync_document`]
 /// waits before returning, so the server has processed the document before it
@@ -81,31 +81,58 @@ pub const CONNECT_RETRY_FIRST: Duration = Duration::from_millis(250);
 /// Longest pause between connection attempts.
 pub const CONNECT_RETRY_MAX: Duration = Duration::from_secs(1);
 
-/// After the connection ends, how long to wait for the exit status so the
-/// event and the error can say how the process ended.
-const EXIT_SETTLE: Duration = Duration::from_millis(500);
-/// SIGTERM grace when cleaning up after a failed start.
-const FAILED_START_GRACE: Duration = Duration::from_secs(2);
 /// How long closing the connection (flushing the last message) may take.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Host of a tcp server whose `socket.host` is not set.
 const DEFAULT_HOST: &str = "127.0.0.1";
 
-/// A server could not be started or connected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct LspStartError {
-    /// `CommandNotFound`, `UnsafeCommand`, `StartFailed` or `StartupTimeout`.
-    pub reason: Reason,
-    /// Lowercase; ends with the server's last stderr lines when there are any.
-    pub message: String,
+/// A request or document message the connection could not get through.
+/// Messages read after "failed to" and name the method:
+/// `send textDocument/hover: no answer within 30s`.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LspRequestError {
+    /// The connection is closed (the server hung up or exited, or the
+    /// connection was stopped): the next connection may serve it.
+    #[error("send {method}: the connection is closed")]
+    Closed { method: String },
+    /// No answer within the request's timeout.
+    #[error("send {method}: no answer within {}", humantime::format_duration(*timeout))]
+    Timeout { method: String, timeout: Duration },
+    /// The server answered with an error.
+    #[error("send {method}: the server answered with an error: {error}")]
+    Server {
+        method: String,
+        error: async_lsp::ResponseError,
+    },
+    /// Not sent: the lifecycle requests are the connection's own, and a
+    /// request must encode as JSON-RPC.
+    #[error("send {method}: {why}")]
+    Refused { method: String, why: &'static str },
+    /// The transport failed otherwise (an undecodable answer, an I/O error).
+    #[error("send {method}: {why}")]
+    Transport { method: String, why: String },
 }
 
-impl LspStartError {
-    fn new(reason: Reason, message: impl Into<String>) -> Self {
-        LspStartError {
-            reason,
-            message: message.into(),
+impl LspRequestError {
+    /// The failure of the answer to `method`.
+    fn of_answer(method: &str, error: async_lsp::Error) -> Self {
+        let method = method.to_owned();
+        match error {
+            async_lsp::Error::ServiceStopped | async_lsp::Error::Eof => {
+                LspRequestError::Closed { method }
+            }
+            async_lsp::Error::Response(error) => LspRequestError::Server { method, error },
+            other => LspRequestError::Transport {
+                method,
+                why: other.to_string(),
+            },
+        }
+    }
+
+    /// `method` could not be sent: the connection is closed.
+    fn closed(method: &str) -> Self {
+        LspRequestError::Closed {
+            method: method.to_owned(),
         }
     }
 }
@@ -166,7 +193,7 @@ impl LspConnection {
         name: &str,
         spec: &LspServerSpec,
         on_event: LspEventHandler,
-    ) -> Result<LspConnection, LspStartError> {
+    ) -> Result<LspConnection, StartError> {
         let started = Instant::now();
         let result = open(spawner, name, spec, on_event).await;
         match &result {
@@ -216,7 +243,7 @@ impl LspConnection {
         uri: Url,
         language_id: &str,
         text: String,
-    ) -> Result<i32, String> {
+    ) -> Result<i32, LspRequestError> {
         let (version, opened) = self.send_document(uri, language_id, text)?;
         if opened {
             tokio::time::sleep(OPEN_DELAY).await;
@@ -232,7 +259,7 @@ impl LspConnection {
         uri: Url,
         language_id: &str,
         text: String,
-    ) -> Result<(i32, bool), String> {
+    ) -> Result<(i32, bool), LspRequestError> {
         {
             // Decided and sent under the lock, so versions go out in order.
             let mut store = lock(&self.shared.store);
@@ -261,7 +288,7 @@ impl LspConnection {
                     };
                     self.socket
                         .notify::<DidChangeTextDocument>(params)
-                        .map_err(|_| closed_error("send textDocument/didChange"))?;
+                        .map_err(|_| LspRequestError::closed("textDocument/didChange"))?;
                     (version, false)
                 }
                 reopen_or_new => {
@@ -272,7 +299,7 @@ impl LspConnection {
                         };
                         self.socket
                             .notify::<DidCloseTextDocument>(params)
-                            .map_err(|_| closed_error("send textDocument/didClose"))?;
+                            .map_err(|_| LspRequestError::closed("textDocument/didClose"))?;
                     }
                     let version = 1;
                     let params = DidOpenTextDocumentParams {
@@ -285,7 +312,7 @@ impl LspConnection {
                     };
                     self.socket
                         .notify::<DidOpenTextDocument>(params)
-                        .map_err(|_| closed_error("send textDocument/didOpen"))?;
+                        .map_err(|_| LspRequestError::closed("textDocument/didOpen"))?;
                     (version, true)
                 }
             };
@@ -336,22 +363,24 @@ impl LspConnection {
         method: &str,
         params: Value,
         timeout: Duration,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, LspRequestError> {
+        let refused = |why| LspRequestError::Refused {
+            method: method.to_owned(),
+            why,
+        };
         if method == "initialize" || method == "shutdown" {
-            return Err(format!(
-                "send {method}: the connection handles the lifecycle itself"
-            ));
+            return Err(refused("the connection handles the lifecycle itself"));
         }
         let Some(answer) = raw::request(&self.socket, method, params) else {
-            return Err(format!("send {method}: the request cannot be encoded"));
+            return Err(refused("the request cannot be encoded"));
         };
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(result)) => Ok(result),
-            Ok(Err(error)) => Err(format!("send {method}: {}", describe(&error))),
-            Err(_) => Err(format!(
-                "send {method}: no answer within {}",
-                humantime::format_duration(timeout)
-            )),
+            Ok(Err(error)) => Err(LspRequestError::of_answer(method, error)),
+            Err(_) => Err(LspRequestError::Timeout {
+                method: method.to_owned(),
+                timeout,
+            }),
         }
     }
 
@@ -606,8 +635,8 @@ impl fmt::Display for Endpoint {
 }
 
 impl Endpoint {
-    fn of(spec: &LspServerSpec) -> Result<Endpoint, LspStartError> {
-        let bad = |message: &str| LspStartError::new(Reason::StartFailed, message);
+    fn of(spec: &LspServerSpec) -> Result<Endpoint, StartError> {
+        let bad = |message: &str| StartError::new(Reason::StartFailed, message);
         match spec.transport {
             LspTransport::Stdio if spec.command.is_none() => Err(bad(
                 "start the language server: the stdio transport needs a command",
@@ -622,7 +651,7 @@ impl Endpoint {
                     .ok()
                     .filter(|port| *port != 0)
                     .ok_or_else(|| {
-                        LspStartError::new(
+                        StartError::new(
                             Reason::StartFailed,
                             format!("connect to the language server: port {port} is out of range"),
                         )
@@ -684,21 +713,21 @@ enum Failure {
 }
 
 impl Failure {
-    fn into_error(self, timeout: Duration, exited: Option<ExitInfo>) -> LspStartError {
+    fn into_error(self, timeout: Duration, exited: Option<ExitInfo>) -> StartError {
         let within = humantime::format_duration(timeout);
         match self {
-            Failure::Timeout { phase, detail } => LspStartError::new(
+            Failure::Timeout { phase, detail } => StartError::new(
                 Reason::StartupTimeout,
                 format!("{phase} within {within}: {detail}"),
             ),
-            Failure::Connect(message) => LspStartError::new(Reason::StartFailed, message),
-            Failure::Exited(when, info) => LspStartError::new(
+            Failure::Connect(message) => StartError::new(Reason::StartFailed, message),
+            Failure::Exited(when, info) => StartError::new(
                 Reason::StartFailed,
                 format!("start the language server: the server {info} {when}"),
             ),
             Failure::Closed(when, how) => {
                 let how = exited.map_or(how, |info| info.to_string());
-                LspStartError::new(
+                StartError::new(
                     Reason::StartFailed,
                     format!("start the language server: the server {how} {when}"),
                 )
@@ -710,7 +739,7 @@ impl Failure {
                     }
                     None => message,
                 };
-                LspStartError::new(Reason::StartFailed, message)
+                StartError::new(Reason::StartFailed, message)
             }
         }
     }
@@ -729,7 +758,7 @@ async fn open(
     name: &str,
     spec: &LspServerSpec,
     on_event: LspEventHandler,
-) -> Result<LspConnection, LspStartError> {
+) -> Result<LspConnection, StartError> {
     let timeout = Duration::from_millis(spec.startup_timeout);
     let deadline = Instant::now() + timeout;
     let endpoint = Endpoint::of(spec)?;
@@ -748,7 +777,7 @@ async fn open(
             let spawned = tokio::time::timeout_at(deadline, spawner.spawn(&process_spec))
                 .await
                 .map_err(|_| {
-                    LspStartError::new(
+                    StartError::new(
                         Reason::StartupTimeout,
                         format!(
                             "start the language server within {}: the process did not start",
@@ -756,7 +785,7 @@ async fn open(
                         ),
                     )
                 })?;
-            let process = spawned.map_err(spawn_error)?;
+            let process = spawned?;
             tracing::debug!(server = %name, pid = process.pid(), "language server spawned");
             Some(process)
         }
@@ -794,24 +823,17 @@ async fn open(
         }),
         Err(failure) => {
             // The session (if any) is already aborted: the connection is
-            // closed. Give an exit status a moment to arrive, so the message
-            // says how the process ended rather than that it was killed.
-            let exited = match (&failure, &process) {
-                (Failure::Closed(..) | Failure::Protocol(_), Some(process)) => {
-                    tokio::time::timeout(EXIT_SETTLE, process.exited())
-                        .await
-                        .ok()
-                }
-                (_, Some(process)) => process.try_status(),
-                (_, None) => None,
+            // closed. When it closed under the handshake, the exit status
+            // gets a moment to arrive.
+            let settle = matches!(failure, Failure::Closed(..) | Failure::Protocol(_));
+            let (exited, tail) = match process {
+                Some(mut process) => (
+                    exit_of_failed_start(&process, settle).await,
+                    stop_failed_start(&mut process).await,
+                ),
+                None => (None, Vec::new()),
             };
-            let mut tail = Vec::new();
-            if let Some(mut process) = process {
-                // Stopping drains stderr (the stop waits for the pipes to close).
-                process.stop(FAILED_START_GRACE).await;
-                tail = process.stderr_tail(STDERR_LINES_IN_MESSAGE);
-            }
-            Err(with_stderr(failure.into_error(timeout, exited), &tail))
+            Err(failure.into_error(timeout, exited).with_stderr_tail(tail))
         }
     }
 }
@@ -1035,10 +1057,10 @@ fn keep_pipes(
 
 /// The `initialize` params and the workspace folder list (also the answer to
 /// `workspace/workspaceFolders`).
-fn initialize_params(spec: &LspServerSpec) -> Result<(Value, Value), LspStartError> {
+fn initialize_params(spec: &LspServerSpec) -> Result<(Value, Value), StartError> {
     let folder = Path::new(&spec.workspace_folder);
     let folder_uri = Url::from_file_path(folder).map_err(|()| {
-        LspStartError::new(
+        StartError::new(
             Reason::StartFailed,
             format!(
                 "start the language server: workspaceFolder {} is not an absolute path",
@@ -1050,7 +1072,7 @@ fn initialize_params(spec: &LspServerSpec) -> Result<(Value, Value), LspStartErr
         folder_uri.clone()
     } else {
         Url::parse(&spec.root_uri).map_err(|error| {
-            LspStartError::new(
+            StartError::new(
                 Reason::StartFailed,
                 format!(
                     "start the language server: rootUri {} is not a URI: {error}",
@@ -1117,23 +1139,6 @@ fn client_capabilities() -> Value {
     })
 }
 
-fn spawn_error(error: SpawnError) -> LspStartError {
-    let reason = match &error {
-        SpawnError::CommandNotFound { .. } => Reason::CommandNotFound,
-        SpawnError::NotExecutable { .. } => Reason::UnsafeCommand,
-        _ => Reason::StartFailed,
-    };
-    LspStartError::new(reason, error.to_string())
-}
-
-fn with_stderr(mut error: LspStartError, tail: &[String]) -> LspStartError {
-    if !tail.is_empty() {
-        error.message.push_str("\nlast stderr lines:\n");
-        error.message.push_str(&tail.join("\n"));
-    }
-    error
-}
-
 // ---- the session task ----
 
 /// Drives the main loop until the connection or the process ends, records
@@ -1173,19 +1178,6 @@ async fn run_session(
         }
     };
     shared.emit(LspEvent::Exited(how));
-}
-
-/// The exit status once there is one; pending forever without a process (or
-/// when its reaper is gone, i.e. the runtime is shutting down).
-async fn wait_exit(exit: Option<&mut watch::Receiver<Option<ExitInfo>>>) -> ExitInfo {
-    let info = match exit {
-        Some(rx) => rx.wait_for(Option::is_some).await.ok().map(|info| *info),
-        None => None,
-    };
-    match info {
-        Some(info) => info.unwrap_or(ExitInfo::UNKNOWN),
-        None => std::future::pending().await,
-    }
 }
 
 // ---- the client side of the protocol ----
@@ -1419,10 +1411,6 @@ fn closed_by_peer(error: &async_lsp::Error) -> bool {
     }
 }
 
-fn closed_error(what: &str) -> String {
-    format!("{what}: the connection is closed")
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -1534,7 +1522,7 @@ mod tests {
     async fn connect(
         spec: &LspServerSpec,
     ) -> (
-        Result<LspConnection, LspStartError>,
+        Result<LspConnection, StartError>,
         mpsc::UnboundedReceiver<LspEvent>,
     ) {
         let (on_event, rx) = events();
@@ -1872,8 +1860,9 @@ mod tests {
             .request("textDocument/completion", position(&uri, 0, 0), SOON)
             .await
             .unwrap_err();
+        assert!(matches!(error, LspRequestError::Server { .. }), "{error:?}");
         assert!(
-            error.starts_with(
+            error.to_string().starts_with(
                 "send textDocument/completion: the server answered with an error: method not found"
             ),
             "{error}"
@@ -1889,7 +1878,7 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(
-            error,
+            error.to_string(),
             "send shutdown: the connection handles the lifecycle itself"
         );
         connection.stop(SOON).await;
@@ -1915,7 +1904,14 @@ mod tests {
             .unwrap_err();
         let elapsed = started.elapsed();
         signal(pid, "-CONT");
-        assert_eq!(error, "send textDocument/hover: no answer within 300ms");
+        assert!(
+            matches!(error, LspRequestError::Timeout { .. }),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "send textDocument/hover: no answer within 300ms"
+        );
         assert!(
             elapsed >= timeout && elapsed < timeout + Duration::from_secs(2),
             "{elapsed:?}"
@@ -2086,7 +2082,7 @@ mod tests {
         );
         assert!(
             error
-                .message
+                .to_string()
                 .contains("\nfake-lsp-server fake: hanging in initialize"),
             "{error}"
         );
@@ -2118,7 +2114,7 @@ mod tests {
             ),
             "{error}"
         );
-        assert!(error.message.ends_with("exit 3 (crash)"), "{error}");
+        assert!(error.to_string().ends_with("exit 3 (crash)"), "{error}");
         assert!(!alive(recorded_pid(&rec)));
     }
 
@@ -2174,7 +2170,11 @@ mod tests {
             .sync_document(uri, "rust", String::new())
             .await
             .unwrap_err();
-        assert_eq!(error, "send textDocument/didOpen: the connection is closed");
+        assert!(matches!(error, LspRequestError::Closed { .. }), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            "send textDocument/didOpen: the connection is closed"
+        );
         let started = Instant::now();
         connection.stop(SOON).await;
         assert!(
@@ -2256,7 +2256,7 @@ mod tests {
             ),
             "{error}"
         );
-        assert!(error.message.ends_with("cannot bind"), "{error}");
+        assert!(error.to_string().ends_with("cannot bind"), "{error}");
         assert!(
             started.elapsed() < Duration::from_secs(3),
             "{:?}",

@@ -72,40 +72,15 @@ use tokio_util::sync::CancellationToken;
 
 use self::relay::RelayedProgress;
 pub use self::relay::{Broadcast, CallError, Caller, McpHandle, Relay};
-use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, SpawnError, Spawner};
+use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, Spawner};
+use crate::runtime::start::{
+    EXIT_SETTLE, FAILED_START_GRACE, StartError, exit_of_failed_start, stop_failed_start, wait_exit,
+};
 use crate::support::sync::lock;
-
-/// Stderr lines appended to a start failure's message.
-pub const STDERR_LINES_IN_MESSAGE: usize = 10;
-
-/// After stdout closes, how long to wait for the exit status so the event and
-/// the error can say how the process ended.
-const EXIT_SETTLE: Duration = Duration::from_millis(500);
-/// SIGTERM grace when cleaning up after a failed start.
-const FAILED_START_GRACE: Duration = Duration::from_secs(2);
 /// Bytes of a non-JSON stdout line kept for the error message.
 const GARBAGE_SAMPLE_BYTES: usize = 200;
 /// Non-JSON stdout lines logged at `warn` per connection; later ones at `debug`.
 const GARBAGE_WARNINGS: u32 = 3;
-
-/// A server could not be started or connected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct McpStartError {
-    /// `CommandNotFound`, `UnsafeCommand`, `StartFailed` or `StartupTimeout`.
-    pub reason: Reason,
-    /// Lowercase; ends with the server's last stderr lines when there are any.
-    pub message: String,
-}
-
-impl McpStartError {
-    fn new(reason: Reason, message: impl Into<String>) -> Self {
-        McpStartError {
-            reason,
-            message: message.into(),
-        }
-    }
-}
 
 /// How a session ended by itself. Displays as a phrase that reads after
 /// "the server": `exited with code 3`, `closed the connection`.
@@ -256,7 +231,7 @@ impl McpConnection {
         workspace: &Path,
         timeouts: McpTimeouts,
         on_event: McpEventHandler,
-    ) -> Result<McpConnection, McpStartError> {
+    ) -> Result<McpConnection, StartError> {
         let started = Instant::now();
         let relay = Relay::new(workspace);
         let result = match spec.transport {
@@ -559,19 +534,6 @@ async fn guarded<F: Future>(
     }
 }
 
-/// The exit status once there is one; pending forever without a process (or
-/// when its reaper is gone, i.e. the runtime is shutting down).
-async fn wait_exit(exit: Option<&mut watch::Receiver<Option<ExitInfo>>>) -> ExitInfo {
-    let info = match exit {
-        Some(rx) => rx.wait_for(Option::is_some).await.ok().map(|info| *info),
-        None => None,
-    };
-    match info {
-        Some(info) => info.unwrap_or(ExitInfo::UNKNOWN),
-        None => std::future::pending().await,
-    }
-}
-
 /// Handshake, then the first lists; list changes announced meanwhile are
 /// listed again so the caller starts from the latest lists.
 async fn open_session<T, E, A>(
@@ -708,8 +670,8 @@ async fn list_all(
     Ok(lists)
 }
 
-/// The message of a failure, with the stderr lines when there are any.
-fn failure_message(failure: Failure, timeout: Duration, exited: Option<ExitInfo>) -> McpStartError {
+/// The error of a failure; `exited` is how the process ended, if it did.
+fn failure_message(failure: Failure, timeout: Duration, exited: Option<ExitInfo>) -> StartError {
     let (reason, message) = match failure {
         Failure::Timeout(phase) => (
             Reason::StartupTimeout,
@@ -736,15 +698,7 @@ fn failure_message(failure: Failure, timeout: Duration, exited: Option<ExitInfo>
             None => (Reason::StartFailed, format!("{phase}: {error}")),
         },
     };
-    McpStartError::new(reason, message)
-}
-
-fn with_stderr(mut error: McpStartError, tail: &[String]) -> McpStartError {
-    if !tail.is_empty() {
-        error.message.push_str("\nlast stderr lines:\n");
-        error.message.push_str(&tail.join("\n"));
-    }
-    error
+    StartError::new(reason, message)
 }
 
 async fn connect_stdio(
@@ -754,7 +708,7 @@ async fn connect_stdio(
     workspace: &Path,
     timeouts: McpTimeouts,
     relay: Arc<Relay>,
-) -> Result<Opened, McpStartError> {
+) -> Result<Opened, StartError> {
     let program = spec.command.clone().unwrap_or_default();
     let cwd = match spec.cwd.as_deref() {
         Some(cwd) if !cwd.is_empty() => workspace.join(cwd),
@@ -767,12 +721,12 @@ async fn connect_stdio(
         cwd: Some(cwd),
     };
     let deadline = Instant::now() + timeouts.stdio_handshake;
-    let mut process = spawner.spawn(&process_spec).await.map_err(spawn_error)?;
+    let mut process = spawner.spawn(&process_spec).await?;
     tracing::debug!(server = %name, pid = process.pid(), "mcp server spawned");
 
     let (Some(stdin), Some(stdout)) = (process.take_stdin(), process.take_stdout()) else {
         process.stop(FAILED_START_GRACE).await;
-        return Err(McpStartError::new(
+        return Err(StartError::new(
             Reason::StartFailed,
             "start the MCP session: the process has no stdio pipes",
         ));
@@ -814,30 +768,11 @@ async fn connect_stdio(
         (Err(failure), _) => failure,
     };
     stopped.store(true, Ordering::SeqCst);
-    // Stdout closed under rmcp: give the exit status a moment to arrive, so
-    // the message says how the process ended rather than that it was killed.
-    let exited = match failure {
-        Failure::Protocol(..) => tokio::time::timeout(EXIT_SETTLE, process.exited())
-            .await
-            .ok(),
-        _ => process.try_status(),
-    };
-    // Stopping drains stderr (the stop waits for the pipes to close).
-    process.stop(FAILED_START_GRACE).await;
-    let tail = process.stderr_tail(STDERR_LINES_IN_MESSAGE);
-    Err(with_stderr(
-        failure_message(failure, timeouts.stdio_handshake, exited),
-        &tail,
-    ))
-}
-
-fn spawn_error(error: SpawnError) -> McpStartError {
-    let reason = match &error {
-        SpawnError::CommandNotFound { .. } => Reason::CommandNotFound,
-        SpawnError::NotExecutable { .. } => Reason::UnsafeCommand,
-        _ => Reason::StartFailed,
-    };
-    McpStartError::new(reason, error.to_string())
+    // Stdout closed under rmcp: the exit status gets a moment to arrive.
+    let settle = matches!(failure, Failure::Protocol(..));
+    let exited = exit_of_failed_start(&process, settle).await;
+    let tail = stop_failed_start(&mut process).await;
+    Err(failure_message(failure, timeouts.stdio_handshake, exited).with_stderr_tail(tail))
 }
 
 /// Connects to a remote server over streamable HTTP (`httpUrl`) or the
@@ -848,13 +783,11 @@ async fn connect_http(
     spec: &McpServerSpec,
     timeouts: McpTimeouts,
     relay: Arc<Relay>,
-) -> Result<Opened, McpStartError> {
+) -> Result<Opened, StartError> {
     let shown = redact_url(remote::url_of(spec)?);
-    let in_context = |error: McpStartError| {
-        McpStartError::new(
-            error.reason,
-            format!("connect to {shown}: {}", redact_urls(&error.message)),
-        )
+    let in_context = |error: StartError| StartError {
+        message: format!("connect to {shown}: {}", redact_urls(&error.message)),
+        ..error
     };
     let deadline = Instant::now() + timeouts.remote_handshake;
     let (client, mut notices, stopped) = Client::new(name, relay.clone());
@@ -1561,7 +1494,7 @@ mod tests {
         workspace: &Path,
         timeouts: McpTimeouts,
     ) -> (
-        Result<McpConnection, McpStartError>,
+        Result<McpConnection, StartError>,
         mpsc::UnboundedReceiver<McpEvent>,
     ) {
         let (on_event, rx) = events();
@@ -1735,7 +1668,7 @@ mod tests {
                 .starts_with("complete the MCP handshake within 500ms: no answer to initialize"),
             "{error}"
         );
-        assert!(error.message.ends_with("waiting for godot"), "{error}");
+        assert!(error.to_string().ends_with("waiting for godot"), "{error}");
         assert!(started.elapsed() < Duration::from_secs(5));
         assert!(
             !alive(recorded_pid(&rec)),
@@ -1761,7 +1694,7 @@ mod tests {
             "{error}"
         );
         assert!(
-            error.message.ends_with("starting\nfatal: no config"),
+            error.to_string().ends_with("starting\nfatal: no config"),
             "{error}"
         );
         assert!(!alive(recorded_pid(&rec)));

@@ -33,7 +33,7 @@ use serde_json::{Map, Number, Value};
 use steward_schema::resource::{McpServerSpec, Reason};
 
 use super::{auth_required_message, error_chain};
-use crate::runtime::mcp::McpStartError;
+use crate::runtime::start::StartError;
 
 /// The token store's file name under HOME_DIR.
 pub const TOKENS_FILE: &str = "mcp-oauth-tokens.json";
@@ -318,11 +318,8 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn auth_required(name: &str, what: &str) -> McpStartError {
-    McpStartError {
-        reason: Reason::AuthRequired,
-        message: auth_required_message(name, what),
-    }
+fn auth_required(name: &str, what: &str) -> StartError {
+    StartError::new(Reason::AuthRequired, auth_required_message(name, what))
 }
 
 /// The access token to connect to `name` with: the stored one, refreshed
@@ -332,15 +329,12 @@ pub async fn access_token(
     client: &reqwest::Client,
     name: &str,
     spec: &McpServerSpec,
-) -> Result<Option<String>, McpStartError> {
+) -> Result<Option<String>, StartError> {
     let config = OAuthConfig::of(spec);
     let stored = match store.credential(name) {
         Ok(stored) => stored,
         Err(error) if config.enabled => {
-            return Err(McpStartError {
-                reason: Reason::StartFailed,
-                message: error_chain(&error),
-            });
+            return Err(StartError::failed(error_chain(&error)));
         }
         Err(error) => {
             tracing::warn!(server = %name, error = %error_chain(&error), "ignoring the OAuth token store");
@@ -424,10 +418,10 @@ pub async fn access_token(
             name,
             &format!("refresh the expired OAuth token: {}", error_chain(&error)),
         )),
-        Err(error) => Err(McpStartError {
-            reason: Reason::StartFailed,
-            message: format!("refresh the expired OAuth token: {}", error_chain(&error)),
-        }),
+        Err(error) => Err(StartError::failed(format!(
+            "refresh the expired OAuth token: {}",
+            error_chain(&error)
+        ))),
     }
 }
 

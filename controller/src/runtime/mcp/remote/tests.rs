@@ -119,7 +119,7 @@ async fn connect(
     spec: &McpServerSpec,
     timeouts: McpTimeouts,
 ) -> (
-    Result<McpConnection, crate::runtime::mcp::McpStartError>,
+    Result<McpConnection, crate::runtime::StartError>,
     mpsc::UnboundedReceiver<McpEvent>,
 ) {
     let (on_event, rx) = events();
