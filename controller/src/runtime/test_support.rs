@@ -69,7 +69,7 @@ fn build_if(package: &str, bin: &str, path: &Path, needed: impl Fn(&Path) -> boo
     if !needed(path) {
         return;
     }
-    let _one_build_at_a_time = BUILD.get_or_init(|| Mutex::new(())).lock();
+    let _one_build_at_a_time = crate::support::sync::lock(BUILD.get_or_init(|| Mutex::new(())));
     if !needed(path) {
         return;
     }

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
@@ -34,6 +34,7 @@ use steward_schema::resource::{McpServerSpec, Reason};
 
 use super::{auth_required_message, error_chain};
 use crate::runtime::start::StartError;
+use crate::support::sync::lock;
 
 /// The token store's file name under HOME_DIR.
 pub const TOKENS_FILE: &str = "mcp-oauth-tokens.json";
@@ -221,7 +222,7 @@ impl TokenStore {
         let Some(path) = &self.path else {
             return Ok(None);
         };
-        let _serial = STORE_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        let _serial = lock(&STORE_LOCK);
         Ok(Self::read_entries(path)?
             .into_iter()
             .rev()
@@ -236,7 +237,7 @@ impl TokenStore {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let _serial = STORE_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        let _serial = lock(&STORE_LOCK);
         let write_error = |source| StoreError::Write {
             path: path.clone(),
             source,
