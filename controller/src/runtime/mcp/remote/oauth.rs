@@ -443,7 +443,7 @@ struct Fresh {
     scope: Option<String>,
 }
 
-/// RFC 6749 §6 refresh, with Qwen Code's parameters.
+/// The OAuth refresh-token grant (RFC 6749), with Qwen Code's parameters.
 async fn refresh(
     client: &reqwest::Client,
     request: &RefreshRequest<'_>,
