@@ -4,7 +4,7 @@
 //!
 //! - **Nothing outlives a failed start.** Any error after the spawn stops
 //!   the process (group reaped, which drains its stderr) before the error is
-//!   returned: see [`stop_failed_start`].
+//!   returned (`stop_failed_start`).
 //! - **The stderr tail is data, not text.** A [`StartError`] carries the
 //!   server's last stderr lines in [`StartError::stderr_tail`]; the one text
 //!   that shows them after the message, `last stderr lines:` and a line each,

@@ -1,5 +1,5 @@
 //! Opening a session: spawn a stdio server through the [`Spawner`] or reach
-//! a remote one (built by [`remote`](super::remote)), run rmcp's
+//! a remote one (built by [`remote`]), run rmcp's
 //! `initialize` handshake, and list what the server offers — all within the
 //! handshake timeout, interrupted by the process exiting or a non-JSON line
 //! on its stdout. A failure stops whatever was started and says why, with

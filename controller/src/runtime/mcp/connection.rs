@@ -199,8 +199,9 @@ impl McpConnection {
             .is_ok()
     }
 
-    /// Re-lists tools and prompts (after [`McpEvent::ToolsChanged`] or
-    /// [`McpEvent::PromptsChanged`]), bounded by the handshake timeout. On an
+    /// Re-lists tools and prompts (after
+    /// [`McpEvent::ToolsChanged`](super::McpEvent::ToolsChanged) or
+    /// [`McpEvent::PromptsChanged`](super::McpEvent::PromptsChanged)), bounded by the handshake timeout. On an
     /// error the lists are unchanged.
     pub async fn refresh(&self) -> Result<(), String> {
         let _serial = self.refresh_lock.lock().await;

@@ -127,12 +127,12 @@ impl ManagedProcess {
         &self.program
     }
 
-    /// Config env keys that were not passed on ([`ENV_DENYLIST`]).
+    /// Config env keys that were not passed on ([`ENV_DENYLIST`](super::ENV_DENYLIST)).
     pub fn dropped_env(&self) -> &[String] {
         &self.dropped_env
     }
 
-    /// The thread that spawned this child ([`Spawner::thread_id`]).
+    /// The thread that spawned this child ([`Spawner::thread_id`](super::Spawner::thread_id)).
     pub fn spawned_on(&self) -> ThreadId {
         self.spawned_on
     }

@@ -60,7 +60,8 @@ impl Spawner {
     }
 
     /// Starts the spawner thread with `exec_shim` as the shim: an executable
-    /// whose `main` calls [`run_exec_shim_if_requested`] first.
+    /// whose `main` calls
+    /// [`run_exec_shim_if_requested`](super::run_exec_shim_if_requested) first.
     pub fn with_exec_shim(exec_shim: impl Into<PathBuf>) -> io::Result<Self> {
         Ok(Spawner {
             inner: Arc::new(SpawnerThread::start(exec_shim.into())?),
