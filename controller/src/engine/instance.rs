@@ -398,7 +398,7 @@ async fn connect(
                 on_event,
             )
             .await
-            .map_err(|e| (e.reason, e.message))?;
+            .map_err(|e| (e.reason, e.to_string()))?;
             if let Some(broadcast) = &context.broadcast {
                 conn.set_broadcast(broadcast.clone());
             }
@@ -412,7 +412,7 @@ async fn connect(
             });
             let conn = LspConnection::connect(&spawner, &key.name, spec, on_event)
                 .await
-                .map_err(|e| (e.reason, e.message))?;
+                .map_err(|e| (e.reason, e.to_string()))?;
             let conn = Arc::new(conn);
             // Replay tracked documents before the start counts as done.
             context.lsp.publish(&key.name, conn.clone()).await;

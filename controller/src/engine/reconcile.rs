@@ -169,11 +169,7 @@ fn mark_failed(s: &mut ServerStatus, reason: Reason, message: String, condition_
 }
 
 fn with_tail(message: String, tail: &[String]) -> String {
-    if tail.is_empty() {
-        message
-    } else {
-        format!("{message}\nlast stderr lines:\n{}", tail.join("\n"))
-    }
+    crate::runtime::start::message_with_tail(&message, tail)
 }
 
 /// Where a decision leaves the key.

@@ -2,9 +2,13 @@
 pub mod lsp;
 pub mod mcp;
 pub mod process;
+mod procfs;
 pub mod reaper;
+pub mod start;
 #[cfg(test)]
 mod test_support;
+
+pub use self::start::StartError;
 
 /// The first line of a (possibly multi-line) error message, for one-line logs.
 pub(crate) fn first_line(text: &str) -> &str {

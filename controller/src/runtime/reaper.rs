@@ -23,22 +23,41 @@
 //!   the workspace lock; the next one finds the processes still carrying the
 //!   dead instance's mark ([`clean_up_predecessor`]) and kills them.
 
-use crate::support::sync::lock;
 use std::fs;
 use std::io;
 use std::path::Path;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::process::{ProcStat, children_of, descendants, proc_pids, read_stat, send_signal};
+use super::procfs::{
+    ProcStat, children_of, descendants, is_alive, proc_pids, read_stat, send_signal,
+};
+use crate::support::sync::lock;
 
 /// The env var holding a server's mark.
 pub const SERVER_MARK_VAR: &str = "STEWARD_SERVER";
 
 /// How long killed orphans may take to die.
 const KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// Pids of the leaders not yet reaped by tokio, whatever
+/// [`Spawner`](super::process::Spawner) started them: every other child of
+/// this process is an orphan to reap.
+static OWNED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// The set of owned pids, locked. The spawner thread holds it from the spawn
+/// until the new pid is in it, and the reaper while it looks at the
+/// children: a new child is never taken for someone else's.
+pub(super) fn owned() -> MutexGuard<'static, Vec<i32>> {
+    lock(&OWNED)
+}
+
+/// `pid` was reaped by tokio (or given up on): no longer ours to protect.
+pub(super) fn disown(pid: i32) {
+    owned().retain(|p| *p != pid);
+}
 
 /// This controller's instance: `<boot id>-<pid>-<start time>`, unique
 /// across pid reuse and reboots.
@@ -95,9 +114,9 @@ fn unowned_children(owned: &[i32]) -> Vec<ProcStat> {
 
 /// Reaps every zombie child this process does not own; returns their pids.
 #[allow(unsafe_code)]
-pub(super) fn reap_unowned(owned: &Mutex<Vec<i32>>) -> Vec<i32> {
+pub(super) fn reap_unowned() -> Vec<i32> {
     // Held throughout: a pid spawned meanwhile is owned before it shows up.
-    let owned = lock(owned);
+    let owned = owned();
     let mut reaped = Vec::new();
     for child in unowned_children(&owned).iter().filter(|c| !c.is_live()) {
         let mut status = 0;
@@ -111,8 +130,8 @@ pub(super) fn reap_unowned(owned: &Mutex<Vec<i32>>) -> Vec<i32> {
 
 /// Live orphans handed to this process whose mark is `mark` (any mark of
 /// ours, or none, when `mark` is `None`), with all their descendants.
-pub(super) fn orphans(owned: &Mutex<Vec<i32>>, mark: Option<&str>) -> Vec<ProcStat> {
-    let children = unowned_children(&lock(owned));
+pub(super) fn orphans(mark: Option<&str>) -> Vec<ProcStat> {
+    let children = unowned_children(&owned());
     let mut found = Vec::new();
     for child in children.into_iter().filter(ProcStat::is_live) {
         if mark.is_some_and(|m| mark_of(child.pid).as_deref() != Some(m)) {
@@ -127,14 +146,14 @@ pub(super) fn orphans(owned: &Mutex<Vec<i32>>, mark: Option<&str>) -> Vec<ProcSt
 /// SIGKILLs `processes` (each checked against its start time first), waits
 /// (bounded) until none is alive and reaps those that were ours. Returns
 /// whether all are gone.
-pub(super) async fn kill(processes: &[ProcStat], owned: &Mutex<Vec<i32>>) -> bool {
+pub(super) async fn kill(processes: &[ProcStat]) -> bool {
     for process in processes {
         kill_one(process);
     }
     let deadline = Instant::now() + KILL_WAIT;
     loop {
-        reap_unowned(owned);
-        if processes.iter().all(|p| !still_there(p)) {
+        reap_unowned();
+        if processes.iter().all(|p| !is_alive(p)) {
             return true;
         }
         if Instant::now() >= deadline {
@@ -144,12 +163,8 @@ pub(super) async fn kill(processes: &[ProcStat], owned: &Mutex<Vec<i32>>) -> boo
     }
 }
 
-fn still_there(process: &ProcStat) -> bool {
-    read_stat(process.pid).is_some_and(|now| now.start == process.start && now.is_live())
-}
-
 fn kill_one(process: &ProcStat) {
-    if still_there(process) {
+    if is_alive(process) {
         let _ = send_signal(process.pid, libc::SIGKILL);
     }
 }

@@ -29,7 +29,12 @@ pub(crate) fn steward_exe() -> PathBuf {
     EXE.get_or_init(|| {
         let path = target_binary("steward");
         let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let shim_sources = ["src/main.rs", "src/entry.rs", "src/runtime/process.rs"];
+        let shim_sources = [
+            "src/main.rs",
+            "src/cli/mod.rs",
+            "src/runtime/process/shim.rs",
+            "src/runtime/process/limits.rs",
+        ];
         let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
         build_if("steward", "steward", &path, |path| match modified(path) {
             None => true,
@@ -64,7 +69,7 @@ fn build_if(package: &str, bin: &str, path: &Path, needed: impl Fn(&Path) -> boo
     if !needed(path) {
         return;
     }
-    let _one_build_at_a_time = BUILD.get_or_init(|| Mutex::new(())).lock();
+    let _one_build_at_a_time = crate::support::sync::lock(BUILD.get_or_init(|| Mutex::new(())));
     if !needed(path) {
         return;
     }

@@ -36,7 +36,7 @@ use tokio::time::Instant;
 
 use crate::desired::snapshot::{Key, Snapshot};
 use crate::observe::status::StatusStore;
-use crate::runtime::lsp::{LspConnection, OPEN_DELAY};
+use crate::runtime::lsp::{LspConnection, LspRequestError, OPEN_DELAY};
 use crate::support::sync::lock;
 
 /// Added to a server's shutdown + startup timeouts for how long a use waits
@@ -47,8 +47,6 @@ const READY_MARGIN: Duration = Duration::from_secs(5);
 const CRASH_SETTLE: Duration = Duration::from_secs(2);
 /// How long a request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// How the runtime's messages end when the connection closed under them.
-const CLOSED: &str = "the connection is closed";
 /// How long `diagnostics` waits for the server to publish.
 pub const DIAGNOSTICS_WAIT: Duration = Duration::from_secs(5);
 
@@ -102,7 +100,7 @@ pub enum LspError {
     Uri(PathBuf),
     /// The connection refused or failed a message (phrased by the runtime).
     #[error("{0}")]
-    Protocol(String),
+    Protocol(LspRequestError),
     #[error("{0}")]
     Usage(String),
 }
@@ -319,7 +317,7 @@ impl LspService {
         let conn = self.connection(snap, status, name).await?;
         match use_it(conn.clone()).await {
             Err(LspError::Protocol(e))
-                if e.ends_with(CLOSED)
+                if matches!(e, LspRequestError::Closed { .. })
                     || self
                         .current(name)
                         .is_none_or(|now| !Arc::ptr_eq(&now, &conn)) =>

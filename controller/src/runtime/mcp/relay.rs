@@ -156,7 +156,8 @@ impl Relay {
         &self.root
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, InFlight>> {
+    /// The calls in flight, locked.
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<u64, InFlight>> {
         crate::support::sync::lock(&self.calls)
     }
 
@@ -174,7 +175,7 @@ impl Relay {
     /// Route a progress notification to the caller of its request.
     pub async fn progress(&self, mut params: ProgressNotificationParam) {
         let route = self
-            .lock()
+            .calls()
             .values()
             .find(|c| c.progress.as_ref() == Some(&params.progress_token))
             .map(|c| (c.caller_token.clone(), c.caller.clone()));
@@ -187,7 +188,7 @@ impl Relay {
             caller.progress(params).await;
         }
         if let Some(call) = self
-            .lock()
+            .calls()
             .values_mut()
             .find(|c| c.progress.as_ref() == Some(&token))
         {
@@ -200,7 +201,7 @@ impl Relay {
     /// any answer read after it).
     fn progress_read(&self, token: &ProgressToken) {
         if let Some(call) = self
-            .lock()
+            .calls()
             .values_mut()
             .find(|c| c.progress.as_ref() == Some(token))
         {
@@ -215,7 +216,7 @@ impl Relay {
         loop {
             let handled = self.progress_handled.notified();
             if self
-                .lock()
+                .calls()
                 .get(&id)
                 .is_none_or(|c| c.progress_handled >= c.progress_read)
             {
@@ -233,7 +234,7 @@ impl Relay {
 
     /// The caller a server request goes to: the newest call in flight.
     pub fn current_caller(&self) -> Option<Arc<dyn Caller>> {
-        self.lock()
+        self.calls()
             .iter()
             .max_by_key(|(id, _)| **id)
             .map(|(_, c)| c.caller.clone())
@@ -249,7 +250,7 @@ impl Relay {
     fn begin(&self, call: InFlight) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let n = {
-            let mut calls = self.lock();
+            let mut calls = self.calls();
             calls.insert(id, call);
             calls.len()
         };
@@ -258,14 +259,14 @@ impl Relay {
     }
 
     fn sent(&self, id: u64, progress: ProgressToken) {
-        if let Some(call) = self.lock().get_mut(&id) {
+        if let Some(call) = self.calls().get_mut(&id) {
             call.progress = Some(progress);
         }
     }
 
     fn end(&self, id: u64) {
         let n = {
-            let mut calls = self.lock();
+            let mut calls = self.calls();
             calls.remove(&id);
             calls.len()
         };

@@ -47,7 +47,7 @@ use tokio::time::Instant;
 
 use self::sse::{SseError, SseTransport};
 use self::streamable::WatchedClient;
-use super::McpStartError;
+use crate::runtime::start::StartError;
 
 /// Headers the transports set themselves: configuring one is an error.
 const RESERVED_HEADERS: [&str; 3] = ["accept", "mcp-session-id", "last-event-id"];
@@ -89,15 +89,12 @@ impl Endpoint {
     }
 }
 
-fn start_failed(message: impl Into<String>) -> McpStartError {
-    McpStartError {
-        reason: Reason::StartFailed,
-        message: message.into(),
-    }
+fn start_failed(message: impl Into<String>) -> StartError {
+    StartError::failed(message)
 }
 
 /// The URL a remote spec connects to: `httpUrl` (streamable HTTP) or `url` (SSE).
-pub fn url_of(spec: &McpServerSpec) -> Result<&str, McpStartError> {
+pub fn url_of(spec: &McpServerSpec) -> Result<&str, StartError> {
     let (url, key) = match spec.transport {
         McpTransport::Sse => (spec.url.as_deref(), "url"),
         _ => (spec.http_url.as_deref(), "httpUrl"),
@@ -115,7 +112,7 @@ pub fn url_of(spec: &McpServerSpec) -> Result<&str, McpStartError> {
 /// gets the shared client, and the OAuth token (refreshed when it expired)
 /// from Qwen Code's token store. Messages start without the URL: the caller
 /// prefixes `connect to <redacted url>: `.
-async fn endpoint(name: &str, spec: &McpServerSpec) -> Result<Endpoint, McpStartError> {
+async fn endpoint(name: &str, spec: &McpServerSpec) -> Result<Endpoint, StartError> {
     let url = url_of(spec)?;
     let scheme = url
         .split_once("://")
@@ -152,13 +149,15 @@ pub async fn connect(
     watch: &SessionWatch,
     deadline: Instant,
     timeout: Duration,
-) -> Result<RemoteTransport, McpStartError> {
-    let timed_out = |what: &str| McpStartError {
-        reason: Reason::StartupTimeout,
-        message: format!(
-            "complete the MCP handshake within {}: {what}",
-            humantime::format_duration(timeout)
-        ),
+) -> Result<RemoteTransport, StartError> {
+    let timed_out = |what: &str| {
+        StartError::new(
+            Reason::StartupTimeout,
+            format!(
+                "complete the MCP handshake within {}: {what}",
+                humantime::format_duration(timeout)
+            ),
+        )
     };
     let endpoint = tokio::time::timeout_at(deadline, endpoint(name, spec))
         .await
@@ -278,7 +277,7 @@ impl Transport<RoleClient> for RemoteTransport {
 
 /// The configured headers as a header map. Values are never shown: a parse
 /// error could echo a secret.
-fn headers(spec: &McpServerSpec) -> Result<HeaderMap, McpStartError> {
+fn headers(spec: &McpServerSpec) -> Result<HeaderMap, StartError> {
     let mut map = HeaderMap::new();
     for (header, value) in spec.headers.iter().flatten() {
         if RESERVED_HEADERS
@@ -414,10 +413,12 @@ impl SessionWatch {
 
     /// `AuthRequired` for `name` when the server answered 401 so far: what
     /// a failed handshake really means then.
-    pub fn auth_required(&self, name: &str) -> Option<McpStartError> {
-        self.unauthorized().then(|| McpStartError {
-            reason: Reason::AuthRequired,
-            message: auth_required_message(name, "the server refused the credentials (HTTP 401)"),
+    pub fn auth_required(&self, name: &str) -> Option<StartError> {
+        self.unauthorized().then(|| {
+            StartError::new(
+                Reason::AuthRequired,
+                auth_required_message(name, "the server refused the credentials (HTTP 401)"),
+            )
         })
     }
 }

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
@@ -33,7 +33,8 @@ use serde_json::{Map, Number, Value};
 use steward_schema::resource::{McpServerSpec, Reason};
 
 use super::{auth_required_message, error_chain};
-use crate::runtime::mcp::McpStartError;
+use crate::runtime::start::StartError;
+use crate::support::sync::lock;
 
 /// The token store's file name under HOME_DIR.
 pub const TOKENS_FILE: &str = "mcp-oauth-tokens.json";
@@ -221,7 +222,7 @@ impl TokenStore {
         let Some(path) = &self.path else {
             return Ok(None);
         };
-        let _serial = STORE_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        let _serial = lock(&STORE_LOCK);
         Ok(Self::read_entries(path)?
             .into_iter()
             .rev()
@@ -236,7 +237,7 @@ impl TokenStore {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let _serial = STORE_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        let _serial = lock(&STORE_LOCK);
         let write_error = |source| StoreError::Write {
             path: path.clone(),
             source,
@@ -318,11 +319,8 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn auth_required(name: &str, what: &str) -> McpStartError {
-    McpStartError {
-        reason: Reason::AuthRequired,
-        message: auth_required_message(name, what),
-    }
+fn auth_required(name: &str, what: &str) -> StartError {
+    StartError::new(Reason::AuthRequired, auth_required_message(name, what))
 }
 
 /// The access token to connect to `name` with: the stored one, refreshed
@@ -332,15 +330,12 @@ pub async fn access_token(
     client: &reqwest::Client,
     name: &str,
     spec: &McpServerSpec,
-) -> Result<Option<String>, McpStartError> {
+) -> Result<Option<String>, StartError> {
     let config = OAuthConfig::of(spec);
     let stored = match store.credential(name) {
         Ok(stored) => stored,
         Err(error) if config.enabled => {
-            return Err(McpStartError {
-                reason: Reason::StartFailed,
-                message: error_chain(&error),
-            });
+            return Err(StartError::failed(error_chain(&error)));
         }
         Err(error) => {
             tracing::warn!(server = %name, error = %error_chain(&error), "ignoring the OAuth token store");
@@ -424,10 +419,10 @@ pub async fn access_token(
             name,
             &format!("refresh the expired OAuth token: {}", error_chain(&error)),
         )),
-        Err(error) => Err(McpStartError {
-            reason: Reason::StartFailed,
-            message: format!("refresh the expired OAuth token: {}", error_chain(&error)),
-        }),
+        Err(error) => Err(StartError::failed(format!(
+            "refresh the expired OAuth token: {}",
+            error_chain(&error)
+        ))),
     }
 }
 
@@ -448,7 +443,7 @@ struct Fresh {
     scope: Option<String>,
 }
 
-/// RFC 6749 §6 refresh, with Qwen Code's parameters.
+/// The OAuth refresh-token grant (RFC 6749), with Qwen Code's parameters.
 async fn refresh(
     client: &reqwest::Client,
     request: &RefreshRequest<'_>,

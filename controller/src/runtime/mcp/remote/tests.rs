@@ -119,7 +119,7 @@ async fn connect(
     spec: &McpServerSpec,
     timeouts: McpTimeouts,
 ) -> (
-    Result<McpConnection, crate::runtime::mcp::McpStartError>,
+    Result<McpConnection, crate::runtime::StartError>,
     mpsc::UnboundedReceiver<McpEvent>,
 ) {
     let (on_event, rx) = events();
@@ -204,9 +204,9 @@ async fn an_sse_server_going_away_is_an_exit_at_once_with_its_reason() {
     assert!(rx.try_recv().is_err(), "the loss was reported twice");
 }
 
-/// Issue 10 item 20: a streamable-HTTP server that restarted (and so forgot
-/// our session) was only noticed after two failed pings, and rmcp's silent
-/// re-initialization kept stale lists. Now the next request reports it.
+/// A streamable-HTTP server that restarted (and so forgot our session) is a
+/// lost session at the next request — not after two failed pings, and not
+/// silently re-initialized by rmcp with stale lists.
 #[tokio::test]
 async fn a_restarted_http_server_is_a_lost_session_on_the_next_request() {
     let dir = tempfile::tempdir().unwrap();

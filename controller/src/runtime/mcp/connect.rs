@@ -1,0 +1,622 @@
+//! Opening a session: spawn a stdio server through the [`Spawner`] or reach
+//! a remote one (built by [`remote`]), run rmcp's
+//! `initialize` handshake, and list what the server offers — all within the
+//! handshake timeout, interrupted by the process exiting or a non-JSON line
+//! on its stdout. A failure stops whatever was started and says why, with
+//! the server's last stderr lines.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rmcp::model::ServerPeerInfo;
+use rmcp::service::RunningService;
+use rmcp::transport::IntoTransport;
+use rmcp::{ClientCacheConfig, Peer, RoleClient, ServiceExt as _};
+use steward_schema::resource::{McpServerSpec, Reason};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::client::Client;
+use super::describe::{Dig, describe_init, dig_nothing, redact_url, redact_urls};
+use super::lists::{Capabilities, ListError, Lists, list_all};
+use super::relay::{Relay, RelayedProgress};
+use super::remote;
+use super::stdout::StdoutWatch;
+use super::{McpEvent, McpExit, McpTimeouts};
+use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, Spawner};
+use crate::runtime::start::{
+    FAILED_START_GRACE, StartError, exit_of_failed_start, stop_failed_start, wait_exit,
+};
+
+/// What a successful connect hands to the connection.
+pub(super) struct Opened {
+    pub(super) session: Session,
+    pub(super) process: Option<ManagedProcess>,
+    pub(super) notices: mpsc::UnboundedReceiver<McpEvent>,
+    pub(super) stopped: Arc<AtomicBool>,
+    pub(super) refresh_timeout: Duration,
+    pub(super) dig: Dig,
+    pub(super) relay: Arc<Relay>,
+}
+
+/// An initialized rmcp session with its first lists.
+pub(super) struct Session {
+    pub(super) running: RunningService<RoleClient, Client>,
+    /// Ends the session (rmcp then closes the transport).
+    pub(super) cancel: CancellationToken,
+    pub(super) peer: Peer<RoleClient>,
+    pub(super) capabilities: Capabilities,
+    pub(super) lists: Lists,
+}
+
+/// Why opening a session failed, before it is turned into a message.
+enum Failure {
+    /// The deadline passed during `phase`.
+    Timeout(&'static str),
+    /// The server wrote this non-JSON line on stdout.
+    Garbage(String),
+    /// The process exited during `phase`.
+    Exited(&'static str, ExitInfo),
+    /// rmcp failed during `phase`.
+    Protocol(&'static str, String),
+}
+
+/// Watches that interrupt a connect step: the first non-JSON stdout line and
+/// the process exit (stdio only).
+#[derive(Default)]
+struct Guards {
+    garbage: Option<watch::Receiver<Option<String>>>,
+    exit: Option<watch::Receiver<Option<ExitInfo>>>,
+}
+
+enum Interrupt {
+    Timeout,
+    Garbage(String),
+    Exited(ExitInfo),
+}
+
+impl Interrupt {
+    fn during(self, phase: &'static str) -> Failure {
+        match self {
+            Interrupt::Timeout => Failure::Timeout(phase),
+            Interrupt::Garbage(line) => Failure::Garbage(line),
+            Interrupt::Exited(info) => Failure::Exited(phase, info),
+        }
+    }
+}
+
+/// Runs `step` until it finishes, the deadline passes, or a guard fires.
+async fn guarded<F: Future>(
+    step: F,
+    deadline: Instant,
+    guards: &mut Guards,
+) -> Result<F::Output, Interrupt> {
+    let garbage = async {
+        // The watch guard is not `Send`: copy the line out before any await.
+        let line = match guards.garbage.as_mut() {
+            Some(rx) => rx
+                .wait_for(Option::is_some)
+                .await
+                .ok()
+                .map(|line| line.clone().unwrap_or_default()),
+            None => None,
+        };
+        match line {
+            Some(line) => line,
+            None => std::future::pending().await,
+        }
+    };
+    let exit = wait_exit(guards.exit.as_mut());
+    tokio::select! {
+        biased;
+        output = step => Ok(output),
+        line = garbage => Err(Interrupt::Garbage(line)),
+        info = exit => Err(Interrupt::Exited(info)),
+        () = tokio::time::sleep_until(deadline) => Err(Interrupt::Timeout),
+    }
+}
+
+/// Handshake, then the first lists; list changes announced meanwhile are
+/// listed again so the caller starts from the latest lists.
+async fn open_session<T, E, A>(
+    name: &str,
+    client: Client,
+    transport: T,
+    deadline: Instant,
+    guards: &mut Guards,
+    notices: &mut mpsc::UnboundedReceiver<McpEvent>,
+    dig: Dig,
+) -> Result<Session, Failure>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let cancel = CancellationToken::new();
+    let transport = RelayedProgress::new(transport.into_transport(), client.relay.clone());
+    let serve = client.serve_with_ct(transport, cancel.clone());
+    let running = match guarded(serve, deadline, guards).await {
+        Ok(Ok(running)) => running,
+        Ok(Err(error)) => return Err(Failure::Protocol("initialize", describe_init(&error, dig))),
+        Err(interrupt) => return Err(interrupt.during("initialize")),
+    };
+    // From here a failure drops `running`, whose drop guard ends the session.
+    let peer = running.peer().clone();
+    // Lists must reflect the server now, not a cached page (servers may send
+    // `ttlMs`).
+    peer.set_response_cache_config(ClientCacheConfig::disabled())
+        .await;
+    let info = peer.peer_info();
+    let capabilities = Capabilities {
+        tools: info
+            .as_ref()
+            .is_none_or(|info| info.capabilities.tools.is_some()),
+        prompts: info
+            .as_ref()
+            .is_some_and(|info| info.capabilities.prompts.is_some()),
+        resources: info
+            .as_ref()
+            .is_some_and(|info| info.capabilities.resources.is_some()),
+    };
+    log_peer(name, info.as_deref());
+
+    let mut lists = list_step(name, &peer, capabilities, deadline, guards, dig).await?;
+    // Announced during the handshake or the listing: list once more. Later
+    // announcements reach the watcher task.
+    let mut changed = false;
+    while let Ok(notice) = notices.try_recv() {
+        changed |= matches!(
+            notice,
+            McpEvent::ToolsChanged | McpEvent::PromptsChanged | McpEvent::ResourcesChanged
+        );
+    }
+    if changed {
+        lists = list_step(name, &peer, capabilities, deadline, guards, dig).await?;
+    }
+    Ok(Session {
+        running,
+        cancel,
+        peer,
+        capabilities,
+        lists,
+    })
+}
+
+async fn list_step(
+    name: &str,
+    peer: &Peer<RoleClient>,
+    capabilities: Capabilities,
+    deadline: Instant,
+    guards: &mut Guards,
+    dig: Dig,
+) -> Result<Lists, Failure> {
+    match guarded(list_all(name, peer, capabilities, dig), deadline, guards).await {
+        Ok(Ok(lists)) => Ok(lists),
+        Ok(Err(ListError { phase, message })) => Err(Failure::Protocol(phase, message)),
+        Err(interrupt) => Err(interrupt.during("tools/list")),
+    }
+}
+
+fn log_peer(name: &str, info: Option<&ServerPeerInfo>) {
+    match info {
+        Some(info) => tracing::debug!(
+            server = %name,
+            protocol = %info.protocol_version,
+            peer = info.server_info.as_ref().map(|i| format!("{} {}", i.name, i.version)),
+            "mcp handshake done"
+        ),
+        None => tracing::debug!(server = %name, "mcp handshake done (no server info)"),
+    }
+}
+
+/// The error of a failure; `exited` is how the process ended, if it did.
+fn failure_message(failure: Failure, timeout: Duration, exited: Option<ExitInfo>) -> StartError {
+    let (reason, message) = match failure {
+        Failure::Timeout(phase) => (
+            Reason::StartupTimeout,
+            format!(
+                "complete the MCP handshake within {}: no answer to {phase}",
+                humantime::format_duration(timeout)
+            ),
+        ),
+        Failure::Garbage(line) => (
+            Reason::StartFailed,
+            format!(
+                "start the MCP session: the server wrote non-JSON-RPC output on stdout: {line:?}"
+            ),
+        ),
+        Failure::Exited(phase, info) => (
+            Reason::StartFailed,
+            format!("start the MCP session: the server {info} during {phase}"),
+        ),
+        Failure::Protocol(phase, error) => match exited {
+            Some(info) => (
+                Reason::StartFailed,
+                format!("start the MCP session: the server {info} during {phase}"),
+            ),
+            None => (Reason::StartFailed, format!("{phase}: {error}")),
+        },
+    };
+    StartError::new(reason, message)
+}
+
+pub(super) async fn connect_stdio(
+    spawner: &Spawner,
+    name: &str,
+    spec: &McpServerSpec,
+    workspace: &Path,
+    timeouts: McpTimeouts,
+    relay: Arc<Relay>,
+) -> Result<Opened, StartError> {
+    let program = spec.command.clone().unwrap_or_default();
+    let cwd = match spec.cwd.as_deref() {
+        Some(cwd) if !cwd.is_empty() => workspace.join(cwd),
+        _ => workspace.to_owned(),
+    };
+    let process_spec = ProcessSpec {
+        program,
+        args: spec.args.clone().unwrap_or_default(),
+        env: spec.env.clone().unwrap_or_default(),
+        cwd: Some(cwd),
+    };
+    let deadline = Instant::now() + timeouts.stdio_handshake;
+    let mut process = spawner.spawn(&process_spec).await?;
+    tracing::debug!(server = %name, pid = process.pid(), "mcp server spawned");
+
+    let (Some(stdin), Some(stdout)) = (process.take_stdin(), process.take_stdout()) else {
+        process.stop(FAILED_START_GRACE).await;
+        return Err(StartError::new(
+            Reason::StartFailed,
+            "start the MCP session: the process has no stdio pipes",
+        ));
+    };
+    let (garbage_tx, garbage_rx) = watch::channel(None);
+    let stdout = StdoutWatch::new(name, stdout, garbage_tx, relay.clone());
+    let mut guards = Guards {
+        garbage: Some(garbage_rx),
+        exit: Some(process.exit_watch()),
+    };
+    let (client, mut notices, stopped) = Client::new(name, relay.clone());
+    let opened = open_session(
+        name,
+        client,
+        (stdout, stdin),
+        deadline,
+        &mut guards,
+        &mut notices,
+        dig_nothing,
+    )
+    .await;
+    // A non-JSON line read before the last answer does not interrupt the
+    // step that was already done: check once more.
+    let garbage = guards.garbage.as_ref().and_then(|rx| rx.borrow().clone());
+    let failure = match (opened, garbage) {
+        (Ok(session), None) => {
+            return Ok(Opened {
+                session,
+                process: Some(process),
+                notices,
+                stopped,
+                refresh_timeout: timeouts.stdio_handshake,
+                dig: dig_nothing,
+                relay,
+            });
+        }
+        // Dropping the session closes the server's stdin.
+        (Ok(_session), Some(line)) => Failure::Garbage(line),
+        (Err(failure), _) => failure,
+    };
+    stopped.store(true, Ordering::SeqCst);
+    // Stdout closed under rmcp: the exit status gets a moment to arrive.
+    let settle = matches!(failure, Failure::Protocol(..));
+    let exited = exit_of_failed_start(&process, settle).await;
+    let tail = stop_failed_start(&mut process).await;
+    Err(failure_message(failure, timeouts.stdio_handshake, exited).with_stderr_tail(tail))
+}
+
+/// Connects to a remote server over streamable HTTP (`httpUrl`) or the
+/// legacy SSE transport (`url`); the endpoint, TLS, OAuth and the watch for
+/// a lost session are [`remote`]'s.
+pub(super) async fn connect_http(
+    name: &str,
+    spec: &McpServerSpec,
+    timeouts: McpTimeouts,
+    relay: Arc<Relay>,
+) -> Result<Opened, StartError> {
+    let shown = redact_url(remote::url_of(spec)?);
+    let in_context = |error: StartError| StartError {
+        message: format!("connect to {shown}: {}", redact_urls(&error.message)),
+        ..error
+    };
+    let deadline = Instant::now() + timeouts.remote_handshake;
+    let (client, mut notices, stopped) = Client::new(name, relay.clone());
+    // A lost session is reported as the server's exit, through the channel
+    // the watcher task forwards, so the controller reconnects at once.
+    let exits = client.notices.clone();
+    let watch = remote::SessionWatch::new(move |why| {
+        let _ = exits.send(McpEvent::Exited(McpExit::Closed(redact_urls(&why))));
+    });
+    let opened =
+        match remote::connect(name, spec, &watch, deadline, timeouts.remote_handshake).await {
+            Ok(transport) => {
+                let mut guards = Guards::default();
+                open_session(
+                    name,
+                    client,
+                    transport,
+                    deadline,
+                    &mut guards,
+                    &mut notices,
+                    remote::dig,
+                )
+                .await
+                .map_err(|failure| {
+                    watch.auth_required(name).unwrap_or_else(|| {
+                        failure_message(failure, timeouts.remote_handshake, None)
+                    })
+                })
+            }
+            Err(error) => Err(error),
+        };
+    match opened {
+        Ok(session) => {
+            watch.arm();
+            tracing::debug!(server = %name, url = %shown, "remote mcp session open");
+            Ok(Opened {
+                session,
+                process: None,
+                notices,
+                stopped,
+                refresh_timeout: timeouts.remote_handshake,
+                dig: remote::dig,
+                relay,
+            })
+        }
+        Err(error) => {
+            stopped.store(true, Ordering::SeqCst);
+            Err(in_context(error))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+    use steward_schema::resource::McpTransport;
+
+    use super::*;
+    use crate::runtime::mcp::testing::*;
+    use crate::runtime::test_support::{SOON, alive, received, record, recorded_pid};
+
+    #[tokio::test]
+    async fn stdio_connect_lists_every_page_of_tools_and_prompts() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let rec = dir.path().join("record.jsonl");
+        let tools: Vec<String> = (1..=7).map(|i| format!("tool{i}")).collect();
+        let mut spec = fake(json!({
+            "tools": tools, "prompts": ["p1", "p2", "p3"], "pageSize": 2, "record": rec,
+        }));
+        spec.cwd = Some("sub".to_owned());
+        let (result, mut rx) = connect(&spec, dir.path(), timeouts()).await;
+        let connection = result.unwrap();
+        assert_eq!(connection.tools(), tools);
+        assert_eq!(connection.prompts(), strings(&["p1", "p2", "p3"]));
+        let pid = connection.pid().unwrap();
+        assert_eq!(pid, recorded_pid(&rec));
+        assert_eq!(
+            std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap(),
+            dir.path().join("sub").canonicalize().unwrap(),
+            "a relative cwd is taken from the workspace"
+        );
+        assert_eq!(received(&rec, "tools/list").len(), 4, "7 tools, 2 a page");
+        assert_eq!(received(&rec, "prompts/list").len(), 2);
+        // We offer the newest version that still has `initialize`; the fake
+        // does not know it and answers with its own, which we accept.
+        let initialize = received(&rec, "initialize");
+        assert_eq!(initialize[0]["params"]["protocolVersion"], "2025-11-25");
+        assert_eq!(received(&rec, "notifications/initialized").len(), 1);
+
+        let started = Instant::now();
+        connection
+            .stop(Duration::from_secs(5), Duration::from_secs(5))
+            .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(!alive(pid));
+        // Closed by the protocol (stdin), not by a signal.
+        let exit = record(&rec)
+            .into_iter()
+            .find(|event| event["event"] == "exit")
+            .expect("the fake recorded its exit");
+        assert_eq!(exit["message"]["reason"], "stdin closed");
+        assert!(record(&rec).iter().all(|event| event["event"] != "signal"));
+        no_more_events(&mut rx);
+    }
+
+    #[tokio::test]
+    async fn missing_command_is_command_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = spec(McpTransport::Stdio);
+        spec.command = Some("steward-test-no-such-command".to_owned());
+        let (result, _rx) = connect(&spec, dir.path(), timeouts()).await;
+        let error = result.unwrap_err();
+        assert_eq!(error.reason, Reason::CommandNotFound, "{error}");
+        assert!(
+            error.message.contains("steward-test-no-such-command"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn file_without_execute_permission_is_unsafe() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("server"), "#!/bin/sh\n").unwrap();
+        let mut spec = spec(McpTransport::Stdio);
+        spec.command = Some("./server".to_owned());
+        let (result, _rx) = connect(&spec, dir.path(), timeouts()).await;
+        assert_eq!(result.unwrap_err().reason, Reason::UnsafeCommand);
+    }
+
+    #[tokio::test]
+    async fn hang_in_initialize_times_out_and_leaves_no_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("record.jsonl");
+        let spec = fake(json!({
+            "hangInInitialize": true, "record": rec, "stderrLines": ["waiting for godot"],
+        }));
+        let timeouts = McpTimeouts {
+            stdio_handshake: Duration::from_millis(500),
+            ..timeouts()
+        };
+        let started = Instant::now();
+        let (result, _rx) = connect(&spec, dir.path(), timeouts).await;
+        let error = result.unwrap_err();
+        assert_eq!(error.reason, Reason::StartupTimeout, "{error}");
+        assert!(
+            error
+                .message
+                .starts_with("complete the MCP handshake within 500ms: no answer to initialize"),
+            "{error}"
+        );
+        assert!(error.to_string().ends_with("waiting for godot"), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(
+            !alive(recorded_pid(&rec)),
+            "the server outlived its failed start"
+        );
+    }
+
+    #[tokio::test]
+    async fn crash_during_initialize_fails_with_exit_and_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("record.jsonl");
+        let spec = fake(json!({
+            "initializeDelayMs": 10_000, "crashAfterMs": 100, "exitCode": 3, "record": rec,
+            "stderrLines": ["starting", "fatal: no config"],
+        }));
+        let (result, _rx) = connect(&spec, dir.path(), timeouts()).await;
+        let error = result.unwrap_err();
+        assert_eq!(error.reason, Reason::StartFailed, "{error}");
+        assert!(
+            error.message.starts_with(
+                "start the MCP session: the server exited with code 3 during initialize"
+            ),
+            "{error}"
+        );
+        assert!(
+            error.to_string().ends_with("starting\nfatal: no config"),
+            "{error}"
+        );
+        assert!(!alive(recorded_pid(&rec)));
+    }
+
+    #[tokio::test]
+    async fn garbage_on_stdout_fails_the_start() {
+        for when in ["before_initialize", "after_initialize"] {
+            let dir = tempfile::tempdir().unwrap();
+            let rec = dir.path().join("record.jsonl");
+            let spec = fake(json!({ "garbageOnStdout": when, "record": rec }));
+            let (result, _rx) = connect(&spec, dir.path(), timeouts()).await;
+            let error = result.unwrap_err();
+            assert_eq!(error.reason, Reason::StartFailed, "{when}: {error}");
+            assert!(
+                error.message.contains("non-JSON-RPC output on stdout")
+                    && error.message.contains("this line is not JSON-RPC"),
+                "{when}: {error}"
+            );
+            assert!(!alive(recorded_pid(&rec)), "{when}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_change_announced_while_connecting_is_not_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        // The change lands during (or right after) the first listing.
+        let spec = fake(json!({
+            "tools": ["old"], "listChangedAfterMs": 0, "toolsAfterChange": ["new"],
+        }));
+        let (result, mut rx) = connect(&spec, dir.path(), timeouts()).await;
+        let connection = result.unwrap();
+        if connection.tools() != strings(&["new"]) {
+            assert_eq!(next_event(&mut rx).await, McpEvent::ToolsChanged);
+            connection.refresh().await.unwrap();
+        }
+        assert_eq!(connection.tools(), strings(&["new"]));
+        connection.stop(SOON, SOON).await;
+    }
+
+    #[tokio::test]
+    async fn http_connect_failures_are_start_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        // A port nobody listens on.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{port}/mcp?token=secret");
+        let (result, _rx) = connect(&http_spec(&url), dir.path(), timeouts()).await;
+        let error = result.unwrap_err();
+        assert_eq!(error.reason, Reason::StartFailed, "{error}");
+        assert!(
+            error
+                .message
+                .starts_with(&format!("connect to http://127.0.0.1:{port}/mcp: ")),
+            "{error}"
+        );
+        assert!(!error.message.contains("secret"), "{error}");
+
+        // https is supported: the failure is the connection's.
+        let (result, _rx) = connect(
+            &http_spec("https://127.0.0.1:1/mcp"),
+            dir.path(),
+            timeouts(),
+        )
+        .await;
+        let error = result.unwrap_err();
+        assert_eq!(error.reason, Reason::StartFailed);
+        assert!(
+            error
+                .message
+                .starts_with("connect to https://127.0.0.1:1/mcp: "),
+            "{error}"
+        );
+
+        let mut spec = http_spec("http://127.0.0.1:1/mcp");
+        spec.headers = Some(BTreeMap::from([(
+            "Mcp-Session-Id".to_owned(),
+            "x".to_owned(),
+        )]));
+        let (result, _rx) = connect(&spec, dir.path(), timeouts()).await;
+        assert!(
+            result
+                .unwrap_err()
+                .message
+                .contains("header Mcp-Session-Id is set by the MCP transport")
+        );
+    }
+
+    #[tokio::test]
+    async fn http_handshake_is_bounded_by_the_remote_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut server, url) = http_fake(dir.path(), json!({ "hangInInitialize": true })).await;
+        let timeouts = McpTimeouts {
+            remote_handshake: Duration::from_millis(300),
+            ..timeouts()
+        };
+        let (result, _rx) = connect(&http_spec(&url), dir.path(), timeouts).await;
+        let error = result.unwrap_err();
+        assert_eq!(error.reason, Reason::StartupTimeout, "{error}");
+        assert!(error.message.contains("within 300ms"), "{error}");
+        server.stop(Duration::from_secs(5)).await;
+    }
+}

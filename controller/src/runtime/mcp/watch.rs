@@ -1,0 +1,325 @@
+//! The watcher task of a connection: it forwards list-change notifications
+//! as [`McpEvent`]s, notices the process exiting or the session ending
+//! ([`McpEvent::Exited`], once), pings a silent server
+//! ([`McpEvent::Unresponsive`]), and on request closes the session by a
+//! deadline and returns without a word.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt as _;
+use rmcp::service::RunningService;
+use rmcp::{Peer, RoleClient};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::client::Client;
+use super::describe::Dig;
+use super::liveness::{PingFuture, next_ping_slot, ping_once};
+use super::relay::Relay;
+use super::{McpEvent, McpEventHandler, McpExit, McpTimeouts};
+use crate::runtime::process::ExitInfo;
+use crate::runtime::start::{EXIT_SETTLE, wait_exit};
+
+/// What the watcher task of a connection works with.
+pub(super) struct WatchArgs {
+    pub(super) name: String,
+    pub(super) running: RunningService<RoleClient, Client>,
+    pub(super) cancel: CancellationToken,
+    pub(super) peer: Peer<RoleClient>,
+    pub(super) notices: mpsc::UnboundedReceiver<McpEvent>,
+    pub(super) exit: Option<watch::Receiver<Option<ExitInfo>>>,
+    pub(super) on_event: McpEventHandler,
+    pub(super) stopped: Arc<AtomicBool>,
+    pub(super) timeouts: McpTimeouts,
+    pub(super) dig: Dig,
+    pub(super) relay: Arc<Relay>,
+}
+
+/// The watcher task of one connection; it ends with the connection.
+pub(super) struct Watcher {
+    task: JoinHandle<()>,
+    /// Asks the task to close the session by the given deadline and return.
+    close: oneshot::Sender<Instant>,
+}
+
+impl Watcher {
+    /// Starts the task.
+    pub(super) fn spawn(args: WatchArgs) -> Watcher {
+        let (close, close_rx) = oneshot::channel();
+        let task = tokio::spawn(watch_session(args, close_rx));
+        Watcher { task, close }
+    }
+
+    /// Has the task close the session by `deadline` and waits for it to
+    /// return (aborting it when it does not, shortly after).
+    pub(super) async fn close(self, deadline: Instant) {
+        let Watcher { mut task, close } = self;
+        let _ = close.send(deadline);
+        // The task bounds its own close by `deadline`; the margin covers
+        // its last steps.
+        let margin = Duration::from_millis(100);
+        if tokio::time::timeout_at(deadline + margin, &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
+    /// Ends the task now: dropping the session cancels rmcp's loop.
+    pub(super) fn abort(&self) {
+        self.task.abort();
+    }
+}
+
+/// Forwards notifications, reports the end of the session, pings; on `close`
+/// closes the session by the deadline it is given and returns silently.
+async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
+    let WatchArgs {
+        name,
+        running,
+        cancel,
+        peer,
+        mut notices,
+        mut exit,
+        on_event,
+        stopped,
+        timeouts,
+        dig,
+        relay,
+    } = args;
+    let emit = |event: McpEvent| {
+        if !stopped.load(Ordering::SeqCst) {
+            tracing::debug!(server = %name, event = ?event, "mcp event");
+            on_event(event);
+        }
+    };
+    let session = running.waiting();
+    tokio::pin!(session);
+    let pinging = !timeouts.ping_interval.is_zero();
+    let mut next_ping = next_ping_slot(Instant::now(), timeouts.ping_interval);
+    // The ping in flight, and when it was sent.
+    let mut ping: Option<(PingFuture, Instant)> = None;
+    let mut unresponsive = false;
+    let mut notices_open = true;
+    // A remote session's loss comes as a notice; it is the end: nothing
+    // after it (a ping failing on the dead session) is reported.
+    let mut ended = false;
+
+    loop {
+        tokio::select! {
+            biased;
+            deadline = &mut close => {
+                let deadline = deadline.unwrap_or_else(|_| Instant::now());
+                cancel.cancel();
+                if tokio::time::timeout_at(deadline, &mut session).await.is_err() {
+                    tracing::debug!(server = %name, "mcp session did not close in time");
+                }
+                return;
+            }
+            notice = notices.recv(), if notices_open => match notice {
+                Some(_) if ended => {}
+                Some(event) => {
+                    ended = matches!(event, McpEvent::Exited(_));
+                    emit(event);
+                }
+                None => notices_open = false,
+            },
+            info = wait_exit(exit.as_mut()) => {
+                emit(McpEvent::Exited(McpExit::Process(info)));
+                return;
+            }
+            _ = &mut session => {
+                if let Some(end) = session_ended(exit.as_mut(), &mut close).await
+                    && !ended
+                {
+                    emit(McpEvent::Exited(end));
+                }
+                return;
+            }
+            () = tokio::time::sleep_until(next_ping), if pinging && !unresponsive && !ended && ping.is_none() => {
+                let now = Instant::now();
+                // A server that talked within the interval, or is busy with a
+                // call, is alive: no ping (and no controller CPU) for it.
+                let recently = now.checked_sub(timeouts.ping_interval).unwrap_or(now);
+                if relay.in_flight() > 0 || relay.heard_since(recently) {
+                    next_ping = next_ping_slot(now, timeouts.ping_interval);
+                    continue;
+                }
+                // Only no answer at all counts: a slow answer, or an error
+                // answer (a server without `ping`), is alive.
+                let patience = timeouts.ping_timeout * 2;
+                ping = Some((Box::pin(ping_once(peer.clone(), patience, dig)), now));
+            }
+            result = async { ping.as_mut().expect("guarded by is_some").0.as_mut().await }, if ping.is_some() => {
+                let sent = ping.take().map(|(_, sent)| sent).unwrap_or_else(Instant::now);
+                next_ping = next_ping_slot(Instant::now(), timeouts.ping_interval);
+                let Err(message) = result else { continue };
+                if ended {
+                    continue;
+                }
+                if relay.heard_since(sent) {
+                    tracing::debug!(server = %name, error = %message, "no answer to ping, but the server talked meanwhile");
+                    continue;
+                }
+                // A ping fails when the session ends, too: report the end.
+                if (&mut session).now_or_never().is_some() {
+                    if let Some(end) = session_ended(exit.as_mut(), &mut close).await {
+                        emit(McpEvent::Exited(end));
+                    }
+                    return;
+                }
+                if exit.as_ref().is_some_and(|rx| rx.borrow().is_some()) {
+                    continue; // the exit branch reports it
+                }
+                unresponsive = true;
+                emit(McpEvent::Unresponsive(format!(
+                    "{message}, and nothing else from the server meanwhile"
+                )));
+            }
+        }
+    }
+}
+
+/// How the session ended; `None` when a close was asked for meanwhile.
+async fn session_ended(
+    exit: Option<&mut watch::Receiver<Option<ExitInfo>>>,
+    close: &mut oneshot::Receiver<Instant>,
+) -> Option<McpExit> {
+    let Some(exit) = exit else {
+        return Some(McpExit::Closed("closed the connection".to_owned()));
+    };
+    tokio::select! {
+        biased;
+        _ = close => None,
+        info = tokio::time::timeout(EXIT_SETTLE, wait_exit(Some(exit))) => Some(match info {
+            Ok(info) => McpExit::Process(info),
+            Err(_) => McpExit::Closed("closed its stdout".to_owned()),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::runtime::mcp::testing::*;
+    use crate::runtime::test_support::{SOON, alive, eventually, received};
+
+    #[tokio::test]
+    async fn list_changed_notifications_become_events_and_refresh_relists() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = fake(json!({
+            "tools": ["a", "b"], "prompts": ["p"], "pageSize": 1,
+            "listChangedAfterMs": 300,
+            "toolsAfterChange": ["b", "c", "d"], "promptsAfterChange": ["q"],
+        }));
+        let (result, mut rx) = connect(&spec, dir.path(), timeouts()).await;
+        let connection = result.unwrap();
+        assert_eq!(connection.tools(), strings(&["a", "b"]));
+        let mut seen = vec![next_event(&mut rx).await, next_event(&mut rx).await];
+        seen.sort_by_key(|event| format!("{event:?}"));
+        assert_eq!(seen, [McpEvent::PromptsChanged, McpEvent::ToolsChanged]);
+        connection.refresh().await.unwrap();
+        assert_eq!(connection.tools(), strings(&["b", "c", "d"]));
+        assert_eq!(connection.prompts(), strings(&["q"]));
+        connection.stop(SOON, SOON).await;
+        no_more_events(&mut rx);
+    }
+
+    #[tokio::test]
+    async fn crash_after_ready_is_an_exited_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = fake(json!({ "crashAfterMs": 1500, "exitCode": 7, "stderrLines": ["bye"] }));
+        let (result, mut rx) = connect(&spec, dir.path(), timeouts()).await;
+        let connection = result.unwrap();
+        let pid = connection.pid().unwrap();
+        assert_eq!(
+            next_event(&mut rx).await,
+            McpEvent::Exited(McpExit::Process(ExitInfo {
+                code: Some(7),
+                signal: None
+            }))
+        );
+        assert!(!alive(pid));
+        assert_eq!(connection.stderr_tail(5), ["bye"]);
+        let exit = McpExit::Process(ExitInfo {
+            code: Some(7),
+            signal: None,
+        });
+        assert_eq!(exit.to_string(), "exited with code 7");
+        connection.stop(SOON, SOON).await;
+        no_more_events(&mut rx);
+    }
+
+    #[tokio::test]
+    async fn http_connect_lists_pings_and_follows_list_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("record.jsonl");
+        let (mut server, url) = http_fake(
+            dir.path(),
+            json!({
+                "tools": ["t1", "t2", "t3"], "prompts": ["p1"], "pageSize": 2, "record": rec,
+                "listChangedAfterMs": 300, "toolsAfterChange": ["t4"],
+            }),
+        )
+        .await;
+        let timeouts = McpTimeouts {
+            ping_interval: Duration::from_millis(50),
+            ..timeouts()
+        };
+        let (result, mut rx) = connect(&http_spec(&url), dir.path(), timeouts).await;
+        let connection = result.unwrap();
+        assert_eq!(connection.pid(), None);
+        assert_eq!(connection.tools(), strings(&["t1", "t2", "t3"]));
+        assert_eq!(connection.prompts(), strings(&["p1"]));
+        // The notification comes over the SSE stream.
+        assert_eq!(next_event(&mut rx).await, McpEvent::ToolsChanged);
+        connection.refresh().await.unwrap();
+        assert_eq!(connection.tools(), strings(&["t4"]));
+        eventually("pings reach the server", || {
+            received(&rec, "ping").len() >= 2
+        })
+        .await;
+        connection.stop(SOON, SOON).await;
+        no_more_events(&mut rx);
+        server.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test]
+    async fn http_server_going_away_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut server, url) = http_fake(dir.path(), json!({})).await;
+        let timeouts = McpTimeouts {
+            ping_interval: Duration::from_millis(50),
+            ping_timeout: Duration::from_millis(500),
+            ..timeouts()
+        };
+        let (result, mut rx) = connect(&http_spec(&url), dir.path(), timeouts).await;
+        let connection = result.unwrap();
+        server.stop(Duration::from_secs(5)).await;
+        let event = next_event(&mut rx).await;
+        assert!(
+            matches!(
+                event,
+                McpEvent::Exited(McpExit::Closed(_)) | McpEvent::Unresponsive(_)
+            ),
+            "{event:?}"
+        );
+        // The end is reported once: pings failing on the dead session in
+        // the next few intervals (an absence can only be watched for a
+        // while) say nothing more.
+        tokio::time::sleep(timeouts.ping_interval * 6).await;
+        no_more_events(&mut rx);
+        connection
+            .stop(Duration::from_secs(1), Duration::from_secs(1))
+            .await;
+        no_more_events(&mut rx);
+    }
+}

@@ -1,0 +1,381 @@
+//! [`Spawner`]: the one way the controller starts a process. It applies the
+//! env and command policy, gives the child its own process group, its
+//! server mark and the exec shim, has the spawner thread fork it, and hands
+//! the child to a [`ManagedProcess`].
+
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::thread::ThreadId;
+
+use tokio::process::Command;
+use tokio::sync::watch;
+
+use super::env::{resolve_command, sanitize_env};
+use super::limits::{ORIGINAL_FD_LIMIT, SHIM_FD_LIMIT_VAR, fd_limit};
+use super::managed::{ManagedProcess, Spawned};
+use super::shim::EXEC_SHIM_ARG;
+use super::stderr::StderrSink;
+use super::thread::SpawnerThread;
+use super::{ProcessSpec, SpawnError};
+use crate::runtime::reaper;
+
+tokio::task_local! {
+    /// Set by a caller that wants the pid of the process a connect spawns
+    /// as soon as it exists ([`Spawner::spawn`] sends it).
+    pub static SPAWNED_PID: watch::Sender<Option<u32>>;
+}
+
+/// Starts processes from one dedicated thread (see the module docs for why).
+/// Create one per controller and clone it; each [`ManagedProcess`] keeps the
+/// thread alive while it lives.
+#[derive(Clone)]
+pub struct Spawner {
+    inner: Arc<SpawnerThread>,
+    sink: Option<Arc<dyn StderrSink>>,
+}
+
+impl fmt::Debug for Spawner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Spawner")
+            .field("thread", &self.inner.thread)
+            .field("exec_shim", &self.inner.exec_shim)
+            .finish()
+    }
+}
+
+/// Spawns so far in this process: numbers each server's mark.
+static SPAWNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Spawner {
+    /// Starts the spawner thread (`steward-spawner`), with this process's own
+    /// executable as the exec shim: right for the `steward` binaries, whose
+    /// `main` is [`crate::cli::main`]. (In this crate's unit tests, whose
+    /// harness has no shim mode, it is the built `steward` binary instead.)
+    pub fn new() -> io::Result<Self> {
+        Self::with_exec_shim(default_exec_shim())
+    }
+
+    /// Starts the spawner thread with `exec_shim` as the shim: an executable
+    /// whose `main` calls
+    /// [`run_exec_shim_if_requested`](super::run_exec_shim_if_requested) first.
+    pub fn with_exec_shim(exec_shim: impl Into<PathBuf>) -> io::Result<Self> {
+        Ok(Spawner {
+            inner: Arc::new(SpawnerThread::start(exec_shim.into())?),
+            sink: None,
+        })
+    }
+
+    /// This spawner (same thread), also sending the stderr lines of every
+    /// process it starts to `sink`.
+    pub fn with_stderr_sink(&self, sink: Arc<dyn StderrSink>) -> Spawner {
+        Spawner {
+            inner: Arc::clone(&self.inner),
+            sink: Some(sink),
+        }
+    }
+
+    /// The executable every child starts as (see the module docs).
+    pub fn exec_shim(&self) -> &Path {
+        &self.inner.exec_shim
+    }
+
+    /// The thread every child is spawned from (its death SIGKILLs them all).
+    pub fn thread_id(&self) -> ThreadId {
+        self.inner.thread
+    }
+
+    /// Reaps the zombie children this process did not spawn (orphans handed
+    /// to a subreaper); never one whose status tokio waits for. Call it on
+    /// SIGCHLD. Returns their pids.
+    pub fn reap_orphans(&self) -> Vec<i32> {
+        reaper::reap_unowned()
+    }
+
+    /// Kills every orphan handed to this process and what it started, and
+    /// reaps them (at shutdown, after every server was stopped). Returns
+    /// the pids killed.
+    pub async fn kill_orphans(&self) -> Vec<u32> {
+        let orphans = reaper::orphans(None);
+        if !orphans.is_empty() && !reaper::kill(&orphans).await {
+            tracing::error!(orphans = ?orphans.iter().map(|p| p.pid).collect::<Vec<_>>(), "orphaned descendants survived SIGKILL");
+        }
+        orphans.iter().map(|p| p.pid as u32).collect()
+    }
+
+    /// Resolves, sanitizes and starts `spec`: own process group, parent-death
+    /// signal, stdin/stdout piped for the caller, stderr kept in a bounded
+    /// tail. Must be called within a tokio runtime, which then reaps the child.
+    pub async fn spawn(&self, spec: &ProcessSpec) -> Result<ManagedProcess, SpawnError> {
+        let command_name = spec.program.clone();
+        let (env, dropped_env) = sanitize_env(&spec.env);
+        if !dropped_env.is_empty() {
+            tracing::warn!(command = %command_name, dropped = ?dropped_env, "ignored env keys a config may not set");
+        }
+        let cwd = match &spec.cwd {
+            Some(cwd) => cwd.clone(),
+            None => std::env::current_dir().map_err(|error| SpawnError::Io {
+                command: command_name.clone(),
+                error,
+            })?,
+        };
+        match fs::metadata(&cwd) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(SpawnError::BadCwd {
+                    command: command_name,
+                    cwd,
+                    reason: "not a directory".to_owned(),
+                });
+            }
+            Err(error) => {
+                return Err(SpawnError::BadCwd {
+                    command: command_name,
+                    cwd,
+                    reason: error.to_string(),
+                });
+            }
+        }
+        let search_path = std::env::var_os("PATH").unwrap_or_default();
+        let program = resolve_command(&spec.program, &cwd, &search_path)?;
+
+        let serial = SPAWNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mark = reaper::mark(serial);
+        // No `pre_exec` and an absolute shim path: std uses posix_spawn (the
+        // shim arms PDEATHSIG instead; see the module docs).
+        let mut command = Command::new(&self.inner.exec_shim);
+        command
+            .arg(EXEC_SHIM_ARG)
+            .arg(std::process::id().to_string())
+            .arg(&program)
+            .args(&spec.args)
+            .envs(&env)
+            // After the config's env: a config cannot forge or drop it.
+            .env(reaper::SERVER_MARK_VAR, &mark)
+            .envs(
+                ORIGINAL_FD_LIMIT
+                    .get()
+                    .map(|soft| (SHIM_FD_LIMIT_VAR, soft.to_string())),
+            )
+            .current_dir(&cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+
+        let gone = || SpawnError::SpawnerGone {
+            command: command_name.clone(),
+        };
+        let (child, spawned_on) = self
+            .inner
+            .spawn(command)
+            .await
+            .map_err(|_| gone())?
+            .map_err(|error| match error.raw_os_error() {
+                Some(libc::EMFILE | libc::ENFILE) => SpawnError::OutOfDescriptors {
+                    command: command_name.clone(),
+                    limit: fd_limit().map_or(0, |(soft, _)| soft),
+                },
+                _ => SpawnError::Io {
+                    command: command_name.clone(),
+                    error,
+                },
+            })?;
+        let process = ManagedProcess::adopt(Spawned {
+            command: command_name.clone(),
+            program: program.clone(),
+            child,
+            spawned_on,
+            dropped_env,
+            mark,
+            sink: self.sink.clone(),
+            spawner: Arc::clone(&self.inner),
+        })?;
+        let pid = process.pid();
+        tracing::debug!(command = %command_name, program = %program.display(), pid, "process started");
+        // Whoever runs this spawn inside `SPAWNED_PID.scope` learns the pid now,
+        // before any handshake (status shows it while `Starting`).
+        let _ = SPAWNED_PID.try_with(|spawned| spawned.send_replace(Some(pid)));
+        Ok(process)
+    }
+}
+
+/// The shim a [`Spawner`] uses by default: this executable, whatever has
+/// become of the file on disk since it started. The spawned child resolves
+/// the link, and until its `execve` it shares the controller's memory map.
+#[cfg(not(test))]
+fn default_exec_shim() -> PathBuf {
+    PathBuf::from("/proc/self/exe")
+}
+
+/// The shim a [`Spawner`] uses by default in unit tests: the libtest harness
+/// has no shim mode (it would take `__steward-exec` for a test filter and run
+/// nothing), so the built `steward` binary stands in for it.
+#[cfg(test)]
+fn default_exec_shim() -> PathBuf {
+    crate::runtime::test_support::steward_exe()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::runtime::process::testing::{
+        lines_of, next_line, read_all, sh, spawner, write_executable,
+    };
+    use crate::runtime::procfs::read_stat;
+
+    #[tokio::test]
+    async fn an_env_key_with_an_equals_sign_never_reaches_the_child() {
+        let spec = ProcessSpec {
+            env: BTreeMap::from([
+                (
+                    "LD_PRELOAD=/nonexistent/evil.so:".to_owned(),
+                    "x".to_owned(),
+                ),
+                ("STEWARD_GOOD".to_owned(), "1".to_owned()),
+            ]),
+            ..sh("env")
+        };
+        let mut process = spawner().spawn(&spec).await.unwrap();
+        let out = read_all(&mut process).await;
+        assert!(out.lines().any(|l| l == "STEWARD_GOOD=1"), "{out}");
+        assert!(!out.contains("LD_PRELOAD"), "{out}");
+        assert_eq!(process.dropped_env(), ["LD_PRELOAD=/nonexistent/evil.so:"]);
+        process.stop(Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test]
+    async fn child_leads_its_own_process_group() {
+        let mut process = spawner()
+            .spawn(&sh("echo ready; exec sleep 1000"))
+            .await
+            .unwrap();
+        let mut lines = lines_of(&mut process);
+        assert_eq!(next_line(&mut lines).await, "ready");
+        let stat = read_stat(process.pid() as i32).unwrap();
+        assert_eq!(process.pgid(), process.pid());
+        assert_eq!(stat.pgid as u32, process.pid());
+        assert_eq!(stat.ppid as u32, std::process::id());
+        assert_eq!(process.program(), Path::new("/bin/sh"));
+        assert!(process.try_status().is_none());
+        assert!(process.stop(Duration::from_secs(5)).await.clean);
+    }
+
+    #[tokio::test]
+    async fn child_env_has_config_env_and_path_but_no_denylisted_keys() {
+        let mut spec = ProcessSpec {
+            program: "env".to_owned(), // bare: resolved with the controller's PATH
+            ..ProcessSpec::default()
+        };
+        spec.env = BTreeMap::from([
+            ("Ld_PreLoad".to_owned(), "/tmp/steward-evil.so".to_owned()),
+            (
+                "node_options".to_owned(),
+                "--require=steward-evil".to_owned(),
+            ),
+            ("STEWARD_TEST_FOO".to_owned(), "bar baz".to_owned()),
+            (
+                "PATH".to_owned(),
+                "/nonexistent-steward:/usr/bin:/bin".to_owned(),
+            ),
+        ]);
+        let mut process = spawner().spawn(&spec).await.unwrap();
+        assert_eq!(process.dropped_env(), ["Ld_PreLoad", "node_options"]);
+        let out = read_all(&mut process).await;
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines.contains(&"STEWARD_TEST_FOO=bar baz"), "{out}");
+        assert!(
+            lines.contains(&"PATH=/nonexistent-steward:/usr/bin:/bin"),
+            "{out}"
+        );
+        assert!(!out.contains("steward-evil"), "{out}");
+        assert!(
+            !lines
+                .iter()
+                .any(|l| l.starts_with("Ld_PreLoad=") || l.starts_with("node_options=")),
+            "{out}"
+        );
+        assert_eq!(process.exited().await.code, Some(0));
+        process.stop(Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test]
+    async fn config_path_is_not_used_to_resolve_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        write_executable(&dir.path().join("evil-steward-test"), 0o755);
+        let spec = ProcessSpec {
+            program: "evil-steward-test".to_owned(),
+            env: BTreeMap::from([("PATH".to_owned(), dir.path().display().to_string())]),
+            ..ProcessSpec::default()
+        };
+        let error = spawner().spawn(&spec).await.unwrap_err();
+        assert!(
+            matches!(error, SpawnError::CommandNotFound { .. }),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("evil-steward-test"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn cwd_is_honoured_for_the_child_and_relative_commands() {
+        let dir = tempfile::tempdir().unwrap();
+        let spawner = spawner();
+        let mut spec = sh("pwd -P");
+        spec.cwd = Some(dir.path().to_owned());
+        let mut process = spawner.spawn(&spec).await.unwrap();
+        let out = read_all(&mut process).await;
+        assert_eq!(Path::new(out.trim()), dir.path().canonicalize().unwrap());
+        process.stop(Duration::from_secs(1)).await;
+
+        // A symlink, not a freshly written script: exec'ing a file just
+        // written races with forks in parallel tests (ETXTBSY).
+        fs::create_dir(dir.path().join("bin")).unwrap();
+        std::os::unix::fs::symlink("/bin/echo", dir.path().join("bin/tool")).unwrap();
+        let spec = ProcessSpec {
+            program: "bin/tool".to_owned(),
+            args: vec!["tool ran".to_owned()],
+            cwd: Some(dir.path().to_owned()),
+            ..ProcessSpec::default()
+        };
+        let mut process = spawner.spawn(&spec).await.unwrap();
+        assert_eq!(read_all(&mut process).await, "tool ran\n");
+        process.stop(Duration::from_secs(1)).await;
+
+        let mut spec = sh("true");
+        spec.cwd = Some(dir.path().join("missing"));
+        let error = spawner.spawn(&spec).await.unwrap_err();
+        assert!(matches!(error, SpawnError::BadCwd { .. }), "{error:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_fork_happens_on_the_dedicated_spawner_thread() {
+        // PDEATHSIG follows the forking *thread*. Waiting out the blocking
+        // pool's 10 s idle timeout is too slow for a unit test, so check the
+        // structure instead: every child, spawned from any task, was forked by
+        // the one named spawner thread — never a runtime or blocking-pool
+        // thread — and that thread is still serving after earlier spawns.
+        let spawner = spawner();
+        let mut first = spawner.spawn(&sh("exec sleep 1000")).await.unwrap();
+        let other = spawner.clone();
+        let mut second =
+            tokio::spawn(async move { other.spawn(&sh("exec sleep 1000")).await.unwrap() })
+                .await
+                .unwrap();
+        assert_eq!(first.spawned_on(), spawner.thread_id());
+        assert_eq!(second.spawned_on(), spawner.thread_id());
+        assert_ne!(spawner.thread_id(), std::thread::current().id());
+        let on_blocking_pool = tokio::task::spawn_blocking(|| std::thread::current().id())
+            .await
+            .unwrap();
+        assert_ne!(spawner.thread_id(), on_blocking_pool);
+        first.stop(Duration::from_secs(5)).await;
+        second.stop(Duration::from_secs(5)).await;
+    }
+}
