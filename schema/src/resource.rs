@@ -433,6 +433,12 @@ pub struct ServerStatus {
     /// MCP: calls forwarded by the agent endpoint (`steward mcp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<CallCounts>,
+    /// On a failure, the server's last stderr lines, which `message` ends
+    /// with: kept apart so that nothing reads them back out of the text.
+    /// Not part of the document.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub stderr_tail: Vec<String>,
 }
 
 /// Calls the agent endpoint forwarded to one server.
@@ -482,6 +488,7 @@ impl ServerStatus {
             started_at: None,
             conditions: Vec::new(),
             calls: None,
+            stderr_tail: Vec::new(),
         }
     }
 }

@@ -27,17 +27,18 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
-use steward_schema::resource::{LspServerSpec, McpServerSpec, Reason};
+use steward_schema::resource::{LspServerSpec, McpServerSpec};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::desired::snapshot::Key;
-use crate::gateway::lsp::LspService;
+use crate::engine::publish::Publish;
 use crate::observe::status::StatusStore;
 use crate::runtime::lsp::{LspConnection, LspEvent};
 use crate::runtime::mcp::{Broadcast, McpConnection, McpEvent, McpHandle, McpLists, McpTimeouts};
 use crate::runtime::process::{SPAWNED_PID, Spawner};
+use crate::runtime::start::StartError;
 
 /// Stderr lines kept with a crash.
 const CRASH_TAIL_LINES: usize = 10;
@@ -51,7 +52,8 @@ pub struct InstanceContext {
     pub close_timeout: Duration,
     /// SIGTERM → SIGKILL grace.
     pub stop_grace: Duration,
-    pub lsp: Arc<LspService>,
+    /// Where a language server's connection is published once ready.
+    pub publish: Arc<dyn Publish>,
     pub broadcast: Option<Broadcast>,
     /// Where phase changes are announced (the controller enqueues the key).
     pub events: mpsc::UnboundedSender<RuntimeEvent>,
@@ -101,7 +103,7 @@ pub enum InstancePhase {
     /// Handshake and discovery done; republished when the lists change.
     Ready(Arc<ReadyView>),
     /// The start failed; everything it started is released.
-    Failed { reason: Reason, message: String },
+    Failed(StartError),
     /// It died after being ready; cleaned up.
     Exited {
         message: String,
@@ -117,7 +119,7 @@ impl InstancePhase {
     pub fn is_finished(&self) -> bool {
         matches!(
             self,
-            InstancePhase::Failed { .. } | InstancePhase::Exited { .. } | InstancePhase::Stopped
+            InstancePhase::Failed(_) | InstancePhase::Exited { .. } | InstancePhase::Stopped
         )
     }
 }
@@ -281,8 +283,8 @@ async fn run(
     };
     let conn = match started {
         Ok(conn) => conn,
-        Err((reason, message)) => {
-            set(InstancePhase::Failed { reason, message });
+        Err(error) => {
+            set(InstancePhase::Failed(error));
             return;
         }
     };
@@ -357,7 +359,7 @@ async fn shut(context: &InstanceContext, key: &Key, conn: Conn) {
     match conn {
         Conn::Mcp(c) => c.stop(context.close_timeout, context.stop_grace).await,
         Conn::Lsp(c) => {
-            context.lsp.unpublish_if(&key.name, &c);
+            context.publish.lsp_gone(&key.name, &c);
             c.stop(context.stop_grace).await;
         }
     }
@@ -370,7 +372,7 @@ async fn connect(
     key: &Key,
     spec: &InstanceSpec,
     happened: mpsc::UnboundedSender<Happened>,
-) -> Result<Conn, (Reason, String)> {
+) -> Result<Conn, StartError> {
     // The server's stderr also goes to its log, which outlives the process.
     let spawner = context
         .spawner
@@ -397,8 +399,7 @@ async fn connect(
                 context.mcp,
                 on_event,
             )
-            .await
-            .map_err(|e| (e.reason, e.to_string()))?;
+            .await?;
             if let Some(broadcast) = &context.broadcast {
                 conn.set_broadcast(broadcast.clone());
             }
@@ -410,12 +411,10 @@ async fn connect(
                     let _ = happened.send(Happened::Died(format!("the server {how}")));
                 }
             });
-            let conn = LspConnection::connect(&spawner, &key.name, spec, on_event)
-                .await
-                .map_err(|e| (e.reason, e.to_string()))?;
+            let conn = LspConnection::connect(&spawner, &key.name, spec, on_event).await?;
             let conn = Arc::new(conn);
             // Replay tracked documents before the start counts as done.
-            context.lsp.publish(&key.name, conn.clone()).await;
+            context.publish.lsp_ready(&key.name, conn.clone()).await;
             Ok(Conn::Lsp(conn))
         }
     }

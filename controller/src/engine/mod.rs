@@ -9,6 +9,7 @@
 
 pub mod backoff;
 pub mod instance;
+pub mod publish;
 pub mod queue;
 pub mod reconcile;
 pub mod watch;
@@ -358,10 +359,10 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let cancel = CancellationToken::new();
     let spawner = Spawner::new().map_err(RunError::Spawner)?;
     let reaping = tokio::spawn(reap_orphans(spawner.clone()));
-    let lsp = Arc::new(LspService::default());
     let registry = Arc::new(Registry::default());
+    let lsp = Arc::new(LspService::new(registry.clone()));
     let gateway = Gateway::new(
-        registry.clone(),
+        registry,
         status.clone(),
         store.clone(),
         lsp.clone(),
@@ -373,8 +374,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         spawner.clone(),
         opts.reconcile.clone(),
         stopped::read(&paths.stopped_file()),
-        lsp.clone(),
-        registry,
+        gateway.clone(),
         Some(gateway.broadcast_hook()),
         event_tx,
         outcome_tx,

@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use steward_schema::admission::Blocked;
@@ -34,18 +34,21 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::desired::snapshot::{Desired, DesiredStore, Key};
-use crate::engine::backoff::{BackoffConfig, CrashLoop, CrashLoopConfig, KeyBackoff};
+use crate::engine::backoff::{
+    BackoffConfig, CrashLoop, CrashLoopConfig, KeyBackoff, LspCrash, LspRestarts,
+};
 use crate::engine::instance::{
     Instance, InstanceContext, InstancePhase, InstanceSpec, Offer, ReadyView, RuntimeEvent,
     StopMode,
 };
+use crate::engine::publish::Publish;
 use crate::engine::queue::Requeue;
-use crate::gateway::lsp::LspService;
-use crate::gateway::registry::Registry;
 use crate::observe::clock::{now_rfc3339, rfc3339};
 use crate::observe::status::{StatusStore, set_condition};
 use crate::runtime::mcp::{Broadcast, McpTimeouts};
 use crate::runtime::process::Spawner;
+use crate::runtime::start::{StartError, message_with_tail};
+use crate::support::sync::lock;
 
 /// Timeouts and backoff parameters of the reconciler.
 #[derive(Debug, Clone)]
@@ -128,17 +131,12 @@ pub struct Reconciler {
     /// spec changes or its source is saved again.
     held: Mutex<HashMap<Key, String>>,
     /// Crash restarts per language server under its current hash.
-    lsp_crashes: Mutex<HashMap<Key, (String, u32)>>,
-    lsp: Arc<LspService>,
-    /// Live MCP connections for the agent endpoint.
-    registry: Arc<Registry>,
+    lsp_crashes: Mutex<LspRestarts<Key>>,
+    /// Where live connections go (the agent endpoint).
+    publish: Arc<dyn Publish>,
     next_id: AtomicU64,
     outcomes: mpsc::UnboundedSender<Settled>,
     cancel: CancellationToken,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn wall(at: Instant) -> SystemTime {
@@ -151,12 +149,20 @@ fn wall(at: Instant) -> SystemTime {
     }
 }
 
-/// `Failed` for `reason`: the message shown, no process, and the `Ready`
-/// condition False with `condition_message` (the first line of the story).
-fn mark_failed(s: &mut ServerStatus, reason: Reason, message: String, condition_message: &str) {
+/// `Failed` for `reason`: the message shown (ending with the server's last
+/// stderr lines, also kept apart), no process, and the `Ready` condition
+/// False with `condition_message` (the first line of the story).
+fn mark_failed(
+    s: &mut ServerStatus,
+    reason: Reason,
+    message: &str,
+    tail: &[String],
+    condition_message: &str,
+) {
     s.phase = Phase::Failed;
     s.reason = Some(reason);
-    s.message = Some(message);
+    s.message = Some(message_with_tail(message, tail));
+    s.stderr_tail = tail.to_vec();
     s.pid = None;
     set_condition(
         &mut s.conditions,
@@ -166,10 +172,6 @@ fn mark_failed(s: &mut ServerStatus, reason: Reason, message: String, condition_
         Some(condition_message),
         &now_rfc3339(),
     );
-}
-
-fn with_tail(message: String, tail: &[String]) -> String {
-    crate::runtime::start::message_with_tail(&message, tail)
 }
 
 /// Where a decision leaves the key.
@@ -183,8 +185,7 @@ impl Reconciler {
         spawner: Spawner,
         config: ReconcileConfig,
         stopped: BTreeSet<Key>,
-        lsp: Arc<LspService>,
-        registry: Arc<Registry>,
+        publish: Arc<dyn Publish>,
         broadcast: Option<Broadcast>,
         events: mpsc::UnboundedSender<RuntimeEvent>,
         outcomes: mpsc::UnboundedSender<Settled>,
@@ -196,7 +197,7 @@ impl Reconciler {
             mcp: config.mcp,
             close_timeout: config.close_timeout,
             stop_grace: config.stop_grace,
-            lsp: lsp.clone(),
+            publish: publish.clone(),
             broadcast,
             events,
             status: status.clone(),
@@ -210,9 +211,8 @@ impl Reconciler {
             slots: Mutex::new(HashMap::new()),
             stopped: Mutex::new(stopped),
             held: Mutex::new(HashMap::new()),
-            lsp_crashes: Mutex::new(HashMap::new()),
-            lsp,
-            registry,
+            lsp_crashes: Mutex::new(LspRestarts::default()),
+            publish,
             next_id: AtomicU64::new(1),
             outcomes,
             cancel,
@@ -232,7 +232,7 @@ impl Reconciler {
         lock(&self.backoff).reset(key);
         lock(&self.crash).reset(key);
         lock(&self.held).remove(key);
-        lock(&self.lsp_crashes).remove(key);
+        lock(&self.lsp_crashes).forget(key);
     }
 
     /// How many keys the reconciler holds state for (slots, backoffs,
@@ -287,8 +287,8 @@ impl Reconciler {
     /// Take `key` out of call and query routing.
     fn withdraw(&self, key: &Key) {
         match key.kind {
-            ResourceKind::McpServer => self.registry.stopping(&key.name),
-            ResourceKind::LspServer => self.registry.lsp_ready(&key.name, false),
+            ResourceKind::McpServer => self.publish.mcp_stopping(&key.name),
+            ResourceKind::LspServer => self.publish.lsp_withdrawn(&key.name),
         }
     }
 
@@ -323,10 +323,9 @@ impl Reconciler {
             self.retire(key, slot, StopMode::Now);
             slot.retrying = false;
             self.retry_now(key);
-            if key.kind == ResourceKind::McpServer {
-                self.registry.forget(&key.name);
-            } else {
-                self.lsp.forget(&key.name);
+            match key.kind {
+                ResourceKind::McpServer => self.publish.mcp_removed(&key.name),
+                ResourceKind::LspServer => self.publish.lsp_removed(&key.name),
             }
             if slot.retiring.is_empty() {
                 self.status.remove(key);
@@ -397,11 +396,11 @@ impl Reconciler {
                     }
                     return (Requeue::No, Some(Outcome::Unchanged));
                 }
-                InstancePhase::Failed { reason, message } => {
+                InstancePhase::Failed(error) => {
                     let attempted_at = Instant::now();
                     slot.current = None;
                     slot.retrying = true;
-                    return self.start_failed(key, reason, &message, attempted_at);
+                    return self.start_failed(key, &error, attempted_at);
                 }
                 InstancePhase::Exited {
                     message,
@@ -463,7 +462,7 @@ impl Reconciler {
         };
         let ready = matches!(instance.phase(), InstancePhase::Ready(_));
         match key.kind {
-            ResourceKind::McpServer if ready => self.registry.restarting(&key.name),
+            ResourceKind::McpServer if ready => self.publish.mcp_restarting(&key.name),
             _ => self.withdraw(key),
         }
         // A handshake still running is dropped at once.
@@ -481,6 +480,7 @@ impl Reconciler {
             s.phase = Phase::Blocked;
             s.reason = Some(b.reason);
             s.message = Some(b.message.clone());
+            s.stderr_tail.clear();
             s.pid = None;
             s.tools = None;
             s.prompts = None;
@@ -557,6 +557,7 @@ impl Reconciler {
             s.phase = Phase::Starting;
             s.reason = None;
             s.message = None;
+            s.stderr_tail.clear();
             s.pid = None;
             s.next_retry_at = None;
             if retry {
@@ -584,14 +585,13 @@ impl Reconciler {
     }
 
     /// A start failed: back off (counting only attempts made after their delay).
-    fn start_failed(
-        &self,
-        key: &Key,
-        reason: Reason,
-        message: &str,
-        attempted_at: Instant,
-    ) -> Decision {
-        self.registry.withdraw(&key.name);
+    fn start_failed(&self, key: &Key, error: &StartError, attempted_at: Instant) -> Decision {
+        let (reason, message) = (error.reason, error.to_string());
+        let message = message.as_str();
+        match key.kind {
+            ResourceKind::McpServer => self.publish.mcp_withdrawn(&key.name),
+            ResourceKind::LspServer => self.publish.lsp_withdrawn(&key.name),
+        }
         let retry_at = lock(&self.backoff).failed_attempt(key, attempted_at, Instant::now());
         // The same failure again (a retry in back-off) is not news: once at
         // WARN, then at DEBUG, so a server that cannot start does not flood
@@ -607,7 +607,7 @@ impl Reconciler {
             tracing::warn!(server = %key, %reason, message = %first_line(message), "start failed");
         }
         self.set_status(key, |s| {
-            mark_failed(s, reason, message.to_owned(), message);
+            mark_failed(s, reason, &error.message, &error.stderr_tail, message);
             s.tools = None;
             s.prompts = None;
             s.next_retry_at = Some(rfc3339(wall(retry_at)));
@@ -647,10 +647,10 @@ impl Reconciler {
                 humantime::format_duration(Duration::from_secs(delay.as_secs().max(1)))
             )
         };
-        let message = with_tail(format!("{msg}; {when}"), tail);
+        let message = format!("{msg}; {when}");
         tracing::warn!(server = %key, %msg, ?delay, "server crashed");
         self.set_status(key, |s| {
-            mark_failed(s, reason, message.clone(), msg);
+            mark_failed(s, reason, &message, tail, msg);
             s.tools = None;
             s.prompts = None;
             s.next_retry_at = Some(rfc3339(wall(retry_at)));
@@ -671,38 +671,25 @@ impl Reconciler {
         msg: &str,
         tail: &[String],
     ) -> Decision {
-        let count = {
-            let mut crashes = lock(&self.lsp_crashes);
-            let entry = crashes
-                .entry(key.clone())
-                .or_insert_with(|| (hash.to_owned(), 0));
-            if entry.0 != hash {
-                *entry = (hash.to_owned(), 0);
-            }
-            entry.1 += 1;
-            entry.1
-        };
-        let restart = restart_on_crash && count <= max_restarts;
-        let (reason, message) = if restart {
-            (
+        let crash = lock(&self.lsp_crashes).crashed(key, hash, restart_on_crash, max_restarts);
+        let restart = matches!(crash, LspCrash::Restart { .. });
+        let (reason, message) = match crash {
+            LspCrash::Restart { count, max } => (
                 Reason::Crashed,
-                format!("{msg}; restarting ({count} of {max_restarts})"),
-            )
-        } else if restart_on_crash {
-            (
+                format!("{msg}; restarting ({count} of {max})"),
+            ),
+            LspCrash::GaveUp { max } => (
                 Reason::MaxRestartsExceeded,
-                format!("{msg}; gave up after {max_restarts} restarts (save the file to retry)"),
-            )
-        } else {
-            (
+                format!("{msg}; gave up after {max} restarts (save the file to retry)"),
+            ),
+            LspCrash::Hold => (
                 Reason::Crashed,
                 format!("{msg}; restartOnCrash is false (save the file to retry)"),
-            )
+            ),
         };
-        let message = with_tail(message, tail);
         tracing::warn!(server = %key, %msg, restart, "language server crashed");
         self.set_status(key, |s| {
-            mark_failed(s, reason, message.clone(), msg);
+            mark_failed(s, reason, &message, tail, msg);
             s.started_at = None;
             s.capabilities = None;
         });
@@ -724,7 +711,7 @@ impl Reconciler {
     ) {
         let (tools, prompts, capabilities) = match (&view.offer, desired) {
             (Offer::Mcp { handle, lists }, Desired::Mcp(d)) => {
-                self.registry.publish(&key.name, handle, lists, &d.spec);
+                self.publish.mcp_ready(&key.name, handle, lists, &d.spec);
                 let names: Vec<String> = lists.tools.iter().map(|t| t.name.to_string()).collect();
                 (
                     Some(d.spec.exposed_tools(names.iter().map(String::as_str))),
@@ -732,10 +719,7 @@ impl Reconciler {
                     None,
                 )
             }
-            (Offer::Lsp { capabilities }, _) => {
-                self.registry.lsp_ready(&key.name, true);
-                (None, None, Some(capabilities.clone()))
-            }
+            (Offer::Lsp { capabilities }, _) => (None, None, Some(capabilities.clone())),
             _ => (None, None, None),
         };
         let now_s = now_rfc3339();
@@ -744,6 +728,7 @@ impl Reconciler {
             s.phase = Phase::Ready;
             s.reason = None;
             s.message = None;
+            s.stderr_tail.clear();
             s.pid = view.pid;
             s.observed_generation = Some(instance.generation);
             s.observed_hash = Some(instance.hash.clone());
@@ -835,8 +820,7 @@ mod tests {
             Spawner::new().unwrap(),
             ReconcileConfig::default(),
             BTreeSet::new(),
-            Arc::new(LspService::default()),
-            Arc::new(Registry::default()),
+            Arc::new(crate::engine::publish::Nowhere),
             None,
             events,
             outcomes,

@@ -4,10 +4,12 @@
 
 use steward_schema::resource::{Phase, Reason, ServerStatus};
 
-/// The last stderr line of a status message (they end with the tail).
-fn last_stderr_line(message: &str) -> Option<&str> {
-    let (_, tail) = message.split_once("last stderr lines:\n")?;
-    tail.lines().rev().find(|l| !l.trim().is_empty())
+/// The last non-blank stderr line of a failure.
+fn last_stderr_line(tail: &[String]) -> Option<&str> {
+    tail.iter()
+        .rev()
+        .map(String::as_str)
+        .find(|l| !l.trim().is_empty())
 }
 
 pub fn explain_blocked(server: &str, reason: Reason, message: &str) -> String {
@@ -56,7 +58,7 @@ pub fn explain(server: &str, status: &ServerStatus) -> String {
     if let Some(at) = &status.next_retry_at {
         text.push_str(&format!("; next retry at {at}"));
     }
-    if let Some(line) = last_stderr_line(message) {
+    if let Some(line) = last_stderr_line(&status.stderr_tail) {
         text.push_str(&format!("; last stderr line: {line}"));
     }
     text.push_str(&format!(
@@ -70,10 +72,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_last_stderr_line_is_read_from_the_message_tail() {
-        let message = "the server exited with code 3; restarting in 10s\nlast stderr lines:\nfirst\nboom: no token\n";
-        assert_eq!(last_stderr_line(message), Some("boom: no token"));
-        assert_eq!(last_stderr_line("no tail"), None);
+    fn the_last_stderr_line_is_the_tails_last_non_blank_line() {
+        let tail = [
+            "first".to_owned(),
+            "boom: no token".to_owned(),
+            " ".to_owned(),
+        ];
+        assert_eq!(last_stderr_line(&tail), Some("boom: no token"));
+        assert_eq!(last_stderr_line(&[]), None);
     }
 
     #[test]
@@ -83,6 +89,7 @@ mod tests {
             Some(Reason::CrashLoopBackOff),
             Some("the server exited with code 1; restarting in 20s\nlast stderr lines:\nfatal: bad key".into()),
         );
+        status.stderr_tail = vec!["fatal: bad key".into()];
         status.next_retry_at = Some("2026-12-03T10:00:00Z".into());
         let text = explain("db", &status);
         assert!(text.contains("crash loop"), "{text}");

@@ -25,18 +25,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use rmcp::model::ServerNotification;
 use rmcp::{Peer, RoleServer};
-use steward_schema::resource::{GatewayStatus, Item, WorkspaceStatus};
+use steward_schema::resource::{GatewayStatus, Item, McpServerSpec, WorkspaceStatus};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::desired::snapshot::DesiredStore;
+use crate::engine::publish::Publish;
 use crate::gateway::lsp::LspService;
 use crate::observe::clock::now_rfc3339;
 use crate::observe::status::StatusStore;
 use crate::observe::view::Decoration;
-use crate::runtime::mcp::Broadcast;
+use crate::runtime::lsp::LspConnection;
+use crate::runtime::mcp::{Broadcast, McpHandle, McpLists};
 use crate::support::sync::lock;
 
 pub mod explain;
@@ -241,6 +244,49 @@ impl Gateway {
                 let _ = peer.send_notification(notification).await;
             });
         }
+    }
+}
+
+/// The engine publishes live connections here: MCP connections into the
+/// registry, language servers into the LSP service (which keeps the
+/// registry's `lsp` flag in step).
+impl Publish for Gateway {
+    fn mcp_ready(&self, name: &str, handle: &McpHandle, lists: &McpLists, spec: &McpServerSpec) {
+        self.registry.publish(name, handle, lists, spec);
+    }
+
+    fn mcp_restarting(&self, name: &str) {
+        self.registry.restarting(name);
+    }
+
+    fn mcp_stopping(&self, name: &str) {
+        self.registry.stopping(name);
+    }
+
+    fn mcp_withdrawn(&self, name: &str) {
+        self.registry.withdraw(name);
+    }
+
+    fn mcp_removed(&self, name: &str) {
+        self.registry.forget(name);
+    }
+
+    fn lsp_ready<'a>(&'a self, name: &'a str, conn: Arc<LspConnection>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.lsp.publish(name, conn).await;
+        })
+    }
+
+    fn lsp_gone(&self, name: &str, conn: &Arc<LspConnection>) {
+        self.lsp.unpublish_if(name, conn);
+    }
+
+    fn lsp_withdrawn(&self, name: &str) {
+        self.lsp.unpublish(name);
+    }
+
+    fn lsp_removed(&self, name: &str) {
+        self.lsp.forget(name);
     }
 }
 

@@ -13,7 +13,7 @@
 //! the `list_changed` broadcaster watch. The union of all catalogs, with the
 //! exposed names ([`super::names`]), is rebuilt only when a catalog changes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -293,14 +293,16 @@ impl Drop for CallGuard {
 #[derive(Debug, Default)]
 struct Inner {
     slots: BTreeMap<String, Slot>,
-    lsp_ready: BTreeSet<String>,
+    /// Some language server is Ready (a copy of what [`crate::gateway::lsp::LspService`]
+    /// routes to, kept here because it is part of the union).
+    lsp: bool,
     counters: BTreeMap<String, Arc<Counters>>,
     union: Arc<Union>,
 }
 
 impl Inner {
     fn rebuild(&mut self) {
-        self.union = Arc::new(Union::build(&self.slots, !self.lsp_ready.is_empty()));
+        self.union = Arc::new(Union::build(&self.slots, self.lsp));
     }
 }
 
@@ -423,17 +425,13 @@ impl Registry {
         self.lock().counters.remove(server);
     }
 
-    /// Language server `name` is ready (or not): the `lsp` tool is listed
-    /// while any is.
-    pub fn lsp_ready(&self, name: &str, ready: bool) {
+    /// Whether some language server is ready: the `lsp` tool is listed
+    /// while one is. Only the LSP service, which owns the ready language
+    /// servers, says so.
+    pub(crate) fn set_lsp_available(&self, available: bool) {
         let mut inner = self.lock();
-        let before = !inner.lsp_ready.is_empty();
-        if ready {
-            inner.lsp_ready.insert(name.to_owned());
-        } else {
-            inner.lsp_ready.remove(name);
-        }
-        if before == inner.lsp_ready.is_empty() {
+        if inner.lsp != available {
+            inner.lsp = available;
             inner.rebuild();
             drop(inner);
             self.bump();

@@ -35,6 +35,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::desired::snapshot::{Key, Snapshot};
+use crate::gateway::registry::Registry;
 use crate::observe::status::StatusStore;
 use crate::runtime::lsp::{LspConnection, LspRequestError, OPEN_DELAY};
 use crate::support::sync::lock;
@@ -122,8 +123,11 @@ pub struct Synced {
 }
 
 /// Ready language-server connections and the documents tracked per server.
+/// The one owner of which language servers are ready: the registry's `lsp`
+/// flag (whether the agent endpoint lists the `lsp` tool) follows it.
 pub struct LspService {
     clients: Mutex<HashMap<String, Arc<LspConnection>>>,
+    registry: Arc<Registry>,
     tracked: Mutex<HashMap<String, BTreeMap<Url, String>>>,
     /// Bumped whenever `clients` changes: wakes uses waiting for a server.
     changes: watch::Sender<u64>,
@@ -131,15 +135,21 @@ pub struct LspService {
 
 impl Default for LspService {
     fn default() -> Self {
-        LspService {
-            clients: Mutex::default(),
-            tracked: Mutex::default(),
-            changes: watch::Sender::new(0),
-        }
+        LspService::new(Arc::new(Registry::default()))
     }
 }
 
 impl LspService {
+    /// A service whose ready servers `registry` follows.
+    pub fn new(registry: Arc<Registry>) -> Self {
+        LspService {
+            clients: Mutex::default(),
+            registry,
+            tracked: Mutex::default(),
+            changes: watch::Sender::new(0),
+        }
+    }
+
     /// A connection became ready: replay the tracked documents, then make it
     /// available to queries. Returns how many documents were replayed.
     ///
@@ -169,28 +179,34 @@ impl LspService {
         if replayed > 0 {
             tracing::info!(server = name, documents = replayed, "documents replayed");
         }
-        lock(&self.clients).insert(name.to_owned(), conn);
-        self.changes.send_modify(|n| *n += 1);
+        let mut clients = lock(&self.clients);
+        clients.insert(name.to_owned(), conn);
+        self.changed(&clients);
         replayed
+    }
+
+    /// Tells the registry and the waiting uses; called with the clients
+    /// locked, so the registry's flag follows every change in order.
+    fn changed(&self, clients: &HashMap<String, Arc<LspConnection>>) {
+        self.registry.set_lsp_available(!clients.is_empty());
+        self.changes.send_modify(|n| *n += 1);
     }
 
     /// The connection is going away (stop, restart, crash).
     pub fn unpublish(&self, name: &str) -> Option<Arc<LspConnection>> {
-        let gone = lock(&self.clients).remove(name);
-        self.changes.send_modify(|n| *n += 1);
+        let mut clients = lock(&self.clients);
+        let gone = clients.remove(name);
+        self.changed(&clients);
         gone
     }
 
     /// `conn` is going away: unpublish it, unless another connection of the
     /// server was published since.
     pub fn unpublish_if(&self, name: &str, conn: &Arc<LspConnection>) {
-        let removed = {
-            let mut clients = lock(&self.clients);
-            let ours = clients.get(name).is_some_and(|c| Arc::ptr_eq(c, conn));
-            ours && clients.remove(name).is_some()
-        };
-        if removed {
-            self.changes.send_modify(|n| *n += 1);
+        let mut clients = lock(&self.clients);
+        let ours = clients.get(name).is_some_and(|c| Arc::ptr_eq(c, conn));
+        if ours && clients.remove(name).is_some() {
+            self.changed(&clients);
         }
     }
 
