@@ -1,7 +1,7 @@
 //! Answers in the `lsp` tool's coordinates: LSP's URIs and 0-based UTF-16
 //! positions become workspace-relative paths, 1-based line and character
-//! columns and the trimmed source line; what the agent gives back (call
-//! hierarchy items, diagnostics) goes the other way.
+//! columns and the trimmed source line; what the agent gives back (positions,
+//! call hierarchy items, diagnostics) goes the other way.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,11 +11,43 @@ use lsp_types::Url;
 use serde_json::{Value, json};
 use steward_schema::canonical::{canonical_json, sha256_hex};
 
+use super::args::{Args, whole};
+use super::paths::Document;
 use super::shapes::{SEVERITIES, Symbol, symbol_kind};
-use super::{Call, Document, Refused, whole};
-use crate::gateway::lsp::{column_of, to_lsp_position};
+use super::{Call, Refused};
+use crate::gateway::lsp::{LspError, column_of, to_lsp_position};
 
 impl Call<'_> {
+    /// The 0-based LSP position of the `line` / `character` arguments.
+    pub(super) fn position(
+        &self,
+        doc: &Document,
+        line: Option<f64>,
+        character: Option<f64>,
+    ) -> Result<Value, Refused> {
+        let line = whole(line).unwrap_or(1);
+        let character = whole(character).unwrap_or(1);
+        let (line, character) =
+            to_lsp_position(&doc.path, &doc.text, line, character).map_err(|e| match e {
+                LspError::NoSuchLine { line, lines, .. } => Refused(format!(
+                    "{} has {lines} lines; line {line} is past its end",
+                    self.shown(&doc.path)
+                )),
+                other => Refused::from(other),
+            })?;
+        Ok(json!({ "line": line, "character": character }))
+    }
+
+    /// `filePath:line:col [server]`, for headings.
+    pub(super) fn at(&self, doc: &Document, args: &Args, server: &str) -> String {
+        format!(
+            "{}:{}:{} [{server}]",
+            self.shown(&doc.path),
+            whole(args.line).unwrap_or(1),
+            whole(args.character).unwrap_or(1)
+        )
+    }
+
     pub(super) fn uri_shown(&self, uri: &str) -> String {
         match Url::parse(uri).ok().and_then(|u| u.to_file_path().ok()) {
             Some(path) => self.shown(&path),
