@@ -88,11 +88,15 @@
 //!   server that is not live is answered from the status store: why, and what
 //!   to do. The gateway never enqueues work, and reconcile never waits on a
 //!   client.
+// The public surface: what the binaries (`cli::main`) and the integration
+// tests and benchmarks of steward-tests use (the control client, the stores
+// they drive directly, the runtime, paths). The engine and the gateway are
+// reached only through `steward run` / `steward mcp`.
 pub mod cli;
 pub mod control;
 pub mod desired;
-pub mod engine;
-pub mod gateway;
+pub(crate) mod engine;
+pub(crate) mod gateway;
 pub mod observe;
 pub mod runtime;
 pub mod support;

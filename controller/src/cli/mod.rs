@@ -8,8 +8,8 @@
 //! (`steward __steward-exec <controller pid> <program> <args>...`, see
 //! [`crate::runtime::process`]); that mode is dispatched before anything else.
 
-pub mod args;
-pub mod output;
+pub(crate) mod args;
+pub(crate) mod output;
 
 mod approve;
 mod client;

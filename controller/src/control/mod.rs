@@ -15,8 +15,8 @@
 
 pub mod client;
 pub mod protocol;
-pub mod server;
-pub mod streams;
+pub(crate) mod server;
+pub(crate) mod streams;
 
 pub use client::ControlError;
 pub use protocol::{Answer, LogsQuery, RawJson, Reply, Request};

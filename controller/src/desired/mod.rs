@@ -1,7 +1,7 @@
 //! The desired state: configuration sources read from disk, parsed into
 //! per-source snapshots (the last valid one kept), merged into desired
 //! resources with their admission.
-pub mod approvals;
-pub mod offline;
+pub(crate) mod approvals;
+pub(crate) mod offline;
 pub mod snapshot;
-pub mod sources;
+pub(crate) mod sources;

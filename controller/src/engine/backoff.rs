@@ -209,17 +209,13 @@ impl<K: Clone + Eq + Hash> KeyBackoff<K> {
         }
     }
 
-    /// The parameters in force.
-    pub fn config(&self) -> &BackoffConfig {
-        &self.config
-    }
-
     /// Records a failed attempt made at `now` and returns when to retry.
     ///
     /// An attempt made before the key's retry time (early) changes nothing:
     /// neither the exponent nor the pending retry time moves, and that
     /// pending time is returned. Otherwise the delay grows one step (the
     /// first failure gets the initial delay) and the retry is `now` plus it.
+    #[cfg(test)]
     pub fn failed(&mut self, key: &K, now: Instant) -> Instant {
         self.failed_attempt(key, now, now)
     }
@@ -254,6 +250,7 @@ impl<K: Clone + Eq + Hash> KeyBackoff<K> {
 
     /// The key's spec changed (or the key went away): its backoff starts over.
     /// How many keys it holds a ladder for.
+    #[cfg(test)]
     pub fn tracked_keys(&self) -> usize {
         self.keys.len()
     }
@@ -268,17 +265,20 @@ impl<K: Clone + Eq + Hash> KeyBackoff<K> {
     }
 
     /// The delay currently being waited by the key, if it is backing off.
+    #[cfg(test)]
     pub fn current_delay(&self, key: &K) -> Option<Duration> {
         self.keys.get(key).map(|l| l.delay)
     }
 
     /// Counted failures since the last reset (early attempts not included).
+    #[cfg(test)]
     pub fn failures(&self, key: &K) -> u32 {
         self.keys.get(key).map_or(0, |l| l.count)
     }
 
     /// Whether an attempt at `now` would count: no backoff, or its delay has
     /// elapsed.
+    #[cfg(test)]
     pub fn ready(&self, key: &K, now: Instant) -> bool {
         self.next_retry_at(key).is_none_or(|at| now >= at)
     }
@@ -361,11 +361,6 @@ impl<N: Clone + Eq + Hash> CrashLoop<N> {
         }
     }
 
-    /// The parameters in force.
-    pub fn config(&self) -> &CrashLoopConfig {
-        &self.config
-    }
-
     /// Records that the process `name` running `config_hash`, started at
     /// `started_at`, exited at `now`; returns how long to wait before
     /// starting it again (the retry time is `now` plus that delay).
@@ -434,6 +429,7 @@ impl<N: Clone + Eq + Hash> CrashLoop<N> {
 
     /// Forgets `name` (server removed, or an explicit restart was asked for).
     /// How many names it holds an entry for.
+    #[cfg(test)]
     pub fn tracked_names(&self) -> usize {
         self.entries.len()
     }
@@ -454,11 +450,6 @@ impl<N: Clone + Eq + Hash> CrashLoop<N> {
         self.entry(name, config_hash).map(|l| l.retry_at)
     }
 
-    /// The delay of the current (or last) wait, if `name` is crash-looping.
-    pub fn current_delay(&self, name: &N, config_hash: &str) -> Option<Duration> {
-        self.entry(name, config_hash).map(|l| l.delay)
-    }
-
     /// Counted crashes under `config_hash` since the loop started.
     pub fn crashes(&self, name: &N, config_hash: &str) -> u32 {
         self.entry(name, config_hash).map_or(0, |l| l.count)
@@ -466,12 +457,14 @@ impl<N: Clone + Eq + Hash> CrashLoop<N> {
 
     /// Whether `name` is waiting out a crash-loop delay at `now` (status
     /// reason `CrashLoopBackOff`).
+    #[cfg(test)]
     pub fn in_crash_loop(&self, name: &N, config_hash: &str, now: Instant) -> bool {
         self.next_retry_at(name, config_hash)
             .is_some_and(|at| now < at)
     }
 
     /// Whether `name` under `config_hash` may be started at `now`.
+    #[cfg(test)]
     pub fn ready(&self, name: &N, config_hash: &str, now: Instant) -> bool {
         !self.in_crash_loop(name, config_hash, now)
     }
@@ -540,11 +533,13 @@ impl<K: Clone + Eq + Hash> LspRestarts<K> {
     }
 
     /// How many keys have restarts counted.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.counts.len()
     }
 
     /// Whether no key has restarts counted.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.counts.is_empty()
     }

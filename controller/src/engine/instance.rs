@@ -193,11 +193,6 @@ impl Instance {
         let _ = self.stop.send(mode);
     }
 
-    /// Whether a stop was asked.
-    pub fn stopping(&self) -> bool {
-        self.stop_asked
-    }
-
     /// Wait for the task to finish (shutdown).
     pub async fn join(self) {
         let _ = self.task.await;

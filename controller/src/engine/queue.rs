@@ -65,6 +65,7 @@ pub enum Requeue {
 
 /// A snapshot of the queue's size, for status and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg(test)]
 pub struct QueueStats {
     /// Keys waiting to be handed out now.
     pub ready: usize,
@@ -325,10 +326,12 @@ impl<K: QueueKey> WorkQueue<K> {
 
     /// Hands out the next ready key without waiting, marking it processing.
     /// `None` if no key is ready or the queue is shut down.
+    #[cfg(test)]
     pub fn try_next(&self) -> Option<K> {
         self.try_next_at_time(Instant::now())
     }
 
+    #[cfg(test)]
     fn try_next_at_time(&self, now: Instant) -> Option<K> {
         let mut st = self.lock();
         if st.shutdown {
@@ -453,26 +456,18 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 
     /// Whether `key` is handed out and not yet `done`.
+    #[cfg(test)]
     pub fn is_processing(&self, key: &K) -> bool {
         self.lock().processing.contains(key)
     }
 
-    /// Number of keys ready to be handed out now (delayed keys not due yet
-    /// and keys in flight are not counted; see [`stats`](Self::stats)).
-    pub fn len(&self) -> usize {
-        self.stats().ready
-    }
-
-    /// Whether no key is ready to be handed out now.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Ready, delayed and in-flight counts.
+    #[cfg(test)]
     pub fn stats(&self) -> QueueStats {
         self.stats_at_time(Instant::now())
     }
 
+    #[cfg(test)]
     fn stats_at_time(&self, now: Instant) -> QueueStats {
         let mut st = self.lock();
         let promoted = st.promote_due(now);

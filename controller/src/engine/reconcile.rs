@@ -238,6 +238,7 @@ impl Reconciler {
     /// How many keys the reconciler holds state for (slots, backoffs,
     /// crash loops, held and crash-counted language servers); a removed
     /// server leaves none once its process is gone.
+    #[cfg(test)]
     pub fn keys_with_state(&self) -> usize {
         lock(&self.slots).len()
             + lock(&self.backoff).tracked_keys()

@@ -146,10 +146,6 @@ impl Gateway {
         lock(&self.clients)
     }
 
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
-    }
-
     pub fn workspace(&self) -> PathBuf {
         self.store.paths().workspace.clone()
     }

@@ -1,7 +1,7 @@
 //! The read model: what the controller observed — the status store, the
 //! events, the servers' logs and the `WorkspaceStatus` view over them.
-pub mod clock;
+pub(crate) mod clock;
 pub mod events;
 pub mod logs;
 pub mod status;
-pub mod view;
+pub(crate) mod view;

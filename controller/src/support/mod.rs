@@ -1,8 +1,8 @@
 //! Plumbing every step uses: paths under HOME_DIR, the workspace lock,
 //! logging, atomic writes, poison-ignoring locks, private unix sockets.
-pub mod fs;
-pub mod lock;
-pub mod logging;
+pub(crate) mod fs;
+pub(crate) mod lock;
+pub(crate) mod logging;
 pub mod paths;
-pub mod socket;
-pub mod sync;
+pub(crate) mod socket;
+pub(crate) mod sync;

@@ -179,6 +179,7 @@ impl Watcher {
     /// for their current state; pending changes of removed paths are
     /// dropped. On a watch error the new set is kept and the failed
     /// directory is tried again at the next re-arm.
+    #[cfg(test)]
     pub fn set_files(&self, files: Vec<PathBuf>) -> Result<(), WatchError> {
         let files = normalize_all(files)?;
         let (reply, answer) = mpsc::channel();
@@ -201,6 +202,7 @@ impl Drop for Watcher {
 
 enum Msg {
     Event(notify::Result<notify::Event>),
+    #[cfg(test)]
     SetFiles(Vec<PathBuf>, mpsc::Sender<Result<(), WatchError>>),
     Shutdown,
 }
@@ -286,6 +288,7 @@ impl Core {
                     rearm |= self.note(&event, &mut touched, &mut stale);
                 }
                 Msg::Event(Err(error)) => tracing::warn!(%error, "file watcher error"),
+                #[cfg(test)]
                 Msg::SetFiles(files, reply) => {
                     self.replace_files(files);
                     let (moved, result) = self.rearm(&mut stale);
