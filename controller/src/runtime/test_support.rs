@@ -87,14 +87,6 @@ fn build_if(package: &str, bin: &str, path: &Path, needed: impl Fn(&Path) -> boo
     assert!(status.success(), "building {bin} failed");
 }
 
-/// Alive and not a zombie.
-pub(crate) fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| Some(stat.rsplit_once(") ")?.1.chars().next()? != 'Z'))
-        .unwrap_or(false)
-}
-
 /// Poll `condition` until it holds; fail after [`SOON`].
 pub(crate) async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + SOON;
@@ -111,15 +103,6 @@ pub(crate) fn record(path: &Path) -> Vec<Value> {
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect()
-}
-
-/// The pid the fake recorded at its start.
-pub(crate) fn recorded_pid(path: &Path) -> u32 {
-    record(path)
-        .iter()
-        .find(|event| event["event"] == "start")
-        .and_then(|event| event["pid"].as_u64())
-        .expect("the fake recorded its start") as u32
 }
 
 /// Messages with `method` the fake received, in order.

@@ -43,6 +43,7 @@ mod robust;
 
 // The runtime tests.
 mod runtime_common;
+mod runtime_lsp;
 mod runtime_mcp;
 mod runtime_process;
 

@@ -23,6 +23,8 @@ pub const SOON: Duration = Duration::from_secs(10);
 pub const STEWARD: &str = env!("CARGO_BIN_EXE_steward-under-test");
 /// The fake MCP server.
 pub const FAKE_MCP_SERVER: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
+/// The fake language server.
+pub const FAKE_LSP_SERVER: &str = env!("CARGO_BIN_EXE_fake-lsp-server");
 
 /// A spawner with [`STEWARD`] as its exec shim.
 pub fn spawner() -> Spawner {
