@@ -46,6 +46,7 @@ mod runtime_common;
 mod runtime_lsp;
 mod runtime_mcp;
 mod runtime_process;
+mod runtime_remote;
 
 // The fakes' self-tests.
 mod fake_lsp_server;

@@ -53,8 +53,8 @@ static SPAWNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 impl Spawner {
     /// Starts the spawner thread (`steward-spawner`), with this process's own
     /// executable as the exec shim: right for the `steward` binaries, whose
-    /// `main` is [`crate::cli::main`]. (In this crate's unit tests, whose
-    /// harness has no shim mode, it is the built `steward` binary instead.)
+    /// `main` is [`crate::cli::main`]. (Not in this crate's unit tests,
+    /// which spawn nothing: see `default_exec_shim`.)
     pub fn new() -> io::Result<Self> {
         Self::with_exec_shim(default_exec_shim())
     }
@@ -212,12 +212,14 @@ fn default_exec_shim() -> PathBuf {
     PathBuf::from("/proc/self/exe")
 }
 
-/// The shim a [`Spawner`] uses by default in unit tests: the libtest harness
-/// has no shim mode (it would take `__steward-exec` for a test filter and run
-/// nothing), so the built `steward` binary stands in for it.
+/// The shim a [`Spawner`] uses by default in unit tests: none. The libtest
+/// harness has no shim mode (it would take `__steward-exec` for a test
+/// filter), and the unit tests start no process: the tests that do are
+/// integration tests, with the real `steward` as the shim. A spawn that
+/// gets as far as the shim fails as with a missing one.
 #[cfg(test)]
 fn default_exec_shim() -> PathBuf {
-    crate::runtime::test_support::steward_exe()
+    PathBuf::from("/nonexistent/steward-unit-tests-start-no-process")
 }
 
 #[cfg(test)]
