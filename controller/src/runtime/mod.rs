@@ -5,8 +5,6 @@ pub mod process;
 mod procfs;
 pub mod reaper;
 pub mod start;
-#[cfg(test)]
-mod test_support;
 
 pub use self::start::StartError;
 

@@ -1,7 +1,9 @@
 //! The integration tests of Steward, one binary (one link instead of one per
 //! file): the CLI tests (a sandboxed `steward` run to completion, snapshots
 //! of its output), the envtests (the real controller against the fake MCP
-//! and LSP servers, and against real peers), and the fakes' self-tests.
+//! and LSP servers, and against real peers), the runtime tests (its
+//! processes and connections, driven through its API against real children
+//! and the fakes), and the fakes' self-tests.
 //!
 //! Every test runs in its own sandbox ([`steward_tests::harness::Env`]) and
 //! passes what it needs to the processes it starts: none changes the
@@ -38,6 +40,13 @@ mod mcp_real_peers;
 mod mcp_remote;
 mod qwen_parity;
 mod robust;
+
+// The runtime tests.
+mod runtime_common;
+mod runtime_lsp;
+mod runtime_mcp;
+mod runtime_process;
+mod runtime_remote;
 
 // The fakes' self-tests.
 mod fake_lsp_server;

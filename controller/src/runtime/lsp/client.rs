@@ -101,12 +101,9 @@ fn configuration_section(settings: Option<&Value>, section: Option<&str>) -> Val
 
 #[cfg(test)]
 mod tests {
-    use lsp_types::Url;
     use serde_json::json;
 
     use super::*;
-    use crate::runtime::lsp::testing::*;
-    use crate::runtime::test_support::{SOON, eventually};
 
     #[test]
     fn configuration_sections_are_dotted_paths_into_the_settings() {
@@ -125,77 +122,5 @@ mod tests {
         assert_eq!(section(Some("python.missing")), Value::Null);
         assert_eq!(section(Some("flat.key")), 1, "a literal dotted key");
         assert_eq!(configuration_section(None, Some("python")), Value::Null);
-    }
-
-    #[tokio::test]
-    async fn server_requests_are_answered_whatever_the_id_style() {
-        for style in ["number", "zero", "string"] {
-            let (_dir, ws) = workspace();
-            let rec = ws.join("record.jsonl");
-            let mut spec = fake(
-                &ws,
-                json!({ "serverRequests": true, "idStyle": style, "record": rec }),
-            );
-            spec.settings = Some(json!({ "fake": { "level": 3 }, "other": true }));
-            let (result, mut rx) = connect(&spec).await;
-            let connection = result.unwrap();
-            let sent_log = |text: &str| {
-                events_named(&rec, "send").iter().position(|m| {
-                    m["method"] == "window/logMessage" && m["params"]["message"] == text
-                })
-            };
-            eventually("the fake got its answers", || {
-                sent_log("fake: ready").is_some()
-            })
-            .await;
-            // A log message came before the initialize answer, and did not
-            // disturb the handshake.
-            let sent = events_named(&rec, "send");
-            let init_answer = sent
-                .iter()
-                .position(|m| {
-                    m.get("result")
-                        .is_some_and(|r| r.get("capabilities").is_some())
-                })
-                .unwrap();
-            assert!(
-                sent_log("fake: initializing").unwrap() < init_answer,
-                "{style}"
-            );
-
-            let answers = [
-                ("window/workDoneProgress/create", Value::Null),
-                ("client/registerCapability", Value::Null),
-                ("workspace/configuration", json!([{ "level": 3 }])),
-            ];
-            for (index, (method, expected)) in answers.into_iter().enumerate() {
-                let id = sent
-                    .iter()
-                    .find(|m| m["method"] == method)
-                    .map(|m| m["id"].clone())
-                    .unwrap_or_else(|| panic!("{style}: the fake sent no {method}"));
-                let expected_id = match style {
-                    "zero" => json!(index),
-                    "string" => json!(format!("fake-{}", index + 1)),
-                    _ => json!(index + 1),
-                };
-                assert_eq!(id, expected_id, "{style} {method}");
-                let answer = events_named(&rec, "recv")
-                    .into_iter()
-                    .find(|m| m.get("method").is_none() && m["id"] == id)
-                    .unwrap_or_else(|| panic!("{style}: no answer to {method}"));
-                assert_eq!(answer.get("error"), None, "{style} {method}: {answer}");
-                assert_eq!(answer["result"], expected, "{style} {method}");
-            }
-            // Still serving.
-            let uri = Url::from_file_path(ws.join("x.rs")).unwrap();
-            let hover = connection
-                .request("textDocument/hover", position(&uri, 0, 0), SOON)
-                .await
-                .unwrap();
-            assert_eq!(hover, Value::Null, "{style}");
-            connection.stop(SOON).await;
-            no_more_events(&mut rx);
-        }
     }
 }

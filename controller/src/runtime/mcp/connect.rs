@@ -386,61 +386,10 @@ pub(super) async fn connect_http(
 mod tests {
     use std::collections::BTreeMap;
 
-    use serde_json::json;
     use steward_schema::resource::McpTransport;
 
     use super::*;
     use crate::runtime::mcp::testing::*;
-    use crate::runtime::test_support::{SOON, alive, received, record, recorded_pid};
-
-    #[tokio::test]
-    async fn stdio_connect_lists_every_page_of_tools_and_prompts() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("sub")).unwrap();
-        let rec = dir.path().join("record.jsonl");
-        let tools: Vec<String> = (1..=7).map(|i| format!("tool{i}")).collect();
-        let mut spec = fake(json!({
-            "tools": tools, "prompts": ["p1", "p2", "p3"], "pageSize": 2, "record": rec,
-        }));
-        spec.cwd = Some("sub".to_owned());
-        let (result, mut rx) = connect(&spec, dir.path(), timeouts()).await;
-        let connection = result.unwrap();
-        assert_eq!(connection.tools(), tools);
-        assert_eq!(connection.prompts(), strings(&["p1", "p2", "p3"]));
-        let pid = connection.pid().unwrap();
-        assert_eq!(pid, recorded_pid(&rec));
-        assert_eq!(
-            std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap(),
-            dir.path().join("sub").canonicalize().unwrap(),
-            "a relative cwd is taken from the workspace"
-        );
-        assert_eq!(received(&rec, "tools/list").len(), 4, "7 tools, 2 a page");
-        assert_eq!(received(&rec, "prompts/list").len(), 2);
-        // We offer the newest version that still has `initialize`; the fake
-        // does not know it and answers with its own, which we accept.
-        let initialize = received(&rec, "initialize");
-        assert_eq!(initialize[0]["params"]["protocolVersion"], "2025-11-25");
-        assert_eq!(received(&rec, "notifications/initialized").len(), 1);
-
-        let started = Instant::now();
-        connection
-            .stop(Duration::from_secs(5), Duration::from_secs(5))
-            .await;
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "{:?}",
-            started.elapsed()
-        );
-        assert!(!alive(pid));
-        // Closed by the protocol (stdin), not by a signal.
-        let exit = record(&rec)
-            .into_iter()
-            .find(|event| event["event"] == "exit")
-            .expect("the fake recorded its exit");
-        assert_eq!(exit["message"]["reason"], "stdin closed");
-        assert!(record(&rec).iter().all(|event| event["event"] != "signal"));
-        no_more_events(&mut rx);
-    }
 
     #[tokio::test]
     async fn missing_command_is_command_not_found() {
@@ -464,94 +413,6 @@ mod tests {
         spec.command = Some("./server".to_owned());
         let (result, _rx) = connect(&spec, dir.path(), timeouts()).await;
         assert_eq!(result.unwrap_err().reason, Reason::UnsafeCommand);
-    }
-
-    #[tokio::test]
-    async fn hang_in_initialize_times_out_and_leaves_no_process() {
-        let dir = tempfile::tempdir().unwrap();
-        let rec = dir.path().join("record.jsonl");
-        let spec = fake(json!({
-            "hangInInitialize": true, "record": rec, "stderrLines": ["waiting for godot"],
-        }));
-        let timeouts = McpTimeouts {
-            stdio_handshake: Duration::from_millis(500),
-            ..timeouts()
-        };
-        let started = Instant::now();
-        let (result, _rx) = connect(&spec, dir.path(), timeouts).await;
-        let error = result.unwrap_err();
-        assert_eq!(error.reason, Reason::StartupTimeout, "{error}");
-        assert!(
-            error
-                .message
-                .starts_with("complete the MCP handshake within 500ms: no answer to initialize"),
-            "{error}"
-        );
-        assert!(error.to_string().ends_with("waiting for godot"), "{error}");
-        assert!(started.elapsed() < Duration::from_secs(5));
-        assert!(
-            !alive(recorded_pid(&rec)),
-            "the server outlived its failed start"
-        );
-    }
-
-    #[tokio::test]
-    async fn crash_during_initialize_fails_with_exit_and_stderr() {
-        let dir = tempfile::tempdir().unwrap();
-        let rec = dir.path().join("record.jsonl");
-        let spec = fake(json!({
-            "initializeDelayMs": 10_000, "crashAfterMs": 100, "exitCode": 3, "record": rec,
-            "stderrLines": ["starting", "fatal: no config"],
-        }));
-        let (result, _rx) = connect(&spec, dir.path(), timeouts()).await;
-        let error = result.unwrap_err();
-        assert_eq!(error.reason, Reason::StartFailed, "{error}");
-        assert!(
-            error.message.starts_with(
-                "start the MCP session: the server exited with code 3 during initialize"
-            ),
-            "{error}"
-        );
-        assert!(
-            error.to_string().ends_with("starting\nfatal: no config"),
-            "{error}"
-        );
-        assert!(!alive(recorded_pid(&rec)));
-    }
-
-    #[tokio::test]
-    async fn garbage_on_stdout_fails_the_start() {
-        for when in ["before_initialize", "after_initialize"] {
-            let dir = tempfile::tempdir().unwrap();
-            let rec = dir.path().join("record.jsonl");
-            let spec = fake(json!({ "garbageOnStdout": when, "record": rec }));
-            let (result, _rx) = connect(&spec, dir.path(), timeouts()).await;
-            let error = result.unwrap_err();
-            assert_eq!(error.reason, Reason::StartFailed, "{when}: {error}");
-            assert!(
-                error.message.contains("non-JSON-RPC output on stdout")
-                    && error.message.contains("this line is not JSON-RPC"),
-                "{when}: {error}"
-            );
-            assert!(!alive(recorded_pid(&rec)), "{when}");
-        }
-    }
-
-    #[tokio::test]
-    async fn a_change_announced_while_connecting_is_not_lost() {
-        let dir = tempfile::tempdir().unwrap();
-        // The change lands during (or right after) the first listing.
-        let spec = fake(json!({
-            "tools": ["old"], "listChangedAfterMs": 0, "toolsAfterChange": ["new"],
-        }));
-        let (result, mut rx) = connect(&spec, dir.path(), timeouts()).await;
-        let connection = result.unwrap();
-        if connection.tools() != strings(&["new"]) {
-            assert_eq!(next_event(&mut rx).await, McpEvent::ToolsChanged);
-            connection.refresh().await.unwrap();
-        }
-        assert_eq!(connection.tools(), strings(&["new"]));
-        connection.stop(SOON, SOON).await;
     }
 
     #[tokio::test]
@@ -603,20 +464,5 @@ mod tests {
                 .message
                 .contains("header Mcp-Session-Id is set by the MCP transport")
         );
-    }
-
-    #[tokio::test]
-    async fn http_handshake_is_bounded_by_the_remote_timeout() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut server, url) = http_fake(dir.path(), json!({ "hangInInitialize": true })).await;
-        let timeouts = McpTimeouts {
-            remote_handshake: Duration::from_millis(300),
-            ..timeouts()
-        };
-        let (result, _rx) = connect(&http_spec(&url), dir.path(), timeouts).await;
-        let error = result.unwrap_err();
-        assert_eq!(error.reason, Reason::StartupTimeout, "{error}");
-        assert!(error.message.contains("within 300ms"), "{error}");
-        server.stop(Duration::from_secs(5)).await;
     }
 }

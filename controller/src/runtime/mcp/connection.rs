@@ -266,11 +266,8 @@ impl Drop for McpConnection {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
     use crate::runtime::mcp::testing::*;
-    use crate::runtime::test_support::{SOON, alive, eventually};
 
     #[test]
     fn connections_and_their_futures_can_move_between_threads() {
@@ -288,132 +285,5 @@ mod tests {
             assert_send(&connection.stop(SOON, SOON));
         }
         let _ = refresh_and_stop;
-    }
-
-    #[tokio::test]
-    async fn dropping_a_connection_kills_its_server() {
-        let dir = tempfile::tempdir().unwrap();
-        let (result, mut rx) = connect(&fake(json!({})), dir.path(), timeouts()).await;
-        let connection = result.unwrap();
-        let pid = connection.pid().unwrap();
-        drop(connection);
-        eventually("the server is gone", || !alive(pid)).await;
-        no_more_events(&mut rx);
-    }
-
-    #[tokio::test]
-    async fn stop_kills_a_server_that_ignores_stdin_close_and_sigterm() {
-        let dir = tempfile::tempdir().unwrap();
-        let rec = dir.path().join("record.jsonl");
-        let mut spec = fake(json!({ "ignoreSigterm": true, "record": rec }));
-        // The fake exits when its stdin closes; the shell then becomes a
-        // `sleep` that inherited an ignored SIGTERM.
-        spec.command = Some("sh".to_owned());
-        spec.args = Some(vec![
-            "-c".to_owned(),
-            r#"trap '' TERM; "$0"; exec sleep 1000"#.to_owned(),
-            fake_server().display().to_string(),
-        ]);
-        let (result, mut rx) = connect(&spec, dir.path(), timeouts()).await;
-        let connection = result.unwrap();
-        let pid = connection.pid().unwrap();
-        let (close, grace) = (Duration::from_millis(300), Duration::from_millis(300));
-        let started = Instant::now();
-        connection.stop(close, grace).await;
-        let elapsed = started.elapsed();
-        assert!(!alive(pid), "the server survived stop");
-        assert!(elapsed >= close + grace, "{elapsed:?}");
-        assert!(
-            elapsed < close + grace + Duration::from_secs(3),
-            "{elapsed:?}"
-        );
-        no_more_events(&mut rx);
-    }
-
-    /// Numbers, not a pass/fail test:
-    /// `cargo test -p steward --lib mcp::connection::tests::measure -- --ignored --nocapture`.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "measurement"]
-    async fn measure_connect_latency_and_memory() {
-        fn rss_kib() -> u64 {
-            std::fs::read_to_string("/proc/self/status")
-                .unwrap()
-                .lines()
-                .find_map(|line| line.strip_prefix("VmRSS:"))
-                .and_then(|value| value.trim().trim_end_matches(" kB").trim().parse().ok())
-                .unwrap()
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let spawner = spawner();
-        let spec = fake(json!({ "tools": ["a", "b", "c"], "prompts": ["p"] }));
-        let mut latencies = Vec::new();
-        for _ in 0..30 {
-            let (on_event, _rx) = events();
-            let started = Instant::now();
-            let connection =
-                McpConnection::connect(&spawner, "m", &spec, dir.path(), timeouts(), on_event)
-                    .await
-                    .unwrap();
-            latencies.push(started.elapsed());
-            connection.stop(SOON, SOON).await;
-        }
-        latencies.sort();
-        let n = 50;
-        let before = rss_kib();
-        let mut connections = Vec::new();
-        for i in 0..n {
-            let (on_event, _rx) = events();
-            connections.push(
-                McpConnection::connect(
-                    &spawner,
-                    &format!("m{i}"),
-                    &spec,
-                    dir.path(),
-                    timeouts(),
-                    on_event,
-                )
-                .await
-                .unwrap(),
-            );
-        }
-        let after = rss_kib();
-        let stop_started = Instant::now();
-        futures::future::join_all(connections.into_iter().map(|c| c.stop(SOON, SOON))).await;
-        let stop_all = stop_started.elapsed();
-
-        let (mut server, url) = http_fake(dir.path(), json!({ "tools": ["a", "b", "c"] })).await;
-        let mut http = Vec::new();
-        for _ in 0..30 {
-            let (on_event, _rx) = events();
-            let started = Instant::now();
-            let connection = McpConnection::connect(
-                &spawner,
-                "h",
-                &http_spec(&url),
-                dir.path(),
-                timeouts(),
-                on_event,
-            )
-            .await
-            .unwrap();
-            http.push(started.elapsed());
-            connection.stop(SOON, SOON).await;
-        }
-        http.sort();
-        server.stop(SOON).await;
-        println!(
-            "http connect p50 {:?} p95 {:?}",
-            http[http.len() / 2],
-            http[http.len() * 95 / 100]
-        );
-        println!(
-            "connect p50 {:?} p95 {:?} max {:?}; rss +{} KiB for {n} connections ({} KiB each); stop all {n}: {:?}",
-            latencies[latencies.len() / 2],
-            latencies[latencies.len() * 95 / 100],
-            latencies[latencies.len() - 1],
-            after.saturating_sub(before),
-            after.saturating_sub(before) / n,
-            stop_all,
-        );
     }
 }

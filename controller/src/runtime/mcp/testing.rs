@@ -1,24 +1,20 @@
-//! What the MCP connection tests share: specs running the fake server
-//! (stdio or HTTP), connecting, and watching the events.
+//! What the MCP unit tests share: specs, connecting (to nothing that runs:
+//! the tests against the fake server are integration tests), and events.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
-use serde_json::{Value, json};
 use steward_schema::resource::{McpServerSpec, McpTransport, Scope};
 use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TryRecvError;
 
 use super::{McpConnection, McpEvent, McpEventHandler, McpTimeouts};
-use crate::runtime::process::{ManagedProcess, ProcessSpec, Spawner};
+use crate::runtime::process::Spawner;
 use crate::runtime::start::StartError;
-use crate::runtime::test_support::{SOON, eventually};
 
-/// The fake server binary (see `runtime::test_support::fake_binary`).
-pub(super) fn fake_server() -> PathBuf {
-    crate::runtime::test_support::fake_binary("fake-mcp-server")
-}
+/// Bound on every wait for something that should happen.
+pub(super) const SOON: Duration = Duration::from_secs(10);
 
 pub(super) fn spawner() -> Spawner {
     Spawner::new().unwrap()
@@ -50,18 +46,6 @@ pub(super) fn spec(transport: McpTransport) -> McpServerSpec {
     }
 }
 
-/// A stdio spec running the fake with `config` (FAKE_MCP_CONFIG).
-pub(super) fn fake(config: Value) -> McpServerSpec {
-    McpServerSpec {
-        command: Some(fake_server().display().to_string()),
-        env: Some(BTreeMap::from([(
-            "FAKE_MCP_CONFIG".to_owned(),
-            config.to_string(),
-        )])),
-        ..spec(McpTransport::Stdio)
-    }
-}
-
 pub(super) fn timeouts() -> McpTimeouts {
     McpTimeouts {
         stdio_handshake: SOON,
@@ -80,20 +64,6 @@ pub(super) fn events() -> (McpEventHandler, mpsc::UnboundedReceiver<McpEvent>) {
     )
 }
 
-pub(super) async fn next_event(rx: &mut mpsc::UnboundedReceiver<McpEvent>) -> McpEvent {
-    tokio::time::timeout(SOON, rx.recv())
-        .await
-        .expect("no event within the deadline")
-        .expect("the event channel closed")
-}
-
-pub(super) fn no_more_events(rx: &mut mpsc::UnboundedReceiver<McpEvent>) {
-    match rx.try_recv() {
-        Err(TryRecvError::Empty | TryRecvError::Disconnected) => {}
-        Ok(event) => panic!("unexpected event {event:?}"),
-    }
-}
-
 pub(super) async fn connect(
     spec: &McpServerSpec,
     workspace: &Path,
@@ -110,24 +80,6 @@ pub(super) async fn connect(
 
 pub(super) fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|item| (*item).to_owned()).collect()
-}
-
-/// Starts the fake in HTTP mode; returns the process and its endpoint.
-pub(super) async fn http_fake(dir: &Path, mut config: Value) -> (ManagedProcess, String) {
-    let port_file = dir.join("port");
-    config["http"] = json!({ "portFile": port_file });
-    let process = spawner()
-        .spawn(&ProcessSpec {
-            program: fake_server().display().to_string(),
-            env: BTreeMap::from([("FAKE_MCP_CONFIG".to_owned(), config.to_string())]),
-            cwd: Some(dir.to_owned()),
-            ..ProcessSpec::default()
-        })
-        .await
-        .unwrap();
-    eventually("the fake listens", || port_file.exists()).await;
-    let port = std::fs::read_to_string(&port_file).unwrap();
-    (process, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 pub(super) fn http_spec(url: &str) -> McpServerSpec {

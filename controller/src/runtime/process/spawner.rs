@@ -53,8 +53,8 @@ static SPAWNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 impl Spawner {
     /// Starts the spawner thread (`steward-spawner`), with this process's own
     /// executable as the exec shim: right for the `steward` binaries, whose
-    /// `main` is [`crate::cli::main`]. (In this crate's unit tests, whose
-    /// harness has no shim mode, it is the built `steward` binary instead.)
+    /// `main` is [`crate::cli::main`]. (Not in this crate's unit tests,
+    /// which spawn nothing: see `default_exec_shim`.)
     pub fn new() -> io::Result<Self> {
         Self::with_exec_shim(default_exec_shim())
     }
@@ -212,99 +212,22 @@ fn default_exec_shim() -> PathBuf {
     PathBuf::from("/proc/self/exe")
 }
 
-/// The shim a [`Spawner`] uses by default in unit tests: the libtest harness
-/// has no shim mode (it would take `__steward-exec` for a test filter and run
-/// nothing), so the built `steward` binary stands in for it.
+/// The shim a [`Spawner`] uses by default in unit tests: none. The libtest
+/// harness has no shim mode (it would take `__steward-exec` for a test
+/// filter), and the unit tests start no process: the tests that do are
+/// integration tests, with the real `steward` as the shim. A spawn that
+/// gets as far as the shim fails as with a missing one.
 #[cfg(test)]
 fn default_exec_shim() -> PathBuf {
-    crate::runtime::test_support::steward_exe()
+    PathBuf::from("/nonexistent/steward-unit-tests-start-no-process")
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::time::Duration;
 
     use super::*;
-    use crate::runtime::process::testing::{
-        lines_of, next_line, read_all, sh, spawner, write_executable,
-    };
-    use crate::runtime::procfs::read_stat;
-
-    #[tokio::test]
-    async fn an_env_key_with_an_equals_sign_never_reaches_the_child() {
-        let spec = ProcessSpec {
-            env: BTreeMap::from([
-                (
-                    "LD_PRELOAD=/nonexistent/evil.so:".to_owned(),
-                    "x".to_owned(),
-                ),
-                ("STEWARD_GOOD".to_owned(), "1".to_owned()),
-            ]),
-            ..sh("env")
-        };
-        let mut process = spawner().spawn(&spec).await.unwrap();
-        let out = read_all(&mut process).await;
-        assert!(out.lines().any(|l| l == "STEWARD_GOOD=1"), "{out}");
-        assert!(!out.contains("LD_PRELOAD"), "{out}");
-        assert_eq!(process.dropped_env(), ["LD_PRELOAD=/nonexistent/evil.so:"]);
-        process.stop(Duration::from_secs(1)).await;
-    }
-
-    #[tokio::test]
-    async fn child_leads_its_own_process_group() {
-        let mut process = spawner()
-            .spawn(&sh("echo ready; exec sleep 1000"))
-            .await
-            .unwrap();
-        let mut lines = lines_of(&mut process);
-        assert_eq!(next_line(&mut lines).await, "ready");
-        let stat = read_stat(process.pid() as i32).unwrap();
-        assert_eq!(process.pgid(), process.pid());
-        assert_eq!(stat.pgid as u32, process.pid());
-        assert_eq!(stat.ppid as u32, std::process::id());
-        assert_eq!(process.program(), Path::new("/bin/sh"));
-        assert!(process.try_status().is_none());
-        assert!(process.stop(Duration::from_secs(5)).await.clean);
-    }
-
-    #[tokio::test]
-    async fn child_env_has_config_env_and_path_but_no_denylisted_keys() {
-        let mut spec = ProcessSpec {
-            program: "env".to_owned(), // bare: resolved with the controller's PATH
-            ..ProcessSpec::default()
-        };
-        spec.env = BTreeMap::from([
-            ("Ld_PreLoad".to_owned(), "/tmp/steward-evil.so".to_owned()),
-            (
-                "node_options".to_owned(),
-                "--require=steward-evil".to_owned(),
-            ),
-            ("STEWARD_TEST_FOO".to_owned(), "bar baz".to_owned()),
-            (
-                "PATH".to_owned(),
-                "/nonexistent-steward:/usr/bin:/bin".to_owned(),
-            ),
-        ]);
-        let mut process = spawner().spawn(&spec).await.unwrap();
-        assert_eq!(process.dropped_env(), ["Ld_PreLoad", "node_options"]);
-        let out = read_all(&mut process).await;
-        let lines: Vec<&str> = out.lines().collect();
-        assert!(lines.contains(&"STEWARD_TEST_FOO=bar baz"), "{out}");
-        assert!(
-            lines.contains(&"PATH=/nonexistent-steward:/usr/bin:/bin"),
-            "{out}"
-        );
-        assert!(!out.contains("steward-evil"), "{out}");
-        assert!(
-            !lines
-                .iter()
-                .any(|l| l.starts_with("Ld_PreLoad=") || l.starts_with("node_options=")),
-            "{out}"
-        );
-        assert_eq!(process.exited().await.code, Some(0));
-        process.stop(Duration::from_secs(1)).await;
-    }
+    use crate::runtime::process::testing::{spawner, write_executable};
 
     #[tokio::test]
     async fn config_path_is_not_used_to_resolve_the_command() {
@@ -321,61 +244,5 @@ mod tests {
             "{error:?}"
         );
         assert!(error.to_string().contains("evil-steward-test"), "{error}");
-    }
-
-    #[tokio::test]
-    async fn cwd_is_honoured_for_the_child_and_relative_commands() {
-        let dir = tempfile::tempdir().unwrap();
-        let spawner = spawner();
-        let mut spec = sh("pwd -P");
-        spec.cwd = Some(dir.path().to_owned());
-        let mut process = spawner.spawn(&spec).await.unwrap();
-        let out = read_all(&mut process).await;
-        assert_eq!(Path::new(out.trim()), dir.path().canonicalize().unwrap());
-        process.stop(Duration::from_secs(1)).await;
-
-        // A symlink, not a freshly written script: exec'ing a file just
-        // written races with forks in parallel tests (ETXTBSY).
-        fs::create_dir(dir.path().join("bin")).unwrap();
-        std::os::unix::fs::symlink("/bin/echo", dir.path().join("bin/tool")).unwrap();
-        let spec = ProcessSpec {
-            program: "bin/tool".to_owned(),
-            args: vec!["tool ran".to_owned()],
-            cwd: Some(dir.path().to_owned()),
-            ..ProcessSpec::default()
-        };
-        let mut process = spawner.spawn(&spec).await.unwrap();
-        assert_eq!(read_all(&mut process).await, "tool ran\n");
-        process.stop(Duration::from_secs(1)).await;
-
-        let mut spec = sh("true");
-        spec.cwd = Some(dir.path().join("missing"));
-        let error = spawner.spawn(&spec).await.unwrap_err();
-        assert!(matches!(error, SpawnError::BadCwd { .. }), "{error:?}");
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn every_fork_happens_on_the_dedicated_spawner_thread() {
-        // PDEATHSIG follows the forking *thread*. Waiting out the blocking
-        // pool's 10 s idle timeout is too slow for a unit test, so check the
-        // structure instead: every child, spawned from any task, was forked by
-        // the one named spawner thread — never a runtime or blocking-pool
-        // thread — and that thread is still serving after earlier spawns.
-        let spawner = spawner();
-        let mut first = spawner.spawn(&sh("exec sleep 1000")).await.unwrap();
-        let other = spawner.clone();
-        let mut second =
-            tokio::spawn(async move { other.spawn(&sh("exec sleep 1000")).await.unwrap() })
-                .await
-                .unwrap();
-        assert_eq!(first.spawned_on(), spawner.thread_id());
-        assert_eq!(second.spawned_on(), spawner.thread_id());
-        assert_ne!(spawner.thread_id(), std::thread::current().id());
-        let on_blocking_pool = tokio::task::spawn_blocking(|| std::thread::current().id())
-            .await
-            .unwrap();
-        assert_ne!(spawner.thread_id(), on_blocking_pool);
-        first.stop(Duration::from_secs(5)).await;
-        second.stop(Duration::from_secs(5)).await;
     }
 }

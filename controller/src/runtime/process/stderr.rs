@@ -169,10 +169,7 @@ impl StderrTail {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-    use crate::runtime::process::testing::{SOON, sh, spawner};
 
     #[test]
     fn stderr_tail_keeps_the_last_lines_within_both_bounds() {
@@ -205,25 +202,5 @@ mod tests {
         tail.finish();
         assert_eq!(tail.last(10), ["aaaa"]);
         assert!(tail.partial.is_empty() && tail.bytes <= 8);
-    }
-
-    #[tokio::test]
-    async fn stderr_tail_is_bounded_and_ordered() {
-        let script = r#"i=0; while [ $i -lt 500 ]; do echo "line $i" >&2; i=$((i+1)); done; printf 'no newline' >&2"#;
-        let mut process = spawner().spawn(&sh(script)).await.unwrap();
-        assert_eq!(process.exited().await.code, Some(0));
-        let mut eof = process.stderr_eof();
-        tokio::time::timeout(SOON, eof.wait_for(|&eof| eof))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            process.stderr_tail(3),
-            ["line 498", "line 499", "no newline"]
-        );
-        let all = process.stderr_tail(usize::MAX);
-        assert_eq!(all.len(), STDERR_TAIL_LINES);
-        assert_eq!(all[0], "line 301");
-        process.stop(Duration::from_secs(1)).await;
     }
 }

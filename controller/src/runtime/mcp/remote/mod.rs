@@ -24,8 +24,6 @@
 pub mod oauth;
 pub mod sse;
 mod streamable;
-#[cfg(test)]
-mod tests;
 pub mod tls;
 
 use std::future::Future;

@@ -557,8 +557,6 @@ mod tests {
     use steward_schema::resource::{McpTransport, Scope};
 
     use super::*;
-    use crate::runtime::mcp::remote::tests::Fake;
-    use crate::runtime::test_support::record;
 
     const HOUR_MS: u64 = 3_600_000;
 
@@ -733,120 +731,5 @@ mod tests {
             let token = access_token(&store, &client(), "srv", spec).await.unwrap();
             assert_eq!(token.as_deref(), Some("stored"));
         }
-    }
-
-    #[tokio::test]
-    async fn an_expired_token_is_refreshed_with_qwen_codes_parameters_and_written_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let fake = Fake::start(
-            dir.path(),
-            "auth",
-            json!({ "tokenEndpoint": {
-                "clientId": "configured-client", "clientSecret": "s3cret",
-                "refreshToken": "srv-refresh", "accessToken": "fresh",
-                "expiresIn": 3600, "newRefreshToken": "rotated",
-            }}),
-            0,
-        )
-        .await;
-        let path = dir.path().join(TOKENS_FILE);
-        let store = TokenStore::at(path.clone());
-        write_store(
-            &path,
-            &[qwen_entry("srv", "expired", 1, &fake.url("/token"))],
-        );
-        let oauth = spec(Some(json!({
-            "enabled": true, "clientId": "configured-client", "clientSecret": "s3cret",
-            "scopes": ["read", "write"], "audiences": ["api"],
-        })));
-        let before = now_ms();
-        let token = access_token(&store, &client(), "srv", &oauth)
-            .await
-            .unwrap();
-        assert_eq!(token.as_deref(), Some("fresh"));
-        let form = record(&fake.record)
-            .into_iter()
-            .find(|event| event["event"] == "token")
-            .expect("the token endpoint was asked")["message"]
-            .clone();
-        assert_eq!(
-            form,
-            json!({
-                "grant_type": "refresh_token", "refresh_token": "srv-refresh",
-                "client_id": "configured-client", "client_secret": "s3cret",
-                "scope": "read write", "audience": "api",
-                "resource": "http://mcp.example/v1/mcp",
-            })
-        );
-        let saved = store.credential("srv").unwrap().unwrap();
-        assert_eq!(saved.token.access_token, "fresh");
-        assert_eq!(saved.token.refresh_token.as_deref(), Some("rotated"));
-        assert_eq!(saved.token.scope.as_deref(), Some("read"), "kept");
-        assert_eq!(saved.client_id.as_deref(), Some("configured-client"));
-        assert_eq!(
-            saved.token_url.as_deref(),
-            Some(fake.url("/token").as_str())
-        );
-        let expires_at = saved.token.expires_at.unwrap().as_u64().unwrap();
-        assert!(
-            (before + HOUR_MS..=now_ms() + HOUR_MS).contains(&expires_at),
-            "{expires_at}"
-        );
-        assert!(saved.updated_at.unwrap().as_u64().unwrap() >= before);
-        fake.stop().await;
-    }
-
-    #[tokio::test]
-    async fn a_refused_refresh_is_auth_required_and_keeps_the_stored_credentials() {
-        let dir = tempfile::tempdir().unwrap();
-        let fake = Fake::start(
-            dir.path(),
-            "auth",
-            json!({ "tokenEndpoint": {
-                "clientId": "stored-client", "refreshToken": "another", "accessToken": "x",
-            }}),
-            0,
-        )
-        .await;
-        let path = dir.path().join(TOKENS_FILE);
-        let store = TokenStore::at(path.clone());
-        write_store(
-            &path,
-            &[qwen_entry("srv", "expired", 1, &fake.url("/token"))],
-        );
-        let before = fs::read_to_string(&path).unwrap();
-        let oauth = spec(Some(json!({"enabled": true})));
-        let error = access_token(&store, &client(), "srv", &oauth)
-            .await
-            .unwrap_err();
-        assert_eq!(error.reason, Reason::AuthRequired, "{error}");
-        assert!(
-            error.message.starts_with(
-                "refresh the expired OAuth token: the token endpoint refused the refresh \
-                 (400 Bad Request: invalid_grant: unknown refresh token or client); authenticate"
-            ),
-            "{error}"
-        );
-        assert!(!error.message.contains("srv-refresh"), "{error}");
-        assert_eq!(fs::read_to_string(&path).unwrap(), before);
-        // Without `oauth`, Qwen Code connects without the token instead.
-        assert_eq!(
-            access_token(&store, &client(), "srv", &spec(None))
-                .await
-                .unwrap(),
-            None
-        );
-        fake.stop().await;
-        // The endpoint is gone: a failure to retry, not an authentication.
-        let error = access_token(&store, &client(), "srv", &oauth)
-            .await
-            .unwrap_err();
-        assert_eq!(error.reason, Reason::StartFailed, "{error}");
-        assert!(
-            error
-                .message
-                .starts_with("refresh the expired OAuth token: reach the token endpoint"),
-            "{error}"
-        );
     }
 }

@@ -1,6 +1,8 @@
-//! Connection-level tests of the remote transports against the fake MCP
-//! server in HTTP mode (plain http: HTTPS through `SSL_CERT_FILE` is an
-//! envtest, since the shared client reads the process environment).
+//! Remote MCP servers against the fake MCP server in HTTP mode: the SSE
+//! and streamable-HTTP transports, lost sessions, authentication failures,
+//! TLS roots, and refreshing an expired OAuth token at the fake's token
+//! endpoint. (HTTPS through `SSL_CERT_FILE` is an envtest: the shared client
+//! reads the process environment.)
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,15 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use steward::runtime::StartError;
+use steward::runtime::mcp::remote::tls::{RootSources, build_client, load_roots};
+use steward::runtime::mcp::{McpConnection, McpEvent, McpEventHandler, McpExit, McpTimeouts};
+use steward::runtime::process::{ManagedProcess, ProcessSpec};
 use steward_schema::resource::{McpServerSpec, McpTransport, Reason, Scope};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::runtime::mcp::{McpConnection, McpEvent, McpEventHandler, McpExit, McpTimeouts};
-use crate::runtime::process::{ManagedProcess, ProcessSpec, Spawner};
-use crate::runtime::test_support::{SOON, eventually, fake_binary, received, record};
-
-use super::tls::{RootSources, build_client, load_roots};
+use crate::runtime_common::{FAKE_MCP_SERVER, SOON, eventually, received, record, spawner};
 
 fn spec(transport: McpTransport, url: &str) -> McpServerSpec {
     McpServerSpec {
@@ -58,14 +60,14 @@ fn timeouts() -> McpTimeouts {
 }
 
 /// The fake in HTTP mode with `config`; `port` 0 picks a free one.
-pub(super) struct Fake {
+struct Fake {
     process: ManagedProcess,
-    pub(super) port: u16,
-    pub(super) record: std::path::PathBuf,
+    port: u16,
+    record: std::path::PathBuf,
 }
 
 impl Fake {
-    pub(super) async fn start(dir: &Path, name: &str, mut config: Value, port: u16) -> Fake {
+    async fn start(dir: &Path, name: &str, mut config: Value, port: u16) -> Fake {
         let port_file = dir.join(format!("{name}.port"));
         let _ = std::fs::remove_file(&port_file);
         let record = dir.join(format!("{name}.jsonl"));
@@ -74,10 +76,9 @@ impl Fake {
         if port != 0 {
             config["httpPort"] = json!(port);
         }
-        let process = Spawner::new()
-            .unwrap()
+        let process = spawner()
             .spawn(&ProcessSpec {
-                program: fake_binary("fake-mcp-server").display().to_string(),
+                program: FAKE_MCP_SERVER.to_owned(),
                 env: BTreeMap::from([("FAKE_MCP_CONFIG".to_owned(), config.to_string())]),
                 cwd: Some(dir.to_owned()),
                 ..ProcessSpec::default()
@@ -96,11 +97,11 @@ impl Fake {
         }
     }
 
-    pub(super) fn url(&self, path: &str) -> String {
+    fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    pub(super) async fn stop(mut self) {
+    async fn stop(mut self) {
         self.process.stop(Duration::from_secs(5)).await;
     }
 }
@@ -119,11 +120,11 @@ async fn connect(
     spec: &McpServerSpec,
     timeouts: McpTimeouts,
 ) -> (
-    Result<McpConnection, crate::runtime::StartError>,
+    Result<McpConnection, StartError>,
     mpsc::UnboundedReceiver<McpEvent>,
 ) {
     let (on_event, rx) = events();
-    let spawner = Spawner::new().unwrap();
+    let spawner = spawner();
     let result =
         McpConnection::connect(&spawner, "remote", spec, Path::new("/"), timeouts, on_event).await;
     (result, rx)
@@ -146,6 +147,21 @@ fn lost(event: &McpEvent) -> &str {
         McpEvent::Exited(McpExit::Closed(message)) => message,
         other => panic!("expected a lost session, got {other:?}"),
     }
+}
+
+/// An error and its causes, `: `-separated.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 #[tokio::test]
@@ -378,7 +394,7 @@ async fn an_extra_ca_file_adds_to_the_system_roots_and_https_works_with_it() {
             .get(format!("https://{host}:{}/nothing-here", fake.port))
             .send()
             .await
-            .unwrap_or_else(|error| panic!("{host}: {}", super::error_chain(&error)));
+            .unwrap_or_else(|error| panic!("{host}: {}", error_chain(&error)));
         assert_eq!(response.status(), reqwest::StatusCode::NOT_FOUND, "{host}");
     }
     let error = build_client(&system)
@@ -387,15 +403,12 @@ async fn an_extra_ca_file_adds_to_the_system_roots_and_https_works_with_it() {
         .send()
         .await
         .unwrap_err();
-    assert!(
-        super::error_chain(&error).contains("UnknownIssuer"),
-        "{error:?}"
-    );
+    assert!(error_chain(&error).contains("UnknownIssuer"), "{error:?}");
     fake.stop().await;
 }
 
 /// Numbers, not a pass/fail test:
-/// `cargo test -p steward --lib remote::tests::measure -- --ignored --nocapture`.
+/// `cargo test -p steward-tests --test it runtime_remote::measure -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "measurement"]
 async fn measure_remote_connect_latency_and_root_loading() {
@@ -428,4 +441,199 @@ async fn measure_remote_connect_latency_and_root_loading() {
         );
     }
     fake.stop().await;
+}
+
+/// Refreshing an expired OAuth token at the fake's token endpoint.
+mod oauth {
+    use std::fs;
+    use std::path::Path;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    use serde_json::{Value, json};
+    use steward::runtime::mcp::remote::oauth::{TOKENS_FILE, TokenStore, access_token};
+    use steward::runtime::mcp::remote::tls::{RootSources, build_client};
+    use steward_schema::resource::{McpServerSpec, McpTransport, Reason, Scope};
+
+    use super::Fake;
+    use crate::runtime_common::record;
+
+    const HOUR_MS: u64 = 3_600_000;
+
+    fn spec(oauth: Option<Value>) -> McpServerSpec {
+        McpServerSpec {
+            transport: McpTransport::Http,
+            scope: Scope::User,
+            command: None,
+            args: None,
+            env: None,
+            cwd: None,
+            url: None,
+            http_url: Some("http://127.0.0.1:1/mcp".to_owned()),
+            headers: None,
+            timeout: None,
+            trust: None,
+            include_tools: None,
+            exclude_tools: None,
+            description: None,
+            disabled: None,
+            oauth: oauth.map(|value| value.as_object().unwrap().clone()),
+            extension_name: None,
+            config_hash: String::new(),
+            approval_hash: String::new(),
+            as_written: Default::default(),
+            qwen: Default::default(),
+        }
+    }
+
+    fn client() -> reqwest::Client {
+        build_client(&RootSources {
+            system: true,
+            ..RootSources::default()
+        })
+        .unwrap()
+    }
+
+    /// An entry as Qwen Code 0.24 writes it.
+    fn qwen_entry(server: &str, access: &str, expires_at: u64, token_url: &str) -> Value {
+        json!({
+            "serverName": server,
+            "token": {
+                "accessToken": access,
+                "tokenType": "Bearer",
+                "refreshToken": format!("{server}-refresh"),
+                "scope": "read",
+                "expiresAt": expires_at,
+            },
+            "clientId": "stored-client",
+            "tokenUrl": token_url,
+            "mcpServerUrl": "http://mcp.example/v1/mcp/",
+            "updatedAt": 1_700_000_000_000u64,
+        })
+    }
+
+    fn write_store(path: &Path, entries: &[Value]) {
+        fs::write(path, serde_json::to_string_pretty(entries).unwrap()).unwrap();
+    }
+
+    /// Milliseconds since the epoch, as the token store counts.
+    fn now_ms() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    }
+
+    #[tokio::test]
+    async fn an_expired_token_is_refreshed_with_qwen_codes_parameters_and_written_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Fake::start(
+            dir.path(),
+            "auth",
+            json!({ "tokenEndpoint": {
+                "clientId": "configured-client", "clientSecret": "s3cret",
+                "refreshToken": "srv-refresh", "accessToken": "fresh",
+                "expiresIn": 3600, "newRefreshToken": "rotated",
+            }}),
+            0,
+        )
+        .await;
+        let path = dir.path().join(TOKENS_FILE);
+        let store = TokenStore::at(path.clone());
+        write_store(
+            &path,
+            &[qwen_entry("srv", "expired", 1, &fake.url("/token"))],
+        );
+        let oauth = spec(Some(json!({
+            "enabled": true, "clientId": "configured-client", "clientSecret": "s3cret",
+            "scopes": ["read", "write"], "audiences": ["api"],
+        })));
+        let before = now_ms();
+        let token = access_token(&store, &client(), "srv", &oauth)
+            .await
+            .unwrap();
+        assert_eq!(token.as_deref(), Some("fresh"));
+        let form = record(&fake.record)
+            .into_iter()
+            .find(|event| event["event"] == "token")
+            .expect("the token endpoint was asked")["message"]
+            .clone();
+        assert_eq!(
+            form,
+            json!({
+                "grant_type": "refresh_token", "refresh_token": "srv-refresh",
+                "client_id": "configured-client", "client_secret": "s3cret",
+                "scope": "read write", "audience": "api",
+                "resource": "http://mcp.example/v1/mcp",
+            })
+        );
+        let saved = store.credential("srv").unwrap().unwrap();
+        assert_eq!(saved.token.access_token, "fresh");
+        assert_eq!(saved.token.refresh_token.as_deref(), Some("rotated"));
+        assert_eq!(saved.token.scope.as_deref(), Some("read"), "kept");
+        assert_eq!(saved.client_id.as_deref(), Some("configured-client"));
+        assert_eq!(
+            saved.token_url.as_deref(),
+            Some(fake.url("/token").as_str())
+        );
+        let expires_at = saved.token.expires_at.unwrap().as_u64().unwrap();
+        assert!(
+            (before + HOUR_MS..=now_ms() + HOUR_MS).contains(&expires_at),
+            "{expires_at}"
+        );
+        assert!(saved.updated_at.unwrap().as_u64().unwrap() >= before);
+        fake.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_refused_refresh_is_auth_required_and_keeps_the_stored_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Fake::start(
+            dir.path(),
+            "auth",
+            json!({ "tokenEndpoint": {
+                "clientId": "stored-client", "refreshToken": "another", "accessToken": "x",
+            }}),
+            0,
+        )
+        .await;
+        let path = dir.path().join(TOKENS_FILE);
+        let store = TokenStore::at(path.clone());
+        write_store(
+            &path,
+            &[qwen_entry("srv", "expired", 1, &fake.url("/token"))],
+        );
+        let before = fs::read_to_string(&path).unwrap();
+        let oauth = spec(Some(json!({"enabled": true})));
+        let error = access_token(&store, &client(), "srv", &oauth)
+            .await
+            .unwrap_err();
+        assert_eq!(error.reason, Reason::AuthRequired, "{error}");
+        assert!(
+            error.message.starts_with(
+                "refresh the expired OAuth token: the token endpoint refused the refresh \
+                 (400 Bad Request: invalid_grant: unknown refresh token or client); authenticate"
+            ),
+            "{error}"
+        );
+        assert!(!error.message.contains("srv-refresh"), "{error}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), before);
+        // Without `oauth`, Qwen Code connects without the token instead.
+        assert_eq!(
+            access_token(&store, &client(), "srv", &spec(None))
+                .await
+                .unwrap(),
+            None
+        );
+        fake.stop().await;
+        // The endpoint is gone: a failure to retry, not an authentication.
+        let error = access_token(&store, &client(), "srv", &oauth)
+            .await
+            .unwrap_err();
+        assert_eq!(error.reason, Reason::StartFailed, "{error}");
+        assert!(
+            error
+                .message
+                .starts_with("refresh the expired OAuth token: reach the token endpoint"),
+            "{error}"
+        );
+    }
 }
