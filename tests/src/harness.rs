@@ -540,19 +540,50 @@ pub fn signal(pid: i32, sig: i32) -> bool {
     unsafe { libc::kill(pid, sig) == 0 }
 }
 
-/// The fields of `/proc/<pid>/stat` after `pid (comm)`: state, ppid, pgrp,
-/// session, ... (the comm may hold spaces and parentheses).
-pub fn proc_stat(pid: u32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    Some(rest.split_whitespace().map(str::to_owned).collect())
+/// The fields of `/proc/<pid>/stat` the tests look at: the one `/proc`
+/// reader of the tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    pub pid: i32,
+    pub state: char,
+    pub ppid: i32,
+    pub pgid: i32,
+    pub session: i32,
+    /// Start time in clock ticks since boot: with `pid`, the process identity.
+    pub start: u64,
+}
+
+impl ProcStat {
+    /// `/proc/<pid>/stat` now, if the process exists.
+    pub fn read(pid: i32) -> Option<ProcStat> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // "pid (comm) state ppid pgrp session ..."; comm may hold spaces and ')'.
+        let (_, rest) = text.rsplit_once(") ")?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        Some(ProcStat {
+            pid,
+            state: fields.first()?.chars().next()?,
+            ppid: fields.get(1)?.parse().ok()?,
+            pgid: fields.get(2)?.parse().ok()?,
+            session: fields.get(3)?.parse().ok()?,
+            start: fields.get(19)?.parse().ok()?,
+        })
+    }
+
+    /// Neither a zombie nor dead.
+    pub fn running(&self) -> bool {
+        !matches!(self.state, 'Z' | 'X' | 'x')
+    }
+
+    /// The process this stat was read from still runs (its pid not reused).
+    pub fn still_running(&self) -> bool {
+        ProcStat::read(self.pid).is_some_and(|now| now.start == self.start && now.running())
+    }
 }
 
 /// Whether `pid` is alive (and not a zombie).
 pub fn alive(pid: u32) -> bool {
-    proc_stat(pid)
-        .and_then(|fields| fields.into_iter().next())
-        .is_some_and(|state| state != "Z" && state != "X")
+    ProcStat::read(pid as i32).is_some_and(|stat| stat.running())
 }
 
 /// `root` and every live descendant of it, from /proc.
@@ -566,8 +597,8 @@ pub fn process_tree(root: u32) -> Vec<u32> {
         else {
             continue;
         };
-        if let Some(ppid) = proc_stat(pid).and_then(|fields| fields.get(1)?.parse::<u32>().ok()) {
-            parents.insert(pid, ppid);
+        if let Some(stat) = ProcStat::read(pid as i32) {
+            parents.insert(pid, stat.ppid as u32);
         }
     }
     let mut tree = vec![root];

@@ -29,7 +29,7 @@ use tokio::{
 use steward_tests::fake_mcp::{
     CONFIG_ENV, FakeMcpConfig, GarbageWhen, GrandchildMode, HttpConfig, RecordEvent, read_record,
 };
-use steward_tests::harness::{eventually_async, proc_stat};
+use steward_tests::harness::{ProcStat, eventually_async};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -110,9 +110,8 @@ async fn wait_exit(child: &mut Child) -> ExitStatus {
 
 /// `(pgid, sid)` of a live process, from /proc.
 fn pgid_and_sid(pid: i32) -> (i32, i32) {
-    let fields = proc_stat(pid as u32).expect("read /proc stat");
-    // Fields after "(comm)": state ppid pgrp session ...
-    (fields[2].parse().unwrap(), fields[3].parse().unwrap())
+    let stat = ProcStat::read(pid).expect("read /proc stat");
+    (stat.pgid, stat.session)
 }
 
 fn initialize(id: Value, version: &str) -> Value {

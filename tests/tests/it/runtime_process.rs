@@ -15,7 +15,7 @@ use steward::runtime::process::{
     EXEC_SHIM_ARG, ExitInfo, ManagedProcess, ProcessSpec, STDERR_TAIL_LINES, SpawnError,
     StopOutcome, resolve_command,
 };
-use steward_tests::harness::signal;
+use steward_tests::harness::{ProcStat, signal};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{ChildStdout, Command};
 use tokio::time::Instant;
@@ -43,38 +43,6 @@ async fn poll_until(deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// The fields of `/proc/<pid>/stat` the tests look at.
-#[derive(Debug, Clone, Copy)]
-struct ProcStat {
-    pid: i32,
-    state: char,
-    ppid: i32,
-    pgid: i32,
-    /// Start time in clock ticks since boot: with `pid`, the process identity.
-    start: u64,
-}
-
-fn read_stat(pid: i32) -> Option<ProcStat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) state ppid pgrp session ..."; comm may hold spaces and ')'.
-    let (_, rest) = text.rsplit_once(") ")?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some(ProcStat {
-        pid,
-        state: fields.first()?.chars().next()?,
-        ppid: fields.get(1)?.parse().ok()?,
-        pgid: fields.get(2)?.parse().ok()?,
-        start: fields.get(19)?.parse().ok()?,
-    })
-}
-
-/// The process remembered in `process` is still running (not a zombie, pid
-/// not reused).
-fn is_alive(process: &ProcStat) -> bool {
-    read_stat(process.pid)
-        .is_some_and(|now| now.start == process.start && !matches!(now.state, 'Z' | 'X' | 'x'))
-}
-
 /// Kills remembered test processes that are still alive when the test
 /// ends, pass or fail.
 #[derive(Default)]
@@ -82,7 +50,7 @@ struct Cleanup(Vec<ProcStat>);
 
 impl Cleanup {
     fn track(&mut self, pid: i32) -> ProcStat {
-        let stat = read_stat(pid).unwrap_or_else(|| panic!("process {pid} is not running"));
+        let stat = ProcStat::read(pid).unwrap_or_else(|| panic!("process {pid} is not running"));
         self.0.push(stat);
         stat
     }
@@ -90,7 +58,7 @@ impl Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        for process in self.0.iter().filter(|process| is_alive(process)) {
+        for process in self.0.iter().filter(|process| process.still_running()) {
             signal(process.pid, libc::SIGKILL);
             if process.pgid == process.pid {
                 signal(-process.pid, libc::SIGKILL);
@@ -158,7 +126,7 @@ async fn child_leads_its_own_process_group() {
         .unwrap();
     let mut lines = lines_of(&mut process);
     assert_eq!(next_line(&mut lines).await, "ready");
-    let stat = read_stat(process.pid() as i32).unwrap();
+    let stat = ProcStat::read(process.pid() as i32).unwrap();
     assert_eq!(process.pgid(), process.pid());
     assert_eq!(stat.pgid as u32, process.pid());
     assert_eq!(stat.ppid as u32, std::process::id());
@@ -436,7 +404,7 @@ async fn child_dies_when_the_controller_is_sigkilled() {
     helper.start_kill().unwrap(); // SIGKILL: no destructor runs in the helper
     helper.wait().await.unwrap();
     eventually("the orphaned child is killed by PDEATHSIG", || {
-        !is_alive(&child)
+        !child.still_running()
     })
     .await;
 }
@@ -521,7 +489,7 @@ async fn child_ignoring_term_is_killed_after_grace() {
     );
     assert!(report.clean, "{report:?}");
     assert!(report.elapsed >= grace, "{report:?}");
-    assert!(!is_alive(&leader), "leader survived");
+    assert!(!leader.still_running(), "leader survived");
 }
 
 #[tokio::test]
@@ -543,7 +511,7 @@ async fn grandchild_in_the_group_is_gone_after_stop() {
         "{report:?}"
     );
     assert!(
-        !is_alive(&grandchild),
+        !grandchild.still_running(),
         "grandchild {} survived",
         grandchild.pid
     );
@@ -563,7 +531,7 @@ async fn grandchild_ignoring_term_is_killed_as_a_straggler() {
     assert_eq!(report.outcome, StopOutcome::ExitedOnTerm, "{report:?}");
     assert_eq!(report.exit.and_then(|e| e.signal), Some(libc::SIGTERM));
     assert!(report.stragglers_killed && report.clean, "{report:?}");
-    assert!(!is_alive(&grandchild));
+    assert!(!grandchild.still_running());
 }
 
 /// Session id of a process (field 6 of /proc/<pid>/stat).
@@ -608,7 +576,10 @@ async fn grandchild_that_calls_setsid_is_detected_and_killed() {
     let report = process.stop(Duration::from_secs(5)).await;
     assert_eq!(report.escaped, [pid as u32], "{report:?}");
     assert!(report.clean, "{report:?}");
-    assert!(!is_alive(&escapee), "escaped grandchild {pid} survived");
+    assert!(
+        !escapee.still_running(),
+        "escaped grandchild {pid} survived"
+    );
 }
 
 #[tokio::test]
@@ -633,7 +604,7 @@ async fn process_holding_the_pipes_after_the_leader_exits_is_a_leak() {
     assert_eq!(report.outcome, StopOutcome::AlreadyExited, "{report:?}");
     assert_eq!(report.leaked, [pid as u32], "{report:?}");
     assert!(report.clean, "{report:?}");
-    assert!(!is_alive(&leak), "leaked process {pid} survived");
+    assert!(!leak.still_running(), "leaked process {pid} survived");
     assert!(
         tokio::time::timeout(SOON, lines.next_line())
             .await
@@ -655,7 +626,7 @@ async fn dropping_the_process_kills_its_group() {
     let leader = cleanup.track(process.pid() as i32);
     drop(process);
     eventually("leader and grandchild are dead", || {
-        !is_alive(&leader) && !is_alive(&grandchild)
+        !leader.still_running() && !grandchild.still_running()
     })
     .await;
 }
