@@ -1,28 +1,12 @@
 //! What a server offers: its tools, prompts, resources and resource
 //! templates, every page ([`list_all`]), as it describes them
-//! ([`McpLists`]), and the configured filter of the tools exposed
-//! ([`filter_tools`]).
+//! ([`McpLists`]). Which of its tools an agent is offered is the spec's
+//! to say (`McpServerSpec::exposed_tools`).
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use rmcp::{Peer, RoleClient};
 
 use super::describe::{Dig, describe};
-
-/// `includeTools` / `excludeTools`: the tools to expose, in the server's order.
-/// An absent include list allows every tool (`[]` allows none); exclude wins.
-/// Entries are exact tool names.
-pub fn filter_tools(
-    tools: &[String],
-    include: Option<&[String]>,
-    exclude: Option<&[String]>,
-) -> Vec<String> {
-    tools
-        .iter()
-        .filter(|tool| include.is_none_or(|include| include.contains(tool)))
-        .filter(|tool| !exclude.is_some_and(|exclude| exclude.contains(tool)))
-        .cloned()
-        .collect()
-}
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Capabilities {
@@ -84,38 +68,4 @@ pub(super) async fn list_all(
         }
     }
     Ok(lists)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::runtime::mcp::testing::*;
-
-    #[test]
-    fn filter_tools_include_then_exclude_by_exact_name() {
-        let tools = strings(&["read", "write", "delete", "list"]);
-        assert_eq!(filter_tools(&tools, None, None), tools);
-        let include = strings(&["list", "read", "missing"]);
-        assert_eq!(
-            filter_tools(&tools, Some(&include), None),
-            strings(&["read", "list"]),
-            "server order is kept"
-        );
-        let exclude = strings(&["read", "delete"]);
-        assert_eq!(
-            filter_tools(&tools, None, Some(&exclude)),
-            strings(&["write", "list"])
-        );
-        assert_eq!(
-            filter_tools(&tools, Some(&include), Some(&exclude)),
-            strings(&["list"]),
-            "exclude wins"
-        );
-        assert!(
-            filter_tools(&tools, Some(&[]), None).is_empty(),
-            "[] allows none"
-        );
-        assert_eq!(filter_tools(&tools, None, Some(&[])), tools);
-        assert!(filter_tools(&tools, Some(&strings(&["rea"])), None).is_empty());
-    }
 }

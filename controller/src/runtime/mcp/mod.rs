@@ -63,7 +63,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use self::connection::McpConnection;
-pub use self::lists::{McpLists, filter_tools};
+pub use self::lists::McpLists;
 pub use self::liveness::PING_BUDGET;
 pub use self::relay::{Broadcast, CallError, Caller, McpHandle, Relay};
 use crate::runtime::process::ExitInfo;

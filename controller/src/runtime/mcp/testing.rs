@@ -78,10 +78,6 @@ pub(super) async fn connect(
     (result, rx)
 }
 
-pub(super) fn strings(items: &[&str]) -> Vec<String> {
-    items.iter().map(|item| (*item).to_owned()).collect()
-}
-
 pub(super) fn http_spec(url: &str) -> McpServerSpec {
     McpServerSpec {
         http_url: Some(url.to_owned()),
