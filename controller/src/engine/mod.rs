@@ -18,7 +18,7 @@ mod reload;
 mod requests;
 mod stopped;
 
-use reload::{ReloadTracker, log_reload};
+use reload::{ReloadTracker, log_reload, user_actions};
 use requests::handle_request;
 
 use std::collections::BTreeSet;
@@ -494,6 +494,9 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             Some(settled) = outcome_rx.recv() => {
                 if let Some(summary) = tracker.outcome(&settled) {
                     log_reload(&summary);
+                    for line in user_actions(&store.snapshot(), &paths.trusted_folders) {
+                        tracing::info!("{line}");
+                    }
                     let failed = !summary.failed.is_empty();
                     status.set_controller_condition(
                         "ReloadFailed",

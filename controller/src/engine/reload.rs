@@ -2,11 +2,12 @@
 //! folded into `status.controller.lastReload` once all have finished.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
-use steward_schema::resource::{ReloadSummary, Skipped};
+use steward_schema::resource::{Reason, ReloadSummary, Skipped};
 use tokio::sync::oneshot;
 
-use crate::desired::snapshot::Key;
+use crate::desired::snapshot::{Key, Snapshot};
 use crate::engine::reconcile::{Outcome, Settled};
 use crate::observe::clock::now_rfc3339;
 
@@ -135,6 +136,58 @@ pub(super) fn log_reload(s: &ReloadSummary) {
         unchanged = s.unchanged.len(),
         "reload finished"
     );
+}
+
+/// What the user must do for the servers that wait on them, one line per
+/// reason (pending approval, rejected, untrusted workspace, not allowed):
+/// the servers and the command or the file that lets them run. Said at start
+/// and after each reload, so a blocked server never goes unmentioned.
+pub(super) fn user_actions(snap: &Snapshot, trusted_folders: &Path) -> Vec<String> {
+    let mut waiting: BTreeMap<u8, Vec<&str>> = BTreeMap::new();
+    for key in snap.key_iter() {
+        let rank = match snap.blocked(key).map(|b| b.reason) {
+            Some(Reason::PendingApproval) => 0,
+            Some(Reason::Rejected) => 1,
+            Some(Reason::UntrustedWorkspace) => 2,
+            Some(Reason::NotAllowed) => 3,
+            _ => continue,
+        };
+        waiting.entry(rank).or_default().push(&key.name);
+    }
+    waiting
+        .into_iter()
+        .map(|(rank, names)| {
+            let n = names.len();
+            let one = n == 1;
+            let servers = if one { "1 server".to_owned() } else { format!("{n} servers") };
+            let pick = |single: &'static str, plural: &'static str| if one { single } else { plural };
+            let list = names.join(", ");
+            let args = names.join(" ");
+            match rank {
+                0 => format!(
+                    "{servers} {} for approval: {list} — run: steward approve {args}",
+                    pick("waits", "wait")
+                ),
+                1 => format!(
+                    "{servers} {} rejected: {list} — to run {} anyway: steward approve {args} (or edit {} to be asked again)",
+                    pick("was", "were"),
+                    pick("it", "them"),
+                    pick("its entry", "their entries")
+                ),
+                2 => format!(
+                    "{servers} {} not run because the workspace is not trusted: {list} — trust it in {}",
+                    pick("does", "do"),
+                    trusted_folders.display()
+                ),
+                _ => format!(
+                    "{servers} {} not in the allow-list (mcp.allowed / lsp.allowed, or the --allowed-* options): {list} — add {} to run {}",
+                    pick("is", "are"),
+                    pick("it", "them"),
+                    pick("it", "them")
+                ),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

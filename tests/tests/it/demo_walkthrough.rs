@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use steward_schema::resource::{Phase, Reason};
-use steward_tests::harness::{Env, bin, lsp_pid, lsp_ready, mcp, pid_of, ready};
+use steward_tests::harness::{Env, bin, lsp_pid, lsp_ready, mcp, pid_of, ready, wait_until};
 
 /// `examples/demo/<rel>` with its fake servers pointed at this build.
 fn demo_file(rel: &str) -> String {
@@ -45,6 +45,14 @@ fn readme_demo_edits_restart_or_ask_again_as_documented() {
         mcp(&s, "legacy-search").unwrap().status.reason,
         Some(Reason::Excluded)
     );
+    // The log says what the user must do, naming the servers and the command.
+    wait_until("the log names the servers waiting for approval", || {
+        c.log_text().lines().any(|l| {
+            l.contains(
+                "2 servers wait for approval: clock, notes — run: steward approve clock notes",
+            )
+        })
+    });
 
     // Step: approve the gated servers.
     let out = env.steward(&["approve", "--all"]);
@@ -83,6 +91,11 @@ fn readme_demo_edits_restart_or_ask_again_as_documented() {
         mcp(s, "clock").is_some_and(|m| m.status.reason == Some(Reason::PendingApproval))
     });
     assert_eq!(mcp(&s, "clock").unwrap().status.phase, Phase::Blocked);
+    wait_until("the log says clock waits for approval again", || {
+        c.log_text()
+            .lines()
+            .any(|l| l.contains("1 server waits for approval: clock — run: steward approve clock"))
+    });
     assert_eq!(pid_of(&s, "notes"), notes);
     let out = env.steward(&["approve", "clock"]);
     assert!(
