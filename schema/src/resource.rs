@@ -80,10 +80,22 @@ impl fmt::Display for SourceKind {
 
 /// Where a server's winning definition came from: the source layer whose entry won the merge.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
+    #[default]
     User,
     Project,
     Workspace,
@@ -101,10 +113,22 @@ impl Scope {
 
 /// How Steward reaches an MCP server.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum McpTransport {
+    #[default]
     Stdio,
     Http,
     Sse,
@@ -123,7 +147,9 @@ pub struct Metadata {
 }
 
 /// Desired state of an MCP server (normalized; strings already expanded).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+// `Default` is an empty stdio entry of the user's scope: a base for specs
+// built field by field (tests, fixtures); not part of the JSON Schema.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct McpServerSpec {
     /// `stdio`, `http` (streamable HTTP) or `sse`.
@@ -682,27 +708,17 @@ pub struct WorkspaceStatus {
 mod tests {
     use super::*;
 
-    fn spec(extra: Value) -> McpServerSpec {
-        let mut json = serde_json::json!({
-            "transport": "stdio", "scope": "user", "command": "srv",
-            "configHash": "", "approvalHash": ""
-        });
-        json.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        serde_json::from_value(json).unwrap()
-    }
-
     #[test]
     fn the_call_timeout_is_the_entrys_or_ten_minutes() {
+        let timeout = |timeout| McpServerSpec {
+            timeout,
+            ..Default::default()
+        };
         let default = Duration::from_millis(600_000);
-        assert_eq!(spec(serde_json::json!({})).call_timeout(), default);
+        assert_eq!(timeout(None).call_timeout(), default);
+        assert_eq!(timeout(Some(0)).call_timeout(), default);
         assert_eq!(
-            spec(serde_json::json!({"timeout": 0})).call_timeout(),
-            default
-        );
-        assert_eq!(
-            spec(serde_json::json!({"timeout": 1500})).call_timeout(),
+            timeout(Some(1500)).call_timeout(),
             Duration::from_millis(1500)
         );
     }
@@ -710,29 +726,27 @@ mod tests {
     #[test]
     fn tools_are_included_then_excluded_by_exact_name_in_the_servers_order() {
         let tools = ["read", "write", "delete", "list"];
-        let exposed = |extra| spec(extra).exposed_tools(tools);
-        assert_eq!(exposed(serde_json::json!({})), tools);
-        let include = serde_json::json!(["list", "read", "missing"]);
+        let list = |names: &[&str]| Some(names.iter().map(|n| (*n).to_owned()).collect());
+        let exposed = |include_tools, exclude_tools| {
+            McpServerSpec {
+                include_tools,
+                exclude_tools,
+                ..Default::default()
+            }
+            .exposed_tools(tools)
+        };
+        assert_eq!(exposed(None, None), tools);
+        let include = list(&["list", "read", "missing"]);
         assert_eq!(
-            exposed(serde_json::json!({"includeTools": include})),
+            exposed(include.clone(), None),
             ["read", "list"],
             "server order is kept"
         );
-        let exclude = serde_json::json!(["read", "delete"]);
-        assert_eq!(
-            exposed(serde_json::json!({"excludeTools": exclude})),
-            ["write", "list"]
-        );
-        assert_eq!(
-            exposed(serde_json::json!({"includeTools": include, "excludeTools": exclude})),
-            ["list"],
-            "exclude wins"
-        );
-        assert!(
-            exposed(serde_json::json!({"includeTools": []})).is_empty(),
-            "[] allows none"
-        );
-        assert_eq!(exposed(serde_json::json!({"excludeTools": []})), tools);
-        assert!(exposed(serde_json::json!({"includeTools": ["rea"]})).is_empty());
+        let exclude = list(&["read", "delete"]);
+        assert_eq!(exposed(None, exclude.clone()), ["write", "list"]);
+        assert_eq!(exposed(include, exclude), ["list"], "exclude wins");
+        assert!(exposed(list(&[]), None).is_empty(), "[] allows none");
+        assert_eq!(exposed(None, list(&[])), tools);
+        assert!(exposed(list(&["rea"]), None).is_empty());
     }
 }

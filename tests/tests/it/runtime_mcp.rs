@@ -14,7 +14,7 @@ use steward::runtime::mcp::{
     Caller, McpConnection, McpEvent, McpEventHandler, McpExit, McpTimeouts,
 };
 use steward::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec};
-use steward_schema::resource::{McpServerSpec, McpTransport, Reason, Scope};
+use steward_schema::resource::{McpServerSpec, McpTransport, Reason};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::time::Instant;
@@ -31,26 +31,7 @@ fn fake_server() -> PathBuf {
 fn spec(transport: McpTransport) -> McpServerSpec {
     McpServerSpec {
         transport,
-        scope: Scope::User,
-        command: None,
-        args: None,
-        env: None,
-        cwd: None,
-        url: None,
-        http_url: None,
-        headers: None,
-        timeout: None,
-        trust: None,
-        include_tools: None,
-        exclude_tools: None,
-        description: None,
-        disabled: None,
-        oauth: None,
-        qwen: Default::default(),
-        extension_name: None,
-        config_hash: String::new(),
-        approval_hash: String::new(),
-        as_written: Default::default(),
+        ..Default::default()
     }
 }
 

@@ -14,7 +14,7 @@ use steward::runtime::StartError;
 use steward::runtime::mcp::remote::tls::{RootSources, build_client, load_roots};
 use steward::runtime::mcp::{McpConnection, McpEvent, McpEventHandler, McpExit, McpTimeouts};
 use steward::runtime::process::{ManagedProcess, ProcessSpec};
-use steward_schema::resource::{McpServerSpec, McpTransport, Reason, Scope};
+use steward_schema::resource::{McpServerSpec, McpTransport, Reason};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -23,29 +23,13 @@ use crate::runtime_common::{FAKE_MCP_SERVER, SOON, eventually, received, record,
 fn spec(transport: McpTransport, url: &str) -> McpServerSpec {
     McpServerSpec {
         transport,
-        scope: Scope::User,
-        command: None,
-        args: None,
-        env: None,
-        cwd: None,
         url: (transport == McpTransport::Sse).then(|| url.to_owned()),
         http_url: (transport == McpTransport::Http).then(|| url.to_owned()),
         headers: Some(BTreeMap::from([(
             "X-Steward-Test".to_owned(),
             "header-value".to_owned(),
         )])),
-        timeout: None,
-        trust: None,
-        include_tools: None,
-        exclude_tools: None,
-        description: None,
-        disabled: None,
-        oauth: None,
-        extension_name: None,
-        config_hash: String::new(),
-        approval_hash: String::new(),
-        as_written: Default::default(),
-        qwen: Default::default(),
+        ..Default::default()
     }
 }
 
@@ -452,7 +436,7 @@ mod oauth {
     use serde_json::{Value, json};
     use steward::runtime::mcp::remote::oauth::{TOKENS_FILE, TokenStore, access_token};
     use steward::runtime::mcp::remote::tls::{RootSources, build_client};
-    use steward_schema::resource::{McpServerSpec, McpTransport, Reason, Scope};
+    use steward_schema::resource::{McpServerSpec, McpTransport, Reason};
 
     use super::Fake;
     use crate::runtime_common::record;
@@ -462,26 +446,9 @@ mod oauth {
     fn spec(oauth: Option<Value>) -> McpServerSpec {
         McpServerSpec {
             transport: McpTransport::Http,
-            scope: Scope::User,
-            command: None,
-            args: None,
-            env: None,
-            cwd: None,
-            url: None,
             http_url: Some("http://127.0.0.1:1/mcp".to_owned()),
-            headers: None,
-            timeout: None,
-            trust: None,
-            include_tools: None,
-            exclude_tools: None,
-            description: None,
-            disabled: None,
             oauth: oauth.map(|value| value.as_object().unwrap().clone()),
-            extension_name: None,
-            config_hash: String::new(),
-            approval_hash: String::new(),
-            as_written: Default::default(),
-            qwen: Default::default(),
+            ..Default::default()
         }
     }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use steward_schema::resource::{McpServerSpec, McpTransport, Scope};
+use steward_schema::resource::{McpServerSpec, McpTransport};
 use tokio::sync::mpsc;
 
 use super::{McpConnection, McpEvent, McpEventHandler, McpTimeouts};
@@ -23,26 +23,7 @@ pub(super) fn spawner() -> Spawner {
 pub(super) fn spec(transport: McpTransport) -> McpServerSpec {
     McpServerSpec {
         transport,
-        scope: Scope::User,
-        command: None,
-        args: None,
-        env: None,
-        cwd: None,
-        url: None,
-        http_url: None,
-        headers: None,
-        timeout: None,
-        trust: None,
-        include_tools: None,
-        exclude_tools: None,
-        description: None,
-        disabled: None,
-        oauth: None,
-        qwen: Default::default(),
-        extension_name: None,
-        config_hash: String::new(),
-        approval_hash: String::new(),
-        as_written: Default::default(),
+        ..Default::default()
     }
 }
 

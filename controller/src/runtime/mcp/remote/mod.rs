@@ -451,8 +451,6 @@ pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 mod unit_tests {
     use std::collections::BTreeMap;
 
-    use steward_schema::resource::Scope;
-
     use super::*;
 
     #[test]
@@ -482,12 +480,6 @@ mod unit_tests {
     fn remote_spec(headers: &[(&str, &str)]) -> McpServerSpec {
         McpServerSpec {
             transport: McpTransport::Http,
-            scope: Scope::User,
-            command: None,
-            args: None,
-            env: None,
-            cwd: None,
-            url: None,
             http_url: Some("http://127.0.0.1:1/mcp".into()),
             headers: Some(
                 headers
@@ -495,18 +487,7 @@ mod unit_tests {
                     .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                     .collect::<BTreeMap<_, _>>(),
             ),
-            timeout: None,
-            trust: None,
-            include_tools: None,
-            exclude_tools: None,
-            description: None,
-            disabled: None,
-            oauth: None,
-            extension_name: None,
-            config_hash: String::new(),
-            approval_hash: String::new(),
-            as_written: Default::default(),
-            qwen: Default::default(),
+            ..Default::default()
         }
     }
 

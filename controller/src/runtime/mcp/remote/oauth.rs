@@ -554,7 +554,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
     use serde_json::json;
-    use steward_schema::resource::{McpTransport, Scope};
+    use steward_schema::resource::McpTransport;
 
     use super::*;
 
@@ -563,26 +563,9 @@ mod tests {
     fn spec(oauth: Option<Value>) -> McpServerSpec {
         McpServerSpec {
             transport: McpTransport::Http,
-            scope: Scope::User,
-            command: None,
-            args: None,
-            env: None,
-            cwd: None,
-            url: None,
             http_url: Some("http://127.0.0.1:1/mcp".to_owned()),
-            headers: None,
-            timeout: None,
-            trust: None,
-            include_tools: None,
-            exclude_tools: None,
-            description: None,
-            disabled: None,
             oauth: oauth.map(|value| value.as_object().unwrap().clone()),
-            extension_name: None,
-            config_hash: String::new(),
-            approval_hash: String::new(),
-            as_written: Default::default(),
-            qwen: Default::default(),
+            ..Default::default()
         }
     }
 
