@@ -1,8 +1,8 @@
 //! The client side of the protocol: the answers to the requests a server
 //! sends to its client (`workspace/configuration` from the spec's settings,
-//! `workspace/workspaceFolders`, registrations, progress), the
-//! notifications it sends (diagnostics are kept; none ends the session),
-//! and the event that ends the main loop.
+//! `workspace/workspaceFolders`, registrations, progress tokens), the
+//! notifications it sends (diagnostics and work-done progress are kept; none
+//! ends the session), and the event that ends the main loop.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -54,6 +54,7 @@ impl ClientState {
     fn notification(&self, notification: AnyNotification) {
         match notification.method.as_str() {
             "textDocument/publishDiagnostics" => self.shared.publish(notification.params),
+            "$/progress" => self.shared.progress(&notification.params),
             "window/logMessage" | "window/showMessage" => tracing::debug!(
                 server = %self.shared.name,
                 kind = %notification.method,

@@ -1,7 +1,8 @@
 //! [`LspConnection`]: one established session with one language server
 //! (and, when Steward started it, the process behind it) — documents,
-//! diagnostics and requests on it, and the orderly stop: `shutdown`, `exit`
-//! to a server Steward owns, the connection closed, the process stopped.
+//! diagnostics, work-done progress and requests on it, and the orderly
+//! stop: `shutdown`, `exit` to a server Steward owns, the connection closed,
+//! the process stopped.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use tokio::time::Instant;
 use super::client::Stop;
 use super::errors::{LspRequestError, describe};
 use super::handshake::open;
+use super::progress::Progress;
 use super::raw;
 use super::session::{Shared, Tasks};
 use super::{LspEventHandler, OPEN_DELAY};
@@ -225,6 +227,32 @@ impl LspConnection {
         }
     }
 
+    /// The oldest work-done progress the server has begun and not ended
+    /// (`None`: it reports no work in progress, or the connection closed).
+    pub fn progress(&self) -> Option<Progress> {
+        self.shared.progress.borrow().oldest().cloned()
+    }
+
+    /// Waits up to `timeout` until the server has no work-done progress
+    /// unfinished (at once when it has none; a closed connection has none).
+    /// `Err` with the oldest unfinished one when the time is up: a token
+    /// begun and never ended holds a caller only this long.
+    pub async fn wait_for_progress_end(&self, timeout: Duration) -> Result<(), Progress> {
+        let deadline = Instant::now() + timeout;
+        let mut unfinished = self.shared.progress.subscribe();
+        loop {
+            if unfinished.borrow_and_update().oldest().is_none() {
+                return Ok(());
+            }
+            match tokio::time::timeout_at(deadline, unfinished.changed()).await {
+                Ok(Ok(())) => {}
+                // The sender lives in `shared`, as long as `self`.
+                Ok(Err(_)) => return Ok(()),
+                Err(_) => return unfinished.borrow().oldest().cloned().map_or(Ok(()), Err),
+            }
+        }
+    }
+
     /// Ends the session: `shutdown`, then `exit` (only to a server Steward
     /// started), then the wait for that process to exit, all bounded by
     /// `spec.shutdownTimeout`; then closes the connection; then, for a
@@ -290,6 +318,8 @@ impl LspConnection {
             let _ = session.await;
         }
         lock(&self.tasks).abort();
+        // The session task may have been aborted before it saw the end.
+        self.shared.end_progress();
         if let Some(mut process) = process {
             let report = process.stop(grace).await;
             tracing::debug!(server = %self.name, outcome = ?report.outcome, clean = report.clean, "language server process stopped");
@@ -330,6 +360,7 @@ mod tests {
             assert_send(&connection.close_document(&uri));
             assert_send(&connection.request("textDocument/hover", Value::Null, SOON));
             assert_send(&connection.wait_for_diagnostics(&uri, SOON));
+            assert_send(&connection.wait_for_progress_end(SOON));
             assert_send(&connection.stop(SOON));
         }
         let _ = uses;

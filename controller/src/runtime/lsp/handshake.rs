@@ -26,6 +26,7 @@ use super::client::{ClientState, client_router};
 use super::documents::Store;
 use super::endpoint::{Endpoint, Input, Output};
 use super::errors::describe;
+use super::progress::Unfinished;
 use super::raw;
 use super::session::{Life, Shared, Tasks, run_session};
 use super::{CONNECT_RETRY_FIRST, CONNECT_RETRY_MAX, LspEventHandler};
@@ -143,6 +144,7 @@ pub(super) async fn open(
         life: Mutex::new(Life::default()),
         store: Mutex::new(Store::default()),
         published: watch::Sender::new(0),
+        progress: watch::Sender::new(Unfinished::default()),
     });
     let handshaken = handshake(HandshakeArgs {
         name,

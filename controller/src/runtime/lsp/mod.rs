@@ -7,9 +7,11 @@
 //! signal), connects to it over stdio, TCP or a unix socket, runs the
 //! `initialize` / `initialized` / `workspace/didChangeConfiguration`
 //! handshake with async-lsp, answers the requests servers send to clients,
-//! keeps the documents opened through Steward and the diagnostics the server
-//! publishes, and closes it all again. It does not decide anything: the
-//! controller gets [`LspEvent`]s and reconciles.
+//! keeps the documents opened through Steward, the diagnostics the server
+//! publishes and the work-done progress it reports, and closes it all again.
+//! It does not decide anything: the controller gets [`LspEvent`]s and
+//! reconciles, and the gateway decides what unfinished progress means to a
+//! query.
 //!
 //! Invariants:
 //!
@@ -32,13 +34,17 @@
 //!   main loop; it can neither panic nor leak past the connection.
 //! - **Notifications never end the session.** async-lsp's default router ends
 //!   the main loop on an unknown notification; ours accepts every one.
+//! - **Unfinished progress ends with the connection.** A token the server
+//!   began and never ended counts until the connection closes or stops, no
+//!   longer; a wait for it is bounded by its caller's timeout.
 //!
 //! Where things are: `endpoint` says where a server is reached, `handshake`
 //! opens a session (spawn, connect, `initialize`, the failure's message),
 //! `session` is the session task and the state it shares, `client` answers
 //! what servers ask of their client, `documents` keeps the documents and
-//! diagnostics, `raw` sends any request by its method, `errors` phrases
-//! async-lsp's failures, and `connection` is [`LspConnection`].
+//! diagnostics, `progress` the unfinished work-done progress, `raw` sends
+//! any request by its method, `errors` phrases async-lsp's failures, and
+//! `connection` is [`LspConnection`].
 
 mod client;
 mod connection;
@@ -46,6 +52,7 @@ mod documents;
 mod endpoint;
 mod errors;
 mod handshake;
+mod progress;
 mod raw;
 mod session;
 #[cfg(test)]
@@ -58,6 +65,7 @@ use lsp_types::Url;
 
 pub use self::connection::LspConnection;
 pub use self::errors::LspRequestError;
+pub use self::progress::Progress;
 
 /// After `textDocument/didOpen`, how long [`LspConnection::sync_document`]
 /// waits before returning, so the server has processed the document before it

@@ -2,7 +2,8 @@
 //! connection: the task drives async-lsp's main loop until the connection
 //! or the process ends, records how, and reports it once
 //! ([`LspEvent::Exited`]) — only when the connection was armed (`connect`
-//! succeeded) and not stopped.
+//! succeeded) and not stopped. The work-done progress still unfinished then
+//! is over with it.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -16,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::documents::Store;
 use super::errors::{closed_by_peer, describe};
+use super::progress::Unfinished;
 use super::{LspEvent, LspEventHandler};
 use crate::runtime::process::ExitInfo;
 use crate::runtime::start::{EXIT_SETTLE, wait_exit};
@@ -29,6 +31,9 @@ pub(super) struct Shared {
     pub(super) store: Mutex<Store>,
     /// Bumped on every publishDiagnostics; wakes `wait_for_diagnostics`.
     pub(super) published: watch::Sender<u64>,
+    /// The work-done progress the server has begun and not ended; wakes
+    /// `wait_for_progress_end`.
+    pub(super) progress: watch::Sender<Unfinished>,
 }
 
 #[derive(Default)]
@@ -67,6 +72,23 @@ impl Shared {
         lock(&self.store).record(params);
         self.published.send_modify(|count| *count += 1);
         self.emit(LspEvent::DiagnosticsChanged(uri));
+    }
+
+    /// Follows a `$/progress` notification.
+    pub(super) fn progress(&self, params: &Value) {
+        self.progress.send_if_modified(|unfinished| {
+            let changed = unfinished.apply(params);
+            if changed {
+                tracing::debug!(server = %self.name, token = %params["token"], value = %params["value"], "work-done progress");
+            }
+            changed
+        });
+    }
+
+    /// The connection ended (or is being stopped): what was in progress
+    /// will not end by itself, so it is over, and waiters wake.
+    pub(super) fn end_progress(&self) {
+        self.progress.send_if_modified(Unfinished::close);
     }
 }
 
@@ -114,6 +136,7 @@ pub(super) async fn run_session(
             };
             tracing::debug!(server = %shared.name, how = %how, "lsp main loop ended");
             lock(&shared.life).closed = Some(how.clone());
+            shared.end_progress();
             match exit.as_mut() {
                 Some(exit) => tokio::select! {
                     () = close.cancelled() => return,
@@ -127,6 +150,7 @@ pub(super) async fn run_session(
         info = wait_exit(exit.as_mut()) => {
             let how = info.to_string();
             lock(&shared.life).closed = Some(how.clone());
+            shared.end_progress();
             how
         }
     };
