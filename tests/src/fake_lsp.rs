@@ -42,6 +42,23 @@ pub enum IdStyle {
     String,
 }
 
+/// Work-done progress the server reports after `initialized`, like a server
+/// indexing its workspace: `window/workDoneProgress/create` (answer awaited),
+/// then `$/progress` `begin` ("indexing", 0 %) and `report` (40 %, "4/10
+/// files"). Until it ends, hover, definition, implementation, references,
+/// document and workspace symbols and prepareCallHierarchy answer nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Indexing {
+    /// No indexing progress.
+    #[default]
+    Off,
+    /// `end` this long after `initialized` (`{"endsAfterMs": 3000}`).
+    EndsAfterMs(u64),
+    /// Never `end` (`"never"`).
+    Never,
+}
+
 /// Behaviour of one fake LSP server process, chosen per test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -100,6 +117,8 @@ pub struct Config {
     /// symbols and prepareCallHierarchy with nothing until this long after
     /// the document's `didOpen`, like a server still analysing it.
     pub warmup_ms: u64,
+    /// Report indexing progress after `initialized` (see [`Indexing`]).
+    pub indexing: Indexing,
 }
 
 impl Default for Config {
@@ -127,6 +146,7 @@ impl Default for Config {
             pull_diagnostics: false,
             hover_delay_ms: 0,
             warmup_ms: 0,
+            indexing: Indexing::Off,
         }
     }
 }
@@ -207,12 +227,16 @@ mod tests {
             transport: Transport::Tcp,
             id_style: IdStyle::Zero,
             crash_after_ms: Some(5),
+            indexing: Indexing::EndsAfterMs(300),
             ..Config::default()
         };
         let json = config.to_json();
         assert!(json.contains(r#""transport":"tcp""#), "{json}");
+        assert!(json.contains(r#""indexing":{"endsAfterMs":300}"#), "{json}");
         assert!(json.contains(r#""idStyle":"zero""#), "{json}");
         assert!(json.contains(r#""crashAfterMs":5"#), "{json}");
         assert_eq!(serde_json::from_str::<Config>(&json).unwrap(), config);
+        let never: Config = serde_json::from_str(r#"{"indexing": "never"}"#).unwrap();
+        assert_eq!(never.indexing, Indexing::Never);
     }
 }

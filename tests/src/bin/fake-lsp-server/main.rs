@@ -14,8 +14,9 @@
 //! diagnostic per line containing `ERROR` (and serves the same ones on
 //! `textDocument/diagnostic` / `workspace/diagnostic` with
 //! `pullDiagnostics`), with a quick fix that replaces it; and it can hang, crash,
-//! ignore `shutdown` or SIGTERM, and send the server→client requests real
-//! servers send. Every message in and out, and every lifecycle event, is
+//! ignore `shutdown` or SIGTERM, send the server→client requests real
+//! servers send, and report indexing progress (answering nothing until it
+//! ends). Every message in and out, and every lifecycle event, is
 //! appended to the record file (see [`fake_lsp::Record`]).
 //!
 //! Over tcp/socket it serves one connection at a time and accepts the next
@@ -37,7 +38,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
-use fake_lsp::{CONFIG_ENV, Config, Event, IdStyle, Record, Transport};
+use fake_lsp::{CONFIG_ENV, Config, Event, IdStyle, Indexing, Record, Transport};
 use serde_json::{Map, Value, json};
 use tokio::io::{
     AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, BufReader,

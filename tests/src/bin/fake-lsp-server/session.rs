@@ -39,8 +39,12 @@ pub struct Session {
     pub answers: Map<String, Value>,
     /// Messages that arrived while we waited for an answer, handled after it.
     pub deferred: VecDeque<Value>,
-    /// Delayed diagnostics; dropping the session aborts them.
+    /// Delayed diagnostics and the end of indexing; dropping the session
+    /// aborts them.
     pub tasks: JoinSet<()>,
+    /// Until when the `indexing` progress is unfinished (`None`: not begun,
+    /// or not configured; far in the future: never ends).
+    pub indexing_until: Option<tokio::time::Instant>,
 }
 
 impl Session {
@@ -67,6 +71,7 @@ impl Session {
             answers: Map::new(),
             deferred: VecDeque::new(),
             tasks: JoinSet::new(),
+            indexing_until: None,
         }
     }
 
@@ -164,6 +169,9 @@ impl Session {
             .as_str()
             .and_then(|uri| self.docs.get(uri))
             .is_some_and(|d| d.opened.elapsed() < Duration::from_millis(self.config.warmup_ms));
+        let indexing = self
+            .indexing_until
+            .is_some_and(|until| tokio::time::Instant::now() < until);
         let result = match method {
             "textDocument/hover"
             | "textDocument/definition"
@@ -171,10 +179,11 @@ impl Session {
             | "textDocument/references"
             | "textDocument/documentSymbol"
             | "textDocument/prepareCallHierarchy"
-                if warming =>
+                if warming || indexing =>
             {
                 Value::Null
             }
+            "workspace/symbol" if indexing => json!([]),
             "shutdown" => {
                 if self.config.ignore_shutdown {
                     eprintln!("fake-lsp-server {}: ignoring shutdown", self.config.name);
@@ -288,7 +297,12 @@ impl Session {
             return Ok(None);
         }
         match method {
-            "initialized" if self.config.server_requests => self.server_requests(reader).await?,
+            "initialized" => {
+                if self.config.server_requests {
+                    self.server_requests(reader).await?;
+                }
+                self.begin_indexing(reader).await?;
+            }
             "textDocument/didOpen" => {
                 let doc = &params["textDocument"];
                 let Some(uri) = doc["uri"].as_str() else {
@@ -380,6 +394,50 @@ impl Session {
             json!({ "type": 3, "message": "fake: ready" }),
         )
         .await
+    }
+
+    /// The `indexing` progress: created, begun, reported at 40 %, and ended
+    /// after `endsAfterMs` (by a task, so requests are served meanwhile) or
+    /// never.
+    pub async fn begin_indexing(&mut self, reader: &mut FrameReader) -> std::io::Result<()> {
+        let ends_after = match self.config.indexing {
+            Indexing::Off => return Ok(()),
+            Indexing::EndsAfterMs(ms) => Duration::from_millis(ms),
+            Indexing::Never => Duration::from_secs(365 * 24 * 3600),
+        };
+        let until = tokio::time::Instant::now() + ends_after;
+        self.indexing_until = Some(until);
+        let token = format!("fake-indexing-{}", self.connection);
+        self.ask(
+            reader,
+            "window/workDoneProgress/create",
+            json!({ "token": token }),
+        )
+        .await?;
+        self.notify(
+            "$/progress",
+            json!({ "token": token, "value": { "kind": "begin", "title": "indexing", "percentage": 0 } }),
+        )
+        .await?;
+        self.notify(
+            "$/progress",
+            json!({ "token": token, "value": { "kind": "report", "message": "4/10 files", "percentage": 40 } }),
+        )
+        .await?;
+        if self.config.indexing == Indexing::Never {
+            return Ok(());
+        }
+        let out = self.out.clone();
+        let end = json!({
+            "jsonrpc": "2.0",
+            "method": "$/progress",
+            "params": { "token": token, "value": { "kind": "end", "message": "indexed" } },
+        });
+        self.tasks.spawn(async move {
+            tokio::time::sleep_until(until).await;
+            let _ = out.send(end).await;
+        });
+        Ok(())
     }
 
     /// Sends a request to the client and waits for its answer; whatever else
