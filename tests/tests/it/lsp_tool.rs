@@ -16,7 +16,7 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 use steward_schema::resource::{Phase, Reason};
-use steward_tests::fake_lsp::{Config, Event, read_records};
+use steward_tests::fake_lsp::{Config, Event, Indexing, read_records};
 use steward_tests::harness::{
     Env, eventually_async, lsp, lsp_json, lsp_pid, lsp_ready, wait_until_async,
 };
@@ -624,6 +624,98 @@ fn an_empty_answer_on_a_document_just_opened_is_asked_again_once() {
     assert_eq!(
         recv_methods(&env, "alpha", "textDocument/references").len(),
         1
+    );
+}
+
+/// A server reporting indexing progress answers nothing until it ends (the
+/// fake's `indexing`): the call waits for the end and returns the real
+/// answer, not "No definition found". The end comes later than the one
+/// retry of a just-opened document would ask again, so only the wait gets
+/// the answer.
+#[test]
+fn a_call_waits_for_the_servers_indexing_to_end() {
+    let env = Env::new();
+    let indexing = Config {
+        indexing: Indexing::EndsAfterMs(4000),
+        ..Config::default()
+    };
+    let _c = toy(&env, indexing);
+    runtime().block_on(async {
+        let client = attach(&env).await;
+        let (body, _) = ok(
+            &client,
+            json!({"operation": "goToDefinition", "filePath": "a.aa", "line": 2, "character": 5}),
+        )
+        .await;
+        assert_eq!(
+            lines(&body),
+            ["1 definition at a.aa:2:5 [alpha]:", "a.aa:3:4: fn helper"]
+        );
+        client.cancel().await.unwrap();
+    });
+    let records = read_records(&env.record("alpha"));
+    let ended = records
+        .iter()
+        .find(|r| r.event == Event::Send && r.message["params"]["value"]["kind"] == "end")
+        .expect("the fake ended its indexing")
+        .t;
+    let asked = records
+        .iter()
+        .rfind(|r| {
+            r.event == Event::Recv && r.message["method"] == json!("textDocument/definition")
+        })
+        .expect("the definition was asked")
+        .t;
+    assert!(asked >= ended, "the answer was asked for after the end");
+}
+
+/// Indexing that never ends: after the server's startupTimeout the call
+/// says the server is still indexing, with its percentage, instead of an
+/// empty result; so does `steward lsp`.
+#[test]
+fn a_call_to_a_server_still_indexing_after_its_startup_timeout_says_so() {
+    let env = Env::new();
+    env.write("a.aa", A);
+    env.write("b.aa", B);
+    let never = Config {
+        indexing: Indexing::Never,
+        ..Config::default()
+    };
+    let mut alpha = env.fake_lsp("alpha", never, &[".aa"]);
+    alpha["startupTimeout"] = json!(1000);
+    env.write(".lsp.json", &lsp_json(&[("alpha", alpha)]));
+    let c = env.start(&[]);
+    c.wait_for("alpha Ready", |s| lsp_ready(s, "alpha"));
+    runtime().block_on(async {
+        let client = attach(&env).await;
+        let body = refused(
+            &client,
+            json!({"operation": "findReferences", "filePath": "a.aa", "line": 3, "character": 4}),
+        )
+        .await;
+        assert_eq!(
+            body,
+            "still indexing (alpha: 40 %): it did not finish within 1s, and an answer now \
+             could be empty or incomplete; call again shortly"
+        );
+        // A workspace-wide operation says it for the server it skipped.
+        let body = refused(
+            &client,
+            json!({"operation": "workspaceSymbol", "query": "helper"}),
+        )
+        .await;
+        assert!(body.starts_with("still indexing (alpha: 40 %): "), "{body}");
+        client.cancel().await.unwrap();
+    });
+    let at = format!("{}:3:4", env.ws.join("a.aa").display());
+    let out = env.steward(&["lsp", "references", &at]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "use language server \"alpha\": still indexing (alpha: 40 %); it did not finish within 1s"
+        ),
+        "{stderr}"
     );
 }
 

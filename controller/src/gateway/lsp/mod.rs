@@ -13,6 +13,11 @@
 //!   (a crash gets a moment first: `restartOnCrash` restarts at once). A use
 //!   whose connection closes or is replaced under it (a crash, a restart)
 //!   runs once more on the next one ([`LspService::with_connection`]).
+//! - **Waiting for indexing**: a query to a server that reports work-done
+//!   progress it has not ended (indexing, loading the project) waits for the
+//!   end, bounded by the server's `startupTimeout`, and then fails with
+//!   `still indexing (NAME: 40 %)` rather than answer with what may be an
+//!   empty or partial result ([`LspService::until_indexed`]).
 //! - **Document tracking**: which documents were opened through Steward, by
 //!   server name, independent of any one connection. A restarted server gets
 //!   `didOpen` replayed for every tracked document (with the file's current
@@ -30,6 +35,7 @@ use std::time::Duration;
 
 use lsp_types::Url;
 use serde_json::{Value, json};
+use steward_schema::load::DEFAULT_STARTUP_TIMEOUT_MS;
 use steward_schema::resource::{Phase, Reason, ServerStatus};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -37,7 +43,7 @@ use tokio::time::Instant;
 use crate::desired::snapshot::{Key, Snapshot};
 use crate::gateway::registry::Registry;
 use crate::observe::status::StatusStore;
-use crate::runtime::lsp::{LspConnection, LspRequestError, OPEN_DELAY};
+use crate::runtime::lsp::{LspConnection, LspRequestError, OPEN_DELAY, Progress};
 use crate::support::sync::lock;
 
 /// Added to a server's shutdown + startup timeouts for how long a use waits
@@ -85,6 +91,17 @@ pub enum LspError {
     },
     #[error("use language server \"{name}\": it did not become ready within {}", humantime::format_duration(*waited))]
     NotReadyInTime { name: String, waited: Duration },
+    /// Its work-done progress (indexing) did not end within `waited`.
+    #[error(
+        "use language server \"{name}\": {}; it did not finish within {}",
+        still_indexing(name, progress),
+        humantime::format_duration(*waited)
+    )]
+    StillIndexing {
+        name: String,
+        progress: Progress,
+        waited: Duration,
+    },
     #[error("read {}: {source}", path.display())]
     Read {
         path: PathBuf,
@@ -319,6 +336,9 @@ impl LspService {
     /// [`connection`](Self::connection) does). When it fails because the
     /// connection closed or a restart replaced it under the use, run it once
     /// more on the next one: a restart is never the caller's problem.
+    ///
+    /// Before `use_it` asks a connection anything, its server's indexing is
+    /// waited for ([`until_indexed`](Self::until_indexed)).
     pub async fn with_connection<T, F, Fut>(
         &self,
         snap: &Snapshot,
@@ -330,7 +350,30 @@ impl LspService {
         F: Fn(Arc<LspConnection>) -> Fut,
         Fut: Future<Output = Result<T, LspError>>,
     {
-        let conn = self.connection(snap, status, name).await?;
+        self.use_connection(snap, status, name, true, use_it).await
+    }
+
+    /// [`with_connection`](Self::with_connection); `indexed`: wait for the
+    /// server's indexing first (a use that asks nothing need not).
+    async fn use_connection<T, F, Fut>(
+        &self,
+        snap: &Snapshot,
+        status: &StatusStore,
+        name: &str,
+        indexed: bool,
+        use_it: F,
+    ) -> Result<T, LspError>
+    where
+        F: Fn(Arc<LspConnection>) -> Fut,
+        Fut: Future<Output = Result<T, LspError>>,
+    {
+        let ready = async |conn: Arc<LspConnection>| {
+            if indexed {
+                self.until_indexed(snap, name, &conn).await?;
+            }
+            Ok::<_, LspError>(conn)
+        };
+        let conn = ready(self.connection(snap, status, name).await?).await?;
         match use_it(conn.clone()).await {
             Err(LspError::Protocol(e))
                 if matches!(e, LspRequestError::Closed { .. })
@@ -342,10 +385,46 @@ impl LspService {
                 let next = self
                     .connection_other_than(snap, status, name, Some(&conn))
                     .await?;
-                use_it(next).await
+                use_it(ready(next).await?).await
             }
             other => other,
         }
+    }
+
+    /// Waits while `conn`'s server reports work-done progress it has not
+    /// ended, at most the server's `startupTimeout` (how long it may take to
+    /// come up is how long a query waits for it to be useful); then
+    /// [`LspError::StillIndexing`]. A closed connection has none: the use
+    /// goes on and fails (or moves to the next connection) as usual.
+    ///
+    /// Every query waits, even one that might already be answered well:
+    /// during indexing an answer can be non-empty and still partial
+    /// (findReferences, workspaceSymbol, incomingCalls list what is indexed
+    /// so far) with nothing to mark it so. Waiting first is the one rule
+    /// that is truthful for every operation, and free once indexing is done.
+    pub async fn until_indexed(
+        &self,
+        snap: &Snapshot,
+        name: &str,
+        conn: &LspConnection,
+    ) -> Result<(), LspError> {
+        let Some(progress) = conn.progress() else {
+            return Ok(());
+        };
+        let waited = Duration::from_millis(
+            snap.desired
+                .lsp
+                .get(name)
+                .map_or(DEFAULT_STARTUP_TIMEOUT_MS, |d| d.spec.startup_timeout),
+        );
+        tracing::debug!(server = name, title = %progress.title, percentage = ?progress.percentage, "waiting for the server's work in progress to end");
+        conn.wait_for_progress_end(waited)
+            .await
+            .map_err(|progress| LspError::StillIndexing {
+                name: name.to_owned(),
+                progress,
+                waited,
+            })
     }
 
     /// The server for `file` (or the named one) and the document's language
@@ -458,8 +537,10 @@ impl LspService {
             .route(snap, q.server.as_deref(), q.file.as_deref())
             .map_err(|e| e.to_string())?;
         let (route_ref, q) = (&route, &q);
+        // Opening a document asks the server nothing.
+        let indexed = q.op != LspOp::Open;
         let result = self
-            .with_connection(snap, status, &route.server, |conn| async move {
+            .use_connection(snap, status, &route.server, indexed, |conn| async move {
                 self.answer(route_ref, &conn, q).await
             })
             .await
@@ -546,6 +627,26 @@ impl LspService {
             }
             LspOp::Request => unreachable!("handled above"),
         })
+    }
+}
+
+/// `still indexing (NAME: 40 %)`: the server's percentage when it reports
+/// one, else the progress's title and message.
+pub fn still_indexing(name: &str, progress: &Progress) -> String {
+    let what = match progress.percentage {
+        Some(percentage) => format!("{percentage} %"),
+        None => [Some(progress.title.as_str()), progress.message.as_deref()]
+            .into_iter()
+            .flatten()
+            .map(str::trim)
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    if what.is_empty() {
+        format!("still indexing ({name})")
+    } else {
+        format!("still indexing ({name}: {what})")
     }
 }
 
@@ -660,6 +761,31 @@ mod tests {
         assert_eq!(to_lsp_position(f, text, 1, 1).unwrap(), (0, 0));
         assert!(to_lsp_position(f, text, 9, 1).is_err());
         assert!(to_lsp_position(f, text, 0, 1).is_err());
+    }
+
+    #[test]
+    fn still_indexing_shows_the_percentage_else_the_title_and_message() {
+        let progress = |title: &str, message: Option<&str>, percentage| Progress {
+            title: title.to_owned(),
+            message: message.map(str::to_owned),
+            percentage,
+        };
+        assert_eq!(
+            still_indexing("pyright", &progress("indexing", Some("4/10"), Some(40))),
+            "still indexing (pyright: 40 %)"
+        );
+        assert_eq!(
+            still_indexing("clangd", &progress("indexing", Some("4/10"), None)),
+            "still indexing (clangd: indexing 4/10)"
+        );
+        assert_eq!(
+            still_indexing("ra", &progress("Roots Scanned", None, None)),
+            "still indexing (ra: Roots Scanned)"
+        );
+        assert_eq!(
+            still_indexing("x", &progress(" ", Some(""), None)),
+            "still indexing (x)"
+        );
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! server's name). Server choice, the wait for a (re)starting server and
 //! document tracking (opened documents are replayed after a restart) are
 //! [`LspService`](crate::gateway::lsp::LspService)'s, shared with `steward
-//! lsp`.
+//! lsp`, and so is the wait for a server that is still indexing: a call
+//! then waits for it (bounded by its `startupTimeout`) or says `still
+//! indexing (NAME: 40 %)` instead of answering with an empty result.
 //!
 //! A call hierarchy item round-trips through the agent: `prepareCallHierarchy`
 //! returns items in this tool's coordinates with the `serverName` that made
@@ -44,7 +46,7 @@ use serde_json::{Value, json};
 use super::Gateway;
 use super::explain::{explain, explain_blocked};
 use crate::desired::snapshot::Snapshot;
-use crate::gateway::lsp::LspError;
+use crate::gateway::lsp::{LspError, still_indexing};
 
 mod args;
 mod call_hierarchy;
@@ -142,6 +144,17 @@ impl From<LspError> for Refused {
             } => format!("language {}", explain_blocked(&name, reason, &message)),
             LspError::NotReadyInTime { name, waited } => format!(
                 "language server \"{name}\" did not become ready within {}; see `steward describe {name}`",
+                humantime::format_duration(waited)
+            ),
+            // Said first and as is: the agent reads "still indexing", not
+            // a failure of its question.
+            LspError::StillIndexing {
+                name,
+                progress,
+                waited,
+            } => format!(
+                "{}: it did not finish within {}, and an answer now could be empty or incomplete; call again shortly",
+                still_indexing(&name, &progress),
                 humantime::format_duration(waited)
             ),
             other => format!("failed to {other}"),

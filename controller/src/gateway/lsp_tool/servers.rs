@@ -1,7 +1,8 @@
 //! Reaching the language servers for one call: which server handles a file
 //! (or which ones a workspace-wide operation asks), its connection across a
 //! restart, the document opened on it, and bounded requests — asked once
-//! more when a just-opened document's answer is empty.
+//! more when an answer is empty while the server has just begun indexing
+//! (after the wait for it) or the document was only just opened.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -68,9 +69,11 @@ impl Call<'_> {
     }
 
     /// Open `doc` on `route`'s server and send `method` with `params(uri)`.
-    /// When the document was only just opened and the answer is empty, ask
-    /// once more after [`RETRY_AFTER_OPEN`] (the server may still be
-    /// analysing it), as Qwen Code does.
+    /// When the answer is empty and the server began indexing since the
+    /// wait for it (see [`Call::indexing_since`]), ask once more when it is
+    /// done. Else, when the document was only just opened and the answer is
+    /// empty, ask once more after [`RETRY_AFTER_OPEN`] (the server may still
+    /// be analysing it), as Qwen Code does.
     pub(super) async fn ask(
         &self,
         route: &Route,
@@ -82,13 +85,35 @@ impl Call<'_> {
             let synced = self.open(route, &conn, doc).await?;
             let params = params(&synced.uri);
             let mut answer = request(&conn, method, params.clone()).await?;
-            if synced.fresh && is_empty(&answer) {
+            if is_empty(&answer) && self.indexing_since(&route.server, &conn).await? {
+                answer = request(&conn, method, params).await?;
+            } else if synced.fresh && is_empty(&answer) {
                 tokio::time::sleep(RETRY_AFTER_OPEN).await;
                 answer = request(&conn, method, params).await?;
             }
             Ok((answer, synced.uri))
         })
         .await
+    }
+
+    /// After an empty answer: whether the server reports work in progress
+    /// now, begun after the wait before asking (many servers begin indexing
+    /// once they are given a document). Then this waits for it as that wait
+    /// does, and `true` says to ask once more; still unfinished in time is
+    /// [`LspError::StillIndexing`].
+    pub(super) async fn indexing_since(
+        &self,
+        server: &str,
+        conn: &LspConnection,
+    ) -> Result<bool, LspError> {
+        if conn.progress().is_none() {
+            return Ok(false);
+        }
+        self.gateway
+            .lsp
+            .until_indexed(&self.snap, server, conn)
+            .await?;
+        Ok(true)
     }
 
     /// The servers a workspace-wide operation asks: the named one, else

@@ -98,7 +98,10 @@ impl Call<'_> {
                         let warmed = self.warm_up(&server, &conn).await;
                         let params = json!({ "query": query });
                         let mut raw = request(&conn, "workspace/symbol", params.clone()).await?;
-                        if warmed && raw.as_array().is_none_or(Vec::is_empty) {
+                        let empty = raw.as_array().is_none_or(Vec::is_empty);
+                        if empty && self.indexing_since(&server, &conn).await? {
+                            raw = request(&conn, "workspace/symbol", params).await?;
+                        } else if warmed && empty {
                             tokio::time::sleep(WARMUP_RETRY).await;
                             raw = request(&conn, "workspace/symbol", params).await?;
                         }
