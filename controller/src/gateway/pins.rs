@@ -510,6 +510,10 @@ struct Verdict {
 struct Inner {
     file: PinFile,
     verdicts: BTreeMap<String, Verdict>,
+    /// `file` has changes not written yet.
+    dirty: bool,
+    /// A background write is on its way (see [`Pins::save_soon`]).
+    flushing: bool,
 }
 
 /// The pin store and the verdicts (see the module doc).
@@ -518,6 +522,9 @@ pub struct Pins {
     path: PathBuf,
     status: Arc<StatusStore>,
     inner: Mutex<Inner>,
+    /// Held while the file is written: writes take their content in turn,
+    /// so a later write never carries older pins.
+    writing: Mutex<()>,
 }
 
 impl fmt::Debug for Pins {
@@ -552,8 +559,9 @@ impl Pins {
             status,
             inner: Mutex::new(Inner {
                 file,
-                verdicts: BTreeMap::new(),
+                ..Inner::default()
             }),
+            writing: Mutex::new(()),
         }
     }
 
@@ -561,20 +569,58 @@ impl Pins {
         lock(&self.inner)
     }
 
-    fn save(&self, file: &PinFile) -> Result<(), PinError> {
-        let mut bytes = serde_json::to_vec_pretty(file).unwrap_or_default();
-        bytes.push(b'\n');
+    /// Write the pins if they changed since the last write.
+    fn save(&self) -> Result<(), PinError> {
+        let _writing = lock(&self.writing);
+        let bytes = {
+            let mut inner = self.lock();
+            if !std::mem::take(&mut inner.dirty) {
+                return Ok(());
+            }
+            let mut bytes = serde_json::to_vec_pretty(&inner.file).unwrap_or_default();
+            bytes.push(b'\n');
+            bytes
+        };
         write_atomically(&self.path, &bytes).map_err(|source| PinError::Save {
             path: self.path.clone(),
             source,
         })
     }
 
+    /// Write the pins off the caller's path: a durable write takes ~10 ms,
+    /// and a cold start pins every server at once from the reconcile
+    /// workers. Writes coalesce; without a runtime (unit tests) it writes
+    /// now.
+    fn save_soon(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            if let Err(error) = self.save() {
+                tracing::warn!(%error, "the tool pins are kept in memory only");
+            }
+            return;
+        };
+        if std::mem::replace(&mut self.lock().flushing, true) {
+            return;
+        }
+        let pins = self.clone();
+        runtime.spawn_blocking(move || {
+            loop {
+                if let Err(error) = pins.save() {
+                    tracing::warn!(%error, "the tool pins are kept in memory only");
+                }
+                let mut inner = pins.lock();
+                if !inner.dirty {
+                    inner.flushing = false;
+                    return;
+                }
+            }
+        });
+    }
+
     /// `lists`, which `server` offers under `spec`, judged against its pins
     /// (pinned first when its `configHash` has none): what may be published,
     /// the quarantined definitions left out.
     pub fn admit<'a>(
-        &self,
+        self: &Arc<Self>,
         server: &str,
         lists: &'a McpLists,
         spec: &McpServerSpec,
@@ -605,9 +651,7 @@ impl Pins {
                 prompts = offered.prompts.len(),
                 "pinned the tool definitions of this configuration (trust on first use)"
             );
-            if let Err(error) = self.save(&inner.file) {
-                tracing::warn!(%error, "the pins are kept in memory only");
-            }
+            inner.dirty = true;
         }
         let pins = &inner.file.servers[server];
         let quarantined = judge(pins, &offered, |kind, name| {
@@ -649,11 +693,13 @@ impl Pins {
             },
         );
         drop(guard);
+        if fresh {
+            self.save_soon();
+        }
         for q in &new {
             let message = format!(
-                "{} quarantined: {}; accept it with `steward approve {server} --tools`",
+                "{} quarantined (not listed); accept it with `steward approve {server} --tools`",
                 q.summary(),
-                "its definition differs from the one pinned for this configuration"
             );
             tracing::warn!(server, "{message}");
             let reason = match q.kind {
@@ -713,7 +759,10 @@ impl Pins {
             }
         }
         let accepted = verdict.quarantined.clone();
-        self.save(&inner.file)?;
+        inner.dirty = true;
+        drop(guard);
+        // Written before the answer: the user asked for it.
+        self.save()?;
         tracing::info!(
             server,
             accepted = accepted.len(),
@@ -948,13 +997,13 @@ mod tests {
         }
     }
 
-    fn pins(dir: &Path, mode: PinMode) -> Pins {
-        Pins::load(
+    fn pins(dir: &Path, mode: PinMode) -> Arc<Pins> {
+        Arc::new(Pins::load(
             dir.join("toolPins.json"),
             dir,
             mode,
             Arc::new(StatusStore::new(Default::default())),
-        )
+        ))
     }
 
     fn names(lists: &McpLists) -> Vec<String> {

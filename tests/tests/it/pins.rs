@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use steward_schema::resource::{ConditionStatus, McpServer, WorkspaceStatus};
 use steward_tests::fake_mcp::{Definitions, FakeMcpConfig};
 use steward_tests::harness::{
-    Env, fake_tools, mcp, mcp_servers, pid_of, ready, wait_until_async, with_version,
+    Env, fake_tools, mcp, mcp_servers, pid_of, ready, wait_until, wait_until_async, with_version,
 };
 
 type Client = RunningService<RoleClient, ()>;
@@ -142,6 +142,7 @@ fn a_description_changed_across_a_restart_is_quarantined_until_approved_with_too
         Some((ConditionStatus::True, "MatchPinned".to_owned()))
     );
     let pins = env.paths().tool_pins_file();
+    wait_until("the pins are written", || pins.exists());
     let mode = std::fs::metadata(&pins).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{}", pins.display());
     let first = pid_of(&s, "proj").unwrap();
@@ -226,11 +227,11 @@ fn a_description_changed_across_a_restart_is_quarantined_until_approved_with_too
 }
 
 #[test]
-fn describe_shows_what_changed_and_status_survives_another_restart() {
+fn describe_shows_what_changed_and_the_pins_outlive_the_controller() {
     let env = Env::new();
     let defs = defs_path(&env);
     env.user_mcp_servers(&[("alpha", fake(&env, "alpha", &["echo"], &defs))]);
-    let c = env.start(&[]);
+    let mut c = env.start(&[]);
     c.wait_for("alpha pinned", |s| pinned(s, "alpha").is_some());
     define(
         &defs,
@@ -263,6 +264,12 @@ fn describe_shows_what_changed_and_status_survives_another_restart() {
         2,
         "one event per quarantined tool:\n{events}"
     );
+    // The pins outlive the controller: the next one quarantines the same.
+    c.terminate();
+    let c = env.start(&[]);
+    c.wait_for("still quarantined under a new controller", |s| {
+        ready(s, "alpha") && quarantined(s, "alpha").len() == 2
+    });
 }
 
 #[test]
