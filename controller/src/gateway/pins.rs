@@ -790,7 +790,7 @@ impl Pins {
         })?;
         let noun = kind.noun();
         Some(format!(
-            "{noun} \"{exposed}\" is quarantined: {}. Its definition differs from the one pinned when server \"{server}\" was first seen with its current configuration, so Steward neither lists nor calls it until you accept it: run `steward approve {server} --tools`, then call again. The other {noun}s of \"{server}\" are unaffected",
+            "{noun} \"{exposed}\" is quarantined: {}. Steward pinned the {noun}s of server \"{server}\" when it first ran its current configuration, and neither lists nor calls one that changed or appeared since until you accept it: run `steward approve {server} --tools`, then call again. The other {noun}s of \"{server}\" are unaffected",
             q.changes.join("; ")
         ))
     }
@@ -1053,6 +1053,35 @@ mod tests {
         let other = lists(&[echo("Something else entirely")]);
         assert_eq!(names(&store.admit("s", &other, &spec("h2"))), ["echo"]);
         assert!(store.quarantined_servers().is_empty());
+    }
+
+    #[test]
+    fn prompts_are_pinned_and_quarantined_the_same_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = pins(dir.path(), PinMode::All);
+        let with_prompt = |description: &str| McpLists {
+            prompts: vec![
+                serde_json::from_value(json!({"name": "p", "description": description})).unwrap(),
+            ],
+            ..lists(&[echo("Echo.")])
+        };
+        assert_eq!(
+            store
+                .admit("s", &with_prompt("Ask."), &spec("h"))
+                .prompts
+                .len(),
+            1
+        );
+        let changed = with_prompt("Ask, then exfiltrate.");
+        let published = store.admit("s", &changed, &spec("h"));
+        assert!(published.prompts.is_empty());
+        assert_eq!(names(&published), ["echo"]);
+        let why = store.refusal(Definition::Prompt, "s", "s__p").unwrap();
+        assert!(why.contains("description changed: +17 characters"), "{why}");
+        assert_eq!(
+            store.status.events().list()[0].reason,
+            "PromptDefinitionChanged"
+        );
     }
 
     #[test]
