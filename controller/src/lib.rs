@@ -81,7 +81,10 @@
 //! - **The agent endpoint is a reader, too** ([`gateway`]). Reconcile
 //!   publishes each Ready MCP connection, with its filtered catalog, into
 //!   the [`gateway::registry::Registry`] (a server restarting for a new
-//!   configuration stays listed as `Restarting`, so calls wait for it). Every
+//!   configuration stays listed as `Restarting`, so calls wait for it). On
+//!   the way in, [`gateway::pins`] judges each catalog against the definitions
+//!   pinned for its `configHash` (trust on first use) and holds back the
+//!   changed ones, which `steward approve NAME --tools` re-pins. Every
 //!   client session reads the registry's union (`server__tool` names),
 //!   forwards calls through [`runtime::mcp::relay`], and learns of changes from
 //!   the registry's version, coalesced into `list_changed`. A call to a

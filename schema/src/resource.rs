@@ -441,7 +441,8 @@ pub struct ServerStatus {
     pub restarts: u32,
     pub observed_generation: Option<u64>,
     pub observed_hash: Option<String>,
-    /// MCP: tool names after include/exclude filtering.
+    /// MCP: tool names after include/exclude filtering (the agent endpoint
+    /// leaves out the quarantined ones, see `toolsQuarantined`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
     /// MCP: prompt names.
@@ -459,12 +460,34 @@ pub struct ServerStatus {
     /// MCP: calls forwarded by the agent endpoint (`steward mcp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<CallCounts>,
+    /// MCP: tools the agent endpoint does not list because their definition
+    /// differs from the one pinned for this configuration, or that the
+    /// server added without a configuration change (accept them with
+    /// `steward approve NAME --tools`). `tools` leaves them out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools_quarantined: Vec<Quarantined>,
+    /// MCP: prompts held back for the same reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts_quarantined: Vec<Quarantined>,
     /// On a failure, the server's last stderr lines, which `message` ends
     /// with: kept apart so that nothing reads them back out of the text.
     /// Not part of the document.
     #[serde(skip)]
     #[schemars(skip)]
     pub stderr_tail: Vec<String>,
+}
+
+/// A tool or prompt held back because its definition changed since it was
+/// pinned (trust on first use), and what changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Quarantined {
+    /// The name the server gives it.
+    pub name: String,
+    /// What differs from the pinned definition, one change each
+    /// (`description changed: +412 characters`, `input schema: new property
+    /// `url``), or that it is new.
+    pub changes: Vec<String>,
 }
 
 /// Calls the agent endpoint forwarded to one server.
@@ -514,6 +537,8 @@ impl ServerStatus {
             started_at: None,
             conditions: Vec::new(),
             calls: None,
+            tools_quarantined: Vec::new(),
+            prompts_quarantined: Vec::new(),
             stderr_tail: Vec::new(),
         }
     }

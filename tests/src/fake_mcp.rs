@@ -104,6 +104,11 @@ pub struct FakeMcpConfig {
     pub bearer_without_challenge: bool,
     /// HTTP mode: an OAuth token endpoint at `/token` (refresh grant only).
     pub token_endpoint: Option<TokenEndpoint>,
+    /// A [`Definitions`] file read at start (absent: none): how tools and
+    /// prompts are described. The configuration (and so the server's
+    /// `configHash`) stays the same while a test rewrites the file between
+    /// two runs of the server.
+    pub definitions_file: Option<PathBuf>,
 }
 
 impl Default for FakeMcpConfig {
@@ -136,6 +141,7 @@ impl Default for FakeMcpConfig {
             bearer_tokens: None,
             bearer_without_challenge: false,
             token_endpoint: None,
+            definitions_file: None,
         }
     }
 }
@@ -144,6 +150,29 @@ impl FakeMcpConfig {
     /// The config as the JSON the server reads from [`CONFIG_ENV`].
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a FakeMcpConfig always serializes")
+    }
+}
+
+/// The content of [`FakeMcpConfig::definitions_file`]: fields laid over the
+/// default definition of a tool or prompt (`{"description": "…",
+/// "inputSchema": {…}}`), by name. A name that `tools` / `prompts` lacks is
+/// offered too.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Definitions {
+    pub tools: std::collections::BTreeMap<String, serde_json::Map<String, Value>>,
+    pub prompts: std::collections::BTreeMap<String, serde_json::Map<String, Value>>,
+}
+
+impl Definitions {
+    /// Reads `path`; an absent file is no definitions.
+    pub fn read(path: &Path) -> Result<Definitions, String> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text)
+                .map_err(|e| format!("invalid definitions file {}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Definitions::default()),
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        }
     }
 }
 

@@ -4,6 +4,11 @@
 //! bound to the server's current `approvalHash` and recorded through
 //! [`crate::desired::approvals::record`] under the canonical workspace root. Every
 //! name is checked before anything is written: one bad name writes nothing.
+//!
+//! `steward approve NAME --tools` is another decision: accept the tool
+//! definitions a server offers now in place of its quarantined ones
+//! (`gateway::pins`). Only the running controller has seen them, so it is a
+//! control request, and the approvals file is never written for it.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -14,7 +19,9 @@ use steward_schema::formats::{ApprovalRecord, ApprovalStatus};
 use steward_schema::load::LoadMode;
 use steward_schema::resource::SourceState;
 
+use super::client::{REQUEST_TIMEOUT, need_controller, runtime};
 use super::{CommandError, Io};
+use crate::control::client;
 use crate::desired::approvals::{self, ApprovalsError};
 use crate::desired::offline::{self, Inputs};
 use crate::support::paths::Paths;
@@ -288,6 +295,34 @@ pub fn run(
             }
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `steward approve NAME... --tools` (or `--all --tools`): the running
+/// controller, which alone has seen the definitions the servers offer now,
+/// pins them in place of the quarantined ones.
+pub fn accept_tools(
+    paths: &Paths,
+    names: &[String],
+    all: bool,
+    io: &mut Io<'_>,
+) -> Result<ExitCode, CommandError> {
+    if names.is_empty() && !all {
+        return Err(CommandError::Usage {
+            subcommand: "approve",
+            message: "name the servers whose tools to accept, or pass --all --tools".to_owned(),
+        });
+    }
+    let rt = runtime()?;
+    let message = rt
+        .block_on(client::accept_tools(
+            &paths.socket_path(),
+            names,
+            all,
+            REQUEST_TIMEOUT,
+        ))
+        .map_err(|e| need_controller(paths, e))?;
+    writeln!(io.out, "{message}")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -143,10 +143,17 @@ under the canonical workspace root.
 
 --all approves every gated server not yet approved for its current configuration.
 
+With --tools, accepts instead the tool and prompt definitions the named servers offer now (--all: \
+every server with quarantined ones). The running controller pins the definitions each server \
+offers when it first runs a configuration (trust on first use); a definition that changes later \
+without a configuration change, or a tool the server adds, is quarantined — not listed, and a \
+call to it says what changed — until accepted this way. Nothing is written to the approvals file.
+
 Examples:
   steward approve github
-  steward approve --all --workspace ~/src/app")]
-    Approve(DecisionArgs),
+  steward approve --all --workspace ~/src/app
+  steward approve github --tools")]
+    Approve(ApproveArgs),
 
     /// Reject gated MCP servers (they stay stopped until their entry changes)
     #[command(long_about = "\
@@ -420,6 +427,17 @@ pub struct NamesArgs {
     pub names: Vec<String>,
 }
 
+/// Which servers' tool definitions are pinned (`--pin-tools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PinTools {
+    /// Every server
+    All,
+    /// Only servers that need approval (from .mcp.json and .qwen/settings.json)
+    Gated,
+    /// None
+    Off,
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -488,6 +506,12 @@ pub struct RunArgs {
     /// How long an HTTP session with no open stream and no request lives, in milliseconds (for tests)
     #[arg(long, value_name = "MS", default_value_t = 300_000, hide = true)]
     pub mcp_http_idle_ms: u64,
+
+    /// Pin the tool definitions each server offers when it first runs a
+    /// configuration, and quarantine those that change without one (accept
+    /// them with `steward approve NAME --tools`)
+    #[arg(long, value_enum, value_name = "WHICH", default_value_t = PinTools::All)]
+    pub pin_tools: PinTools,
 }
 
 /// `steward schema`.
@@ -594,6 +618,18 @@ pub struct StatusArgs {
 
     #[command(flatten)]
     pub desired: DesiredArgs,
+}
+
+/// `steward approve`.
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    #[command(flatten)]
+    pub decision: DecisionArgs,
+
+    /// Accept the tool definitions the servers offer now (their quarantined
+    /// tools are listed again), instead of approving the servers
+    #[arg(long)]
+    pub tools: bool,
 }
 
 /// `steward approve` / `steward reject`.

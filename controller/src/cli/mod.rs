@@ -150,13 +150,17 @@ pub fn run(
                 )
             }
         }
+        Command::Approve(args) if args.tools => {
+            let paths = resolve_paths(&workspace, env)?;
+            approve::accept_tools(&paths, &args.decision.names, args.decision.all, io)
+        }
         Command::Approve(args) => {
             let paths = resolve_paths(&workspace, env)?;
             approve::run(
                 &paths,
                 approve::Verb::Approve,
-                &args.names,
-                args.all,
+                &args.decision.names,
+                args.decision.all,
                 env,
                 io,
             )

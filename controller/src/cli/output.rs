@@ -411,6 +411,26 @@ pub fn render_describe(
         Item::McpServer(_) => {
             field(&mut out, 2, "Tools", &list(&status.tools));
             field(&mut out, 2, "Prompts", &list(&status.prompts));
+            // What changed since each definition was pinned, in full.
+            let held: Vec<String> = [
+                ("tool", &status.tools_quarantined),
+                ("prompt", &status.prompts_quarantined),
+            ]
+            .into_iter()
+            .flat_map(|(noun, held)| {
+                held.iter()
+                    .map(move |q| format!("{noun} {}: {}", q.name, q.changes.join("; ")))
+            })
+            .collect();
+            if !held.is_empty() {
+                let accept = format!("(accept: steward approve {} --tools)", meta.name);
+                field(
+                    &mut out,
+                    2,
+                    "Quarantined",
+                    &[held, vec![accept]].concat().join("\n"),
+                );
+            }
         }
         Item::LspServer(_) => {
             let caps = status

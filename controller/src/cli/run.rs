@@ -7,11 +7,12 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::CommandError;
-use crate::cli::args::{LogFormat, RunArgs};
+use crate::cli::args::{LogFormat, PinTools, RunArgs};
 use crate::engine::backoff::{BackoffConfig, CrashLoopConfig};
 use crate::engine::reconcile::ReconcileConfig;
 use crate::engine::{self, GatewayOptions, RunOptions};
 use crate::gateway::GatewayConfig;
+use crate::gateway::pins::PinMode;
 use crate::runtime::mcp::McpTimeouts;
 use crate::support::logging::{self, PanicFlag};
 
@@ -52,6 +53,11 @@ pub(super) fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOpt
                 page_size: args.mcp_page_size.max(1),
                 coalesce: ms(args.mcp_coalesce_ms),
                 http_idle: ms(args.mcp_http_idle_ms.max(1)),
+                pin_tools: match args.pin_tools {
+                    PinTools::All => PinMode::All,
+                    PinTools::Gated => PinMode::Gated,
+                    PinTools::Off => PinMode::Off,
+                },
                 ..GatewayConfig::default()
             },
         },

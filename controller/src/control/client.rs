@@ -156,6 +156,21 @@ pub async fn start(
     message_of(request(path, &asked, timeout).await?)
 }
 
+/// Pin the tool definitions `names` (or, with `all`, every server with
+/// quarantined ones) offer now; answers what was accepted.
+pub async fn accept_tools(
+    path: &Path,
+    names: &[String],
+    all: bool,
+    timeout: Duration,
+) -> Result<String, ControlError> {
+    let asked = Request::AcceptTools {
+        names: names.to_vec(),
+        all,
+    };
+    message_of(request(path, &asked, timeout).await?)
+}
+
 /// The event log, oldest first.
 pub async fn events(path: &Path, timeout: Duration) -> Result<Vec<Event>, ControlError> {
     events_of(request(path, &Request::Events { watch: false }, timeout).await?)

@@ -51,6 +51,14 @@ pub enum Request {
     Stop { names: Vec<String> },
     /// Undo `stop`.
     Start { names: Vec<String> },
+    /// Accept the tool and prompt definitions servers offer now in place of
+    /// the quarantined ones (`steward approve NAME --tools`); with `all`,
+    /// those of every server that has quarantined ones.
+    AcceptTools {
+        names: Vec<String>,
+        #[serde(default)]
+        all: bool,
+    },
     /// Use a language server (`steward lsp ...`).
     Lsp(LspQuery),
 }

@@ -34,12 +34,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::control::streams;
 use crate::control::{self, Answer, Incoming, RawJson, Reply, Request};
-use crate::desired::snapshot::{Applied, DesiredStore, Key, Snapshot};
+use crate::desired::snapshot::{Applied, Desired, DesiredStore, Key, Snapshot};
 use crate::engine::instance::RuntimeEvent;
 use crate::engine::queue::{WorkQueue, run_workers};
 use crate::engine::reconcile::{ReconcileConfig, Reconciler, Settled};
 use crate::engine::watch::{FileChange, Judge, Verdict, WatchConfig, WatchError, Watcher};
 use crate::gateway::lsp::LspService;
+use crate::gateway::pins::Pins;
 use crate::gateway::registry::Registry;
 use crate::gateway::serve::{HttpEndpoint, ListenError};
 use crate::gateway::{Gateway, GatewayConfig, serve};
@@ -117,6 +118,7 @@ struct Shared {
     queue: Arc<WorkQueue<Key>>,
     lsp: Arc<LspService>,
     view: Arc<StatusView>,
+    pins: Arc<Pins>,
 }
 
 impl Shared {
@@ -393,6 +395,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         queue: queue.clone(),
         lsp,
         view: view.clone(),
+        pins: gateway.pins().clone(),
     };
 
     // Workers.

@@ -96,7 +96,65 @@ pub(super) fn handle_request(
         Request::Start { names } => {
             let _ = reply.send(set_stopped(shared, paths, &names, false));
         }
+        Request::AcceptTools { names, all } => {
+            let _ = reply.send(accept_tools(shared, &names, all));
+        }
     }
+}
+
+/// Pin the definitions the named MCP servers (or, with `all`, every server
+/// with quarantined ones) offer now, and enqueue them: their next
+/// publication lists what was quarantined.
+fn accept_tools(shared: &Shared, names: &[String], all: bool) -> Answer {
+    let snap = shared.store.snapshot();
+    let names = if all {
+        shared.pins.quarantined_servers()
+    } else if names.is_empty() {
+        return Err("accept tools: name at least one server, or pass --all".to_owned());
+    } else {
+        names.to_vec()
+    };
+    // Every name checked before anything is pinned.
+    let mut specs = Vec::new();
+    for name in &names {
+        let key = Key::mcp(name);
+        match snap.get(&key) {
+            Some(Desired::Mcp(d)) => specs.push((key, d.spec.clone())),
+            _ => {
+                let known: Vec<&str> = snap.desired.mcp.keys().map(String::as_str).collect();
+                return Err(format!(
+                    "accept the tools of {name}: no MCP server of that name is configured for {} (known: {})",
+                    snap.desired.workspace.display(),
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ));
+            }
+        }
+    }
+    let mut lines = Vec::new();
+    for (key, spec) in &specs {
+        let accepted = shared
+            .pins
+            .accept(&key.name, spec)
+            .map_err(|e| e.to_string())?;
+        if accepted.is_empty() {
+            lines.push(format!(
+                "{}: nothing to accept; every tool and prompt matches its pinned definition",
+                key.name
+            ));
+            continue;
+        }
+        let what: Vec<String> = accepted.iter().map(|q| q.summary()).collect();
+        lines.push(format!("{}: accepted {}", key.name, what.join(", ")));
+        shared.queue.add(key.clone());
+    }
+    if lines.is_empty() {
+        lines.push("nothing to accept: no server has quarantined tools".to_owned());
+    }
+    Ok(Reply::Message(lines.join("\n")))
 }
 
 /// The keys `names` stand for, if every one of them may be restarted: it

@@ -16,6 +16,8 @@
 //!   [`handover`]: an attached `steward mcp` passes the agent's stdio over.
 //! - [`lsp_tool`]: the `lsp` tool (Qwen Code's interface) over the language
 //!   servers.
+//! - [`pins`]: tool definitions pinned on first use; changed ones are
+//!   quarantined before they reach the registry.
 //!
 //! Every client shares the same server processes.
 
@@ -47,10 +49,12 @@ pub mod handover;
 pub mod lsp;
 pub mod lsp_tool;
 pub mod names;
+pub mod pins;
 pub mod registry;
 pub mod serve;
 pub mod session;
 
+use pins::{PinMode, Pins};
 use registry::Registry;
 
 /// Tunables of the agent endpoint.
@@ -66,6 +70,8 @@ pub struct GatewayConfig {
     /// An HTTP session with no open response (GET stream) and no request
     /// for this long is closed: its client left without a DELETE.
     pub http_idle: Duration,
+    /// Which servers' tool definitions are pinned (`--pin-tools`).
+    pub pin_tools: PinMode,
 }
 
 impl Default for GatewayConfig {
@@ -75,6 +81,7 @@ impl Default for GatewayConfig {
             start_wait: Duration::from_secs(35),
             coalesce: Duration::from_millis(50),
             http_idle: Duration::from_secs(300),
+            pin_tools: PinMode::All,
         }
     }
 }
@@ -102,6 +109,7 @@ pub struct Gateway {
     status: Arc<StatusStore>,
     store: Arc<DesiredStore>,
     lsp: Arc<LspService>,
+    pins: Arc<Pins>,
     config: GatewayConfig,
     clients: Mutex<Clients>,
     /// Number of attached clients (a `steward mcp` controller exits at 0).
@@ -128,11 +136,18 @@ impl Gateway {
         lsp: Arc<LspService>,
         config: GatewayConfig,
     ) -> Arc<Gateway> {
+        let pins = Arc::new(Pins::load(
+            store.paths().tool_pins_file(),
+            &store.paths().workspace,
+            config.pin_tools,
+            status.clone(),
+        ));
         Arc::new(Gateway {
             registry,
             status,
             store,
             lsp,
+            pins,
             config,
             clients: Mutex::new(Clients::default()),
             attached: watch::Sender::new(0),
@@ -148,6 +163,11 @@ impl Gateway {
 
     pub fn workspace(&self) -> PathBuf {
         self.store.paths().workspace.clone()
+    }
+
+    /// The pinned tool definitions (`steward approve NAME --tools`).
+    pub fn pins(&self) -> &Arc<Pins> {
+        &self.pins
     }
 
     /// Where server notifications that belong to no call go: every client.
@@ -248,7 +268,8 @@ impl Gateway {
 /// registry's `lsp` flag in step).
 impl Publish for Gateway {
     fn mcp_ready(&self, name: &str, handle: &McpHandle, lists: &McpLists, spec: &McpServerSpec) {
-        self.registry.publish(name, handle, lists, spec);
+        let lists = self.pins.admit(name, lists, spec);
+        self.registry.publish(name, handle, &lists, spec);
     }
 
     fn mcp_restarting(&self, name: &str) {
@@ -294,9 +315,10 @@ impl Decoration for Gateway {
         (self.registry.version(), self.registry.calls_version())
     }
 
-    /// Fill in what the endpoint knows: `controller.gateway` and each
-    /// McpServer's `status.calls`.
+    /// Fill in what the endpoint knows: `controller.gateway`, each
+    /// McpServer's `status.calls`, and its pinned tool definitions.
     fn decorate(&self, doc: &mut WorkspaceStatus) {
+        self.pins.decorate(doc);
         let calls = self.registry.calls();
         for item in &mut doc.items {
             if let Item::McpServer(server) = item

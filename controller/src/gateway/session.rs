@@ -33,6 +33,7 @@ use tokio::time::Instant;
 
 use super::explain::{explain, explain_blocked};
 use super::names;
+use super::pins::Definition;
 use super::registry::Upstream;
 use super::{Gateway, Ticket, lsp_tool};
 use crate::desired::snapshot::Key;
@@ -155,6 +156,15 @@ impl Gateway {
                 };
                 if offered {
                     return Ok((up, original));
+                }
+                let pinned = match kind {
+                    Kind::Tool => Definition::Tool,
+                    Kind::Prompt => Definition::Prompt,
+                };
+                if listed.is_none()
+                    && let Some(why) = self.pins.refusal(pinned, &server, exposed)
+                {
+                    return Err(Refusal::Unavailable { server, why });
                 }
                 if listed.is_none() {
                     let known: Vec<&str> = match kind {

@@ -143,7 +143,7 @@ impl Paths {
     }
 
     /// Per-workspace controller state directory under HOME_DIR (never in the
-    /// workspace): lock, control socket, stopped-servers list.
+    /// workspace): lock, control socket, stopped-servers list, tool pins.
     pub fn state_dir(&self) -> PathBuf {
         let digest = sha256_hex(self.workspace.to_string_lossy().as_bytes());
         self.home_dir.join("steward").join(&digest[..16])
@@ -182,6 +182,12 @@ impl Paths {
 
     pub fn stopped_file(&self) -> PathBuf {
         self.state_dir().join("stopped.json")
+    }
+
+    /// The tool definitions pinned per server (`gateway::pins`), never in
+    /// the approvals file Qwen Code shares.
+    pub fn tool_pins_file(&self) -> PathBuf {
+        self.state_dir().join("toolPins.json")
     }
 }
 

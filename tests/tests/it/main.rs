@@ -38,6 +38,7 @@ mod mcp_controller;
 mod mcp_more;
 mod mcp_real_peers;
 mod mcp_remote;
+mod pins;
 mod qwen_parity;
 mod robust;
 

@@ -302,8 +302,10 @@ fn a_remote_server_that_restarted_is_ready_again_within_seconds() {
         ("h", json!({"httpUrl": fake.url("127.0.0.1", "/mcp")})),
         ("s", json!({"url": fake.url("127.0.0.1", "/sse")})),
     ]);
-    // Pings as in production: detection must not wait for them.
-    let c = env.start(&["--ping-interval-ms", "15000"]);
+    // Pings as in production: detection must not wait for them. Unpinned:
+    // the new server's tool, behind the same URL, would be quarantined
+    // (tests/tests/it/pins.rs); here it only tells the servers apart.
+    let c = env.start(&["--ping-interval-ms", "15000", "--pin-tools", "off"]);
     c.wait_for("h and s Ready", |s| ready(s, "h") && ready(s, "s"));
 
     fake.kill();
@@ -639,7 +641,8 @@ fn an_oauth_token_that_expires_while_connected_is_refreshed_on_reconnect() {
         "expiring",
         json!({"httpUrl": v1.url("127.0.0.1", "/mcp"), "oauth": {"enabled": true, "clientId": "qwen-client"}}),
     )]);
-    let c = env.start(&[]);
+    // Unpinned: v2's tool is new under the same configuration (see above).
+    let c = env.start(&["--pin-tools", "off"]);
     c.wait_for("expiring Ready", |s| ready(s, "expiring"));
     // The server now accepts only tokens its token endpoint issues.
     v1.kill();
@@ -689,6 +692,8 @@ fn measure_ready_again_after_a_two_second_outage() {
             "10000",
             "--start-backoff-ms",
             "500",
+            "--pin-tools",
+            "off",
         ]);
         c.wait_for("r Ready", |s| ready(s, "r"));
         fake.kill();

@@ -22,6 +22,9 @@
 //!
 //! Every fault (hang, delay, crash, ignored SIGTERM, grandchild, garbage,
 //! list change, going silent) is chosen by the config; see `fake_mcp.rs`.
+//! How tools and prompts are described can also come from a file read at
+//! start (`definitionsFile`), so that a test changes them between two runs
+//! of one configuration.
 //!
 //! Methods: `initialize`, `ping`, `tools/list`, `prompts/list` (cursor
 //! pagination), `tools/call` (echoes the arguments as text), `prompts/get`;
@@ -60,7 +63,7 @@ use tokio::{
 mod fake_mcp;
 
 use fake_mcp::{
-    CONFIG_ENV, FakeMcpConfig, GarbageWhen, GrandchildMode, RecordEvent,
+    CONFIG_ENV, Definitions, FakeMcpConfig, GarbageWhen, GrandchildMode, RecordEvent,
     SUPPORTED_PROTOCOL_VERSIONS, TlsConfig, TokenEndpoint,
 };
 
@@ -84,6 +87,14 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let definitions = match config.definitions_file.as_deref().map(Definitions::read) {
+        None => Definitions::default(),
+        Some(Ok(definitions)) => definitions,
+        Some(Err(err)) => {
+            eprintln!("fake-mcp-server: {err}");
+            std::process::exit(2);
+        }
+    };
     let recorder = match Recorder::open(config.record.as_deref(), start) {
         Ok(recorder) => recorder,
         Err(err) => {
@@ -95,7 +106,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    runtime.block_on(run(config, recorder));
+    runtime.block_on(run(config, definitions, recorder));
 }
 
 /// `--config <json>` (or `--config=<json>`) wins over `FAKE_MCP_CONFIG`.
@@ -118,14 +129,18 @@ fn load_config() -> Result<FakeMcpConfig, String> {
     serde_json::from_str(&json).map_err(|err| format!("invalid config: {err}"))
 }
 
-async fn run(config: FakeMcpConfig, recorder: Recorder) {
+async fn run(config: FakeMcpConfig, definitions: Definitions, recorder: Recorder) {
     // Install the handler before recording "start": a test that saw "start"
     // may send SIGTERM and expect it to be handled, not to kill us.
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler");
     let (stdout_tx, stdout_rx) = mpsc::unbounded_channel();
     let server = Arc::new(Server {
-        lists: Mutex::new((config.tools.clone(), config.prompts.clone())),
+        lists: Mutex::new((
+            with_extra(&config.tools, &definitions.tools),
+            with_extra(&config.prompts, &definitions.prompts),
+        )),
+        definitions,
         out: if config.http.is_some() {
             Out::Http {
                 stream: broadcast::channel(64).0,
@@ -200,6 +215,13 @@ async fn run(config: FakeMcpConfig, recorder: Recorder) {
         }
         None => serve_stdio(server.clone(), stdout_rx).await,
     }
+}
+
+/// `names`, then the names `defined` adds.
+fn with_extra<T>(names: &[String], defined: &std::collections::BTreeMap<String, T>) -> Vec<String> {
+    let mut all = names.to_vec();
+    all.extend(defined.keys().filter(|k| !names.contains(k)).cloned());
+    all
 }
 
 /// Busy-loop until this process has used `amount` of CPU time (so a busy

@@ -24,6 +24,8 @@ pub struct Server {
     pub recorder: Recorder,
     /// Current (tools, prompts).
     pub lists: Mutex<(Vec<String>, Vec<String>)>,
+    /// Laid over the default definitions (`definitionsFile`).
+    pub definitions: Definitions,
     pub out: Out,
     pub sessions: Mutex<HashSet<String>>,
     pub next_session: AtomicU64,
@@ -194,20 +196,22 @@ impl Server {
             "tools/list" => {
                 let tools = self.lists.lock().expect("lists lock").0.clone();
                 self.page(&tools, params, "tools", |name| {
-                    json!({
+                    let default = json!({
                         "name": name,
                         "description": format!("{name} of fake server {}", config.name),
                         "inputSchema": { "type": "object" },
-                    })
+                    });
+                    overlay(default, self.definitions.tools.get(name))
                 })
             }
             "prompts/list" => {
                 let prompts = self.lists.lock().expect("lists lock").1.clone();
                 self.page(&prompts, params, "prompts", |name| {
-                    json!({
+                    let default = json!({
                         "name": name,
                         "description": format!("{name} of fake server {}", config.name),
-                    })
+                    });
+                    overlay(default, self.definitions.prompts.get(name))
                 })
             }
             "tools/call" => {
@@ -356,6 +360,14 @@ impl Server {
         }
         Ok(result)
     }
+}
+
+/// `default` with the fields of `fields` laid over it.
+fn overlay(mut default: Value, fields: Option<&serde_json::Map<String, Value>>) -> Value {
+    if let (Value::Object(map), Some(fields)) = (&mut default, fields) {
+        map.extend(fields.clone());
+    }
+    default
 }
 
 pub fn notification(method: &str) -> Value {
