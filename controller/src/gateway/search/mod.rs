@@ -29,7 +29,10 @@
 // Delete once the session's `search_tools` calls the index.
 #![cfg_attr(
     not(test),
-    expect(dead_code, reason = "only the tests use the index until search_tools does")
+    expect(
+        dead_code,
+        reason = "only the tests use the index until search_tools does"
+    )
 )]
 
 use std::cmp::Ordering;
@@ -139,7 +142,13 @@ impl ToolIndex {
                 .build();
         let mut scorer = Scorer::new();
         for (index, text) in documents.iter().enumerate() {
-            scorer.upsert(&index, embedder.embed(text));
+            // The crate keeps an entry per occurrence of a term, all with one
+            // value, and scans them per query term: one per term scores the
+            // same, sooner.
+            let mut embedding = embedder.embed(text);
+            embedding.0.sort_unstable_by_key(|t| t.index);
+            embedding.0.dedup_by_key(|t| t.index);
+            scorer.upsert(&index, embedding);
         }
         ToolIndex {
             embedder,
