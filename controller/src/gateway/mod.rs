@@ -12,6 +12,7 @@
 //! - [`names`]: exposed names (`server__tool`, sanitized, collisions).
 //! - [`registry`]: live connections, their filtered catalogs, the union.
 //! - [`session`]: one client's MCP session (lists, calls, pass-through).
+//! - [`search`]: the tool-search index (`--expose search`).
 //! - [`serve`]: the transports (stdio bridge, Unix socket, streamable HTTP);
 //!   [`handover`]: an attached `steward mcp` passes the agent's stdio over.
 //! - [`lsp_tool`]: the `lsp` tool (Qwen Code's interface) over the language
@@ -51,6 +52,7 @@ pub mod lsp_tool;
 pub mod names;
 pub mod pins;
 pub mod registry;
+pub mod search;
 pub mod serve;
 pub mod session;
 
