@@ -93,6 +93,16 @@ impl AllowList {
     }
 }
 
+/// The bounds of `mcp.toolIdleTimeoutMs`.
+pub const TOOL_IDLE_TIMEOUT_MS: std::ops::RangeInclusive<u64> = 10_000..=3_600_000;
+/// `mcp.toolIdleTimeoutMs` when neither settings nor the environment set it.
+pub const DEFAULT_TOOL_IDLE_TIMEOUT_MS: u64 = 300_000;
+
+/// `ms` taken into [`TOOL_IDLE_TIMEOUT_MS`].
+pub fn clamp_tool_idle_timeout_ms(ms: u64) -> u64 {
+    ms.clamp(*TOOL_IDLE_TIMEOUT_MS.start(), *TOOL_IDLE_TIMEOUT_MS.end())
+}
+
 /// The policy in force (merged settings keys plus trust).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Policy {
@@ -102,9 +112,26 @@ pub struct Policy {
     pub mcp_excluded: Vec<String>,
     /// Restart-only; compared by the controller, never applied live.
     pub mcp_server_command: Option<String>,
+    /// `mcp.toolIdleTimeoutMs` of the last layer that sets it (clamped).
+    pub mcp_tool_idle_timeout_ms: Option<u64>,
     pub lsp_require_trusted_workspace: bool,
     pub lsp_allowed: AllowList,
     pub lsp_excluded: Vec<String>,
+}
+
+impl Policy {
+    /// The idle timeout of a forwarded tool call, as Qwen Code picks it:
+    /// the settings' value (within [`TOOL_IDLE_TIMEOUT_MS`]), else `env`
+    /// (`QWEN_CODE_MCP_TOOL_IDLE_TIMEOUT_MS`, read by the caller, taken as
+    /// is; 0 turns it off: `None`), else the default.
+    pub fn tool_idle_timeout(&self, env: Option<u64>) -> Option<std::time::Duration> {
+        let ms = match (self.mcp_tool_idle_timeout_ms, env) {
+            (Some(ms), _) => clamp_tool_idle_timeout_ms(ms),
+            (None, Some(ms)) => ms,
+            (None, None) => DEFAULT_TOOL_IDLE_TIMEOUT_MS,
+        };
+        (ms > 0).then(|| std::time::Duration::from_millis(ms))
+    }
 }
 
 /// A desired MCP server and the source whose definition won.
@@ -246,6 +273,9 @@ pub fn desired_state(
         union(&mut policy.mcp_excluded, &s.mcp_excluded);
         if s.mcp_server_command.is_some() {
             policy.mcp_server_command = s.mcp_server_command.clone();
+        }
+        if s.mcp_tool_idle_timeout_ms.is_some() {
+            policy.mcp_tool_idle_timeout_ms = s.mcp_tool_idle_timeout_ms;
         }
         concat(&mut policy.lsp_allowed.settings, &s.lsp_allowed);
         union(&mut policy.lsp_excluded, &s.lsp_excluded);

@@ -138,6 +138,15 @@ pub struct McpSettings {
     /// reported as `RestartRequired`, never applied live.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_command: Option<String>,
+    /// Idle timeout of a tool call, in milliseconds: a call whose server
+    /// sends neither an answer nor progress for this long is aborted (as
+    /// Qwen Code does), besides the entry's `timeout`. From 10000 to
+    /// 3600000 (a value outside is taken to the nearest bound, with a
+    /// warning); default 300000, or `QWEN_CODE_MCP_TOOL_IDLE_TIMEOUT_MS`
+    /// when no settings layer sets it. Applied live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = 300000))]
+    pub tool_idle_timeout_ms: Option<u64>,
 }
 
 /// `security.folderTrust` settings.

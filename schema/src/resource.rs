@@ -448,6 +448,10 @@ pub struct ServerStatus {
     /// MCP: prompt names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompts: Option<Vec<String>>,
+    /// MCP: what the listed tools' definitions cost an agent's context
+    /// (`steward tools` has them one by one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog: Option<CatalogCost>,
     /// LSP: the server's capabilities from `initialize`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Value>,
@@ -500,12 +504,82 @@ pub struct CallCounts {
     pub in_flight: u64,
 }
 
+/// Where a tool of the workspace stands with the agent endpoint
+/// (`steward tools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ToolState {
+    /// Offered to agents.
+    Listed,
+    /// Hidden by the entry's `includeTools` / `excludeTools`.
+    Filtered,
+    /// Its definition changed since it was pinned (`steward approve NAME --tools`).
+    Quarantined,
+    /// Its server is not Ready: its tools are not known now.
+    ServerNotReady,
+}
+
+/// One tool of the workspace and what its definition costs an agent's
+/// context (`steward tools`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolRow {
+    pub server: String,
+    /// The name the server gives it (none for a server that is not Ready).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The name agents call it by (listed tools only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exposed: Option<String>,
+    pub state: ToolState,
+    /// Bytes of its definition as JSON (as listed to agents).
+    pub bytes: u64,
+    /// Estimated tokens: bytes / 4, rounded up.
+    pub estimated_tokens: u64,
+}
+
+/// What the tools an MCP server lists cost an agent's context.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogCost {
+    /// Bytes of the listed tools' definitions as JSON.
+    pub bytes: u64,
+    /// Estimated tokens: bytes / 4, rounded up.
+    pub estimated_tokens: u64,
+}
+
+impl CatalogCost {
+    pub fn of_bytes(bytes: u64) -> CatalogCost {
+        CatalogCost {
+            bytes,
+            estimated_tokens: bytes.div_ceil(4),
+        }
+    }
+}
+
+/// One client connected to the agent endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySession {
+    /// `stdio`, `unix` or `http`.
+    pub transport: String,
+    /// `direct` (every tool listed), `search` (only `search_tools` and
+    /// `call_tool`) or `direct,search`.
+    pub expose: String,
+    /// The longest tool or prompt name this client is given.
+    pub max_name_len: u64,
+}
+
 /// The agent endpoint (`steward mcp`, `--mcp-listen`) of a controller.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayStatus {
     /// Connected clients, by transport (`stdio`, `unix`, `http`).
     pub clients: BTreeMap<String, u64>,
+    /// Each connected client's view: transport, how tools are listed
+    /// (`expose`) and the longest name it is given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<GatewaySession>,
     /// The streamable-HTTP address (`--mcp-listen`), if any.
     pub listen: Option<String>,
     /// Tools offered to clients now (the `lsp` tool included).
@@ -532,6 +606,7 @@ impl ServerStatus {
             observed_hash: None,
             tools: None,
             prompts: None,
+            catalog: None,
             capabilities: None,
             next_retry_at: None,
             started_at: None,

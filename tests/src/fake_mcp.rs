@@ -109,6 +109,8 @@ pub struct FakeMcpConfig {
     /// `configHash`) stays the same while a test rewrites the file between
     /// two runs of the server.
     pub definitions_file: Option<PathBuf>,
+    /// `instructions` in the `initialize` answer.
+    pub instructions: Option<String>,
 }
 
 impl Default for FakeMcpConfig {
@@ -142,6 +144,7 @@ impl Default for FakeMcpConfig {
             bearer_without_challenge: false,
             token_endpoint: None,
             definitions_file: None,
+            instructions: None,
         }
     }
 }

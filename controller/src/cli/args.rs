@@ -12,6 +12,8 @@ use steward_schema::resource::ResourceKind;
 
 use crate::cli::output::Format;
 use crate::desired::offline::Inputs;
+use crate::gateway::names;
+use crate::gateway::profile::{self, Expose, Profile, ProfileError};
 
 const TOP_AFTER_HELP: &str = "\
 Files read (HOME_DIR is $QWEN_HOME if set, else ~/.qwen; WS is --workspace):
@@ -225,14 +227,20 @@ When a controller already runs for the workspace (`steward run`), this process h
 stdout to it and waits (or copies the bytes, when they are not pipes or sockets). Otherwise it becomes the controller itself (with the options below, as `steward run` would) \
 and stays up while any agent is attached; when the last one leaves it stops every server and exits.
 
+With many servers, --expose search keeps the catalog out of the agent's context: it lists only \
+search_tools (find tools by describing the task) and call_tool (call one), and reaches tools added \
+after it connected even when the agent never re-lists. --expose direct,search lists both. \
+--max-name-len shortens the exposed names for agents that prefix them (Claude Code shows \
+mcp__steward__server__tool and needs it within 64 characters: use 50).
+
 Register it with an agent, e.g.:
-  claude mcp add steward -- steward mcp --workspace ~/src/app
+  claude mcp add steward -- steward mcp --workspace ~/src/app --max-name-len 50
   qwen mcp add steward steward mcp --workspace ~/src/app
 and run the agent with --allowed-mcp-server-names steward so that it does not also launch the \
 servers itself. Logs go to stderr.",
         args_override_self = true
     )]
-    Mcp(RunArgs),
+    Mcp(McpArgs),
 
     /// Show one server in detail: spec, status, conditions, stderr, events
     #[command(long_about = "\
@@ -272,6 +280,20 @@ Examples:
   steward events -w
   steward events -o json | jq '.items[] | select(.type == \"Warning\")'")]
     Events(EventsArgs),
+
+    /// List every tool: listed, filtered, quarantined; bytes and tokens
+    #[command(long_about = "\
+List every tool of the workspace's MCP servers as the agent endpoint sees it: listed (offered \
+to agents, with the name they call it by), filtered (the entry's includeTools/excludeTools), \
+quarantined (its definition changed since it was pinned: steward approve NAME --tools), or \
+its server not Ready. Each row shows the size of the tool's definition in bytes and an \
+estimate of its tokens (bytes / 4), and the last line the total an agent's context pays with \
+--expose direct. With many servers, `steward mcp --expose search` lists two tools instead.
+
+Examples:
+  steward tools
+  steward tools -o json | jq '.listed'")]
+    Tools(ToolsArgs),
 
     /// Stop and start servers once (they stay configured, unlike `stop`)
     #[command(long_about = "\
@@ -419,6 +441,14 @@ pub struct EventsArgs {
     pub output: Format,
 }
 
+/// `steward tools`.
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+}
+
 /// `steward stop` / `steward start`.
 #[derive(Debug, Args)]
 pub struct NamesArgs {
@@ -443,6 +473,40 @@ pub enum PinTools {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// `steward mcp`: `steward run`'s options (used when it becomes the
+/// controller) and the view of this client.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// What the agent lists: every tool (direct), only search_tools and
+    /// call_tool (search), or both (direct,search)
+    #[arg(long, value_name = "MODE", default_value = "direct", value_parser = parse_expose)]
+    pub expose: Expose,
+
+    /// The longest tool or prompt name given to the agent (16-128)
+    #[arg(long, value_name = "N", default_value_t = names::MAX_LEN, value_parser = parse_name_len)]
+    pub max_name_len: usize,
+}
+
+impl McpArgs {
+    pub fn profile(&self) -> Profile {
+        Profile {
+            expose: self.expose,
+            max_name_len: self.max_name_len,
+        }
+    }
+}
+
+fn parse_expose(text: &str) -> Result<Expose, String> {
+    text.parse().map_err(|e: ProfileError| e.to_string())
+}
+
+fn parse_name_len(text: &str) -> Result<usize, String> {
+    profile::parse_name_len(text).map_err(|e| e.to_string())
 }
 
 /// `steward run`.

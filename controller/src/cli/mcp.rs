@@ -7,26 +7,28 @@ use std::time::Duration;
 
 use super::CommandError;
 use super::run::{run_options, with_controller_runtime};
-use crate::cli::args::{LogFormat, RunArgs};
+use crate::cli::args::{LogFormat, McpArgs};
 use crate::engine::{self};
 use crate::gateway::handover;
+use crate::gateway::profile::Profile;
 use crate::support::logging::{self};
 /// How long `steward mcp` tries to reach (or become) the controller.
 const ATTACH_DEADLINE: Duration = Duration::from_secs(15);
 
 /// `steward mcp`: bridge stdio to the workspace's controller, or become it.
-pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, CommandError> {
-    logging::install(args.log_format == LogFormat::Json);
+pub fn run(workspace: &std::path::Path, args: McpArgs) -> Result<ExitCode, CommandError> {
+    logging::install(args.run.log_format == LogFormat::Json);
     let env = crate::support::paths::process_env();
     let paths = super::resolve_paths(workspace, &env)?;
-    let mut opts = run_options(workspace, &args);
-    opts.gateway.stdio = true;
+    let profile = args.profile();
+    let mut opts = run_options(workspace, &args.run);
+    opts.gateway.stdio = Some(profile);
     with_controller_runtime(|shutdown| async move {
         let deadline = tokio::time::Instant::now() + ATTACH_DEADLINE;
         loop {
             if let Ok(stream) = tokio::net::UnixStream::connect(paths.mcp_socket_path()).await {
                 tracing::info!(socket = %paths.mcp_socket_path().display(), "attached to the running controller");
-                return bridge(stream).await;
+                return bridge(stream, &profile).await;
             }
             match engine::run(opts.clone(), shutdown.clone()).await {
                 Ok(()) => return Ok(ExitCode::SUCCESS),
@@ -69,22 +71,24 @@ fn agent_stdout() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
         .unwrap_or_else(|| Box::new(tokio::io::stdout()))
 }
 
-/// Hand the agent's stdin and stdout to the controller, when both are pipes
-/// or sockets, and wait until it closes the connection (the session ended)
-/// or the agent hangs up. `false`: not handed over, bridge the bytes.
-async fn hand_over(stream: &tokio::net::UnixStream) -> bool {
+/// Hand the agent's stdin and stdout to the controller with the client's
+/// `profile`, when both are pipes or sockets, and wait until it closes the
+/// connection (the session ended) or the agent hangs up. `false`: not
+/// handed over, bridge the bytes.
+async fn hand_over(stream: &tokio::net::UnixStream, profile: &Profile) -> bool {
     use std::os::fd::{AsFd as _, AsRawFd as _};
     let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
     if !handover::is_pollable(stdin.as_fd()) || !handover::is_pollable(stdout.as_fd()) {
         return false;
     }
     let fds = [stdin.as_fd().as_raw_fd(), stdout.as_fd().as_raw_fd()];
+    let payload = profile.encode();
     let sent = loop {
         if stream.writable().await.is_err() {
             break false;
         }
         match stream.try_io(tokio::io::Interest::WRITABLE, || {
-            handover::send(stream.as_fd(), &fds)
+            handover::send(stream.as_fd(), &fds, &payload)
         }) {
             Ok(()) => break true,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
@@ -112,12 +116,27 @@ async fn hand_over(stream: &tokio::net::UnixStream) -> bool {
 }
 
 /// Copy stdin to the controller's socket and its answers to stdout until
-/// either side ends.
-async fn bridge(stream: tokio::net::UnixStream) -> Result<ExitCode, CommandError> {
-    if hand_over(&stream).await {
+/// either side ends (after a profile line, when the profile is not the
+/// default one).
+async fn bridge(
+    stream: tokio::net::UnixStream,
+    profile: &Profile,
+) -> Result<ExitCode, CommandError> {
+    if hand_over(&stream, profile).await {
         return Ok(ExitCode::SUCCESS);
     }
     let (mut from_controller, mut to_controller) = stream.into_split();
+    let hello = profile.encode();
+    if !hello.is_empty() {
+        let mut line = vec![handover::HELLO];
+        line.extend_from_slice(&hello);
+        line.push(b'\n');
+        tokio::io::AsyncWriteExt::write_all(&mut to_controller, &line)
+            .await
+            .map_err(|_| {
+                CommandError::Controller("the controller closed the agent connection".to_owned())
+            })?;
+    }
     let upstream = async {
         let mut stdin = agent_stdin();
         let _ = tokio::io::copy(&mut stdin, &mut to_controller).await;

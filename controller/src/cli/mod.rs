@@ -24,6 +24,7 @@ mod run;
 mod schema;
 mod status;
 mod stop;
+mod tools;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -186,6 +187,7 @@ pub fn run(
             describe::run(&paths, &args, env, now(env)?, io)
         }
         Command::Logs(args) => logs::run(&resolve_paths(&workspace, env)?, &args, io),
+        Command::Tools(args) => tools::run(&resolve_paths(&workspace, env)?, &args, io),
         Command::Events(args) => {
             events::run(&resolve_paths(&workspace, env)?, &args, now(env)?, io)
         }

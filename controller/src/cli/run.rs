@@ -48,7 +48,7 @@ pub(super) fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOpt
         gateway: GatewayOptions {
             listen: args.mcp_listen.clone(),
             token_file: args.mcp_token_file.clone(),
-            stdio: false,
+            stdio: None,
             config: GatewayConfig {
                 page_size: args.mcp_page_size.max(1),
                 coalesce: ms(args.mcp_coalesce_ms),
@@ -58,6 +58,12 @@ pub(super) fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOpt
                     PinTools::Gated => PinMode::Gated,
                     PinTools::Off => PinMode::Off,
                 },
+                // As Qwen Code reads it: a non-negative number of ms.
+                tool_idle_env: std::env::var("QWEN_CODE_MCP_TOOL_IDLE_TIMEOUT_MS")
+                    .ok()
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .map(|v| v as u64),
                 ..GatewayConfig::default()
             },
         },

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use steward_schema::resource::{ReloadSummary, WorkspaceStatus};
+use steward_schema::resource::{ReloadSummary, ToolRow, WorkspaceStatus};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
@@ -169,6 +169,14 @@ pub async fn accept_tools(
         all,
     };
     message_of(request(path, &asked, timeout).await?)
+}
+
+/// Every tool of the workspace (`steward tools`).
+pub async fn tools(path: &Path, timeout: Duration) -> Result<Vec<ToolRow>, ControlError> {
+    match request(path, &Request::Tools, timeout).await? {
+        Reply::Tools(rows) => Ok(rows),
+        other => Err(unexpected("tools", &other)),
+    }
 }
 
 /// The event log, oldest first.

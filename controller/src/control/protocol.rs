@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use steward_schema::resource::{ReloadSummary, ResourceKind, WorkspaceStatus};
+use steward_schema::resource::{ReloadSummary, ResourceKind, ToolRow, WorkspaceStatus};
 
 use crate::gateway::lsp::LspQuery;
 use crate::observe::events::Event;
@@ -61,6 +61,9 @@ pub enum Request {
     },
     /// Use a language server (`steward lsp ...`).
     Lsp(LspQuery),
+    /// Every tool of the workspace, where it stands and what its definition
+    /// costs (`steward tools`).
+    Tools,
 }
 
 impl Request {
@@ -116,6 +119,8 @@ pub enum Reply {
     Events(Vec<Event>),
     /// `logs`: lines of one process of the server.
     Logs(LogChunk),
+    /// `tools`: every tool, by server and name.
+    Tools(Vec<ToolRow>),
 }
 
 impl Reply {
@@ -128,6 +133,7 @@ impl Reply {
             Reply::Lsp { .. } => "a language server's answer",
             Reply::Events(_) => "events",
             Reply::Logs(_) => "log lines",
+            Reply::Tools(_) => "tools",
         }
     }
 }
@@ -195,6 +201,8 @@ struct Wire {
     events: Option<Vec<Event>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     logs: Option<LogChunk>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<ToolRow>>,
 }
 
 impl From<Answer> for Wire {
@@ -237,6 +245,10 @@ impl From<Answer> for Wire {
                 logs: Some(chunk),
                 ..ok
             },
+            Ok(Reply::Tools(rows)) => Wire {
+                tools: Some(rows),
+                ..ok
+            },
         }
     }
 }
@@ -255,6 +267,7 @@ impl Wire {
             result,
             events,
             logs,
+            tools,
         } = self;
         if !ok {
             return Ok(Err(error.unwrap_or_else(|| "unknown error".to_owned())));
@@ -270,6 +283,7 @@ impl Wire {
         }));
         replies.extend(events.map(Reply::Events));
         replies.extend(logs.map(Reply::Logs));
+        replies.extend(tools.map(Reply::Tools));
         match <[Reply; 1]>::try_from(replies) {
             Ok([reply]) => Ok(Ok(reply)),
             Err(replies) if replies.is_empty() => Err("an answer without a reply".to_owned()),

@@ -41,6 +41,7 @@ use crate::engine::reconcile::{ReconcileConfig, Reconciler, Settled};
 use crate::engine::watch::{FileChange, Judge, Verdict, WatchConfig, WatchError, Watcher};
 use crate::gateway::lsp::LspService;
 use crate::gateway::pins::Pins;
+use crate::gateway::profile::Profile;
 use crate::gateway::registry::Registry;
 use crate::gateway::serve::{HttpEndpoint, ListenError};
 use crate::gateway::{Gateway, GatewayConfig, serve};
@@ -83,9 +84,10 @@ pub struct GatewayOptions {
     pub listen: Option<String>,
     /// Bearer token for HTTP clients (`--mcp-token-file`).
     pub token_file: Option<PathBuf>,
-    /// Serve one client on this process's stdin/stdout and shut down once
-    /// no client is attached any more (`steward mcp` as the controller).
-    pub stdio: bool,
+    /// Serve one client, seeing the workspace through this profile, on this
+    /// process's stdin/stdout, and shut down once no client is attached any
+    /// more (`steward mcp` as the controller).
+    pub stdio: Option<Profile>,
     pub config: GatewayConfig,
 }
 
@@ -119,6 +121,8 @@ struct Shared {
     lsp: Arc<LspService>,
     view: Arc<StatusView>,
     pins: Arc<Pins>,
+    /// The agent endpoint, for what only it knows (`steward tools`).
+    gateway: Arc<Gateway>,
 }
 
 impl Shared {
@@ -396,6 +400,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         lsp,
         view: view.clone(),
         pins: gateway.pins().clone(),
+        gateway: gateway.clone(),
     };
 
     // Workers.
@@ -445,7 +450,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     }
     // `steward mcp` as the controller: shut down once no client is left.
     let idle = CancellationToken::new();
-    if opts.gateway.stdio {
+    if let Some(profile) = opts.gateway.stdio {
         let gateway = gateway.clone();
         let cancel = gateway_cancel.clone();
         let idle = idle.clone();
@@ -453,6 +458,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             serve::serve_stream(
                 gateway.clone(),
                 "stdio",
+                profile,
                 tokio::io::stdin(),
                 tokio::io::stdout(),
                 cancel,

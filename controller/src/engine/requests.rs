@@ -99,6 +99,9 @@ pub(super) fn handle_request(
         Request::AcceptTools { names, all } => {
             let _ = reply.send(accept_tools(shared, &names, all));
         }
+        Request::Tools => {
+            let _ = reply.send(Ok(Reply::Tools(shared.gateway.tool_rows())));
+        }
     }
 }
 

@@ -7,6 +7,11 @@
 //! only waits; the controller reads and writes the agent's pipes (or socket
 //! pairs, as Node's libuv spawns servers with) itself. A client that sends
 //! MCP straight away (a test, a terminal) is served as a byte stream.
+//!
+//! The client's [`Profile`](super::profile::Profile) rides along: after the
+//! [`MARK`] in the same message, or, when the bytes are bridged, as one
+//! [`HELLO`] line before them. A default profile sends neither, so an older
+//! controller still serves a client that asked for nothing special.
 
 use std::io;
 use std::os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd, RawFd};
@@ -16,14 +21,20 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 /// The first byte of a handover: never the first byte of a JSON-RPC stream.
 pub const MARK: u8 = 0xF0;
+/// The first byte of a profile line (`HELLO`, JSON, `\n`) before a bridged
+/// byte stream.
+pub const HELLO: u8 = 0xF1;
 
-/// Send [`MARK`] with `fds` over the connected Unix socket `socket`.
+/// Send [`MARK`] and `payload` with `fds` over the connected Unix socket
+/// `socket`, in one message.
 #[allow(unsafe_code)]
-pub fn send(socket: BorrowedFd<'_>, fds: &[RawFd]) -> io::Result<()> {
-    let mut byte = [MARK];
+pub fn send(socket: BorrowedFd<'_>, fds: &[RawFd], payload: &[u8]) -> io::Result<()> {
+    let mut bytes = Vec::with_capacity(1 + payload.len());
+    bytes.push(MARK);
+    bytes.extend_from_slice(payload);
     let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: bytes.len(),
     };
     let data_len = std::mem::size_of_val(fds) as u32;
     // SAFETY: CMSG_SPACE only computes a size.
@@ -47,8 +58,15 @@ pub fn send(socket: BorrowedFd<'_>, fds: &[RawFd]) -> io::Result<()> {
             libc::CMSG_DATA(cmsg),
             data_len as usize,
         );
-        if libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) != 1 {
+        let sent = libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL);
+        if sent < 0 {
             return Err(io::Error::last_os_error());
+        }
+        if sent as usize != bytes.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "the handover message was cut short",
+            ));
         }
     }
     Ok(())
@@ -162,9 +180,9 @@ mod tests {
     fn descriptors_pass_with_the_mark() {
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
         let (mut pipe_r, mut pipe_w) = std::io::pipe().unwrap();
-        send(a.as_fd(), &[pipe_w.as_fd().as_raw_fd()]).unwrap();
+        send(a.as_fd(), &[pipe_w.as_fd().as_raw_fd()], b"{}").unwrap();
         let (bytes, mut fds) = recv(b.as_fd()).unwrap();
-        assert_eq!(bytes, [MARK]);
+        assert_eq!(bytes, [MARK, b'{', b'}']);
         assert_eq!(fds.len(), 1);
         // The received descriptor is the same pipe.
         let mut passed = std::fs::File::from(fds.remove(0));

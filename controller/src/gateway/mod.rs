@@ -11,8 +11,13 @@
 //!
 //! - [`names`]: exposed names (`server__tool`, sanitized, collisions).
 //! - [`registry`]: live connections, their filtered catalogs, the union.
-//! - [`session`]: one client's MCP session (lists, calls, pass-through).
-//! - [`search`]: the tool-search index (`--expose search`).
+//! - [`profile`]: what one client asked to see (`--expose`,
+//!   `--max-name-len`); [`view`]: the union through a profile.
+//! - [`search`]: the ranking index; [`finder`]: the `search_tools` and
+//!   `call_tool` tools over it.
+//! - [`cost`]: what each tool's definition costs an agent (`steward tools`).
+//! - [`session`]: one client's MCP session (lists, calls, pass-through);
+//!   [`instructions`]: the servers' instructions, combined.
 //! - [`serve`]: the transports (stdio bridge, Unix socket, streamable HTTP);
 //!   [`handover`]: an attached `steward mcp` passes the agent's stdio over.
 //! - [`lsp_tool`]: the `lsp` tool (Qwen Code's interface) over the language
@@ -29,9 +34,11 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use rmcp::model::ServerNotification;
+use rmcp::model::{ServerNotification, Tool};
 use rmcp::{Peer, RoleServer};
-use steward_schema::resource::{GatewayStatus, Item, McpServerSpec, WorkspaceStatus};
+use steward_schema::resource::{
+    GatewaySession, GatewayStatus, Item, McpServerSpec, WorkspaceStatus,
+};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -45,18 +52,24 @@ use crate::runtime::lsp::LspConnection;
 use crate::runtime::mcp::{Broadcast, McpHandle, McpLists};
 use crate::support::sync::lock;
 
+pub mod cost;
 pub mod explain;
+pub mod finder;
 pub mod handover;
+pub mod instructions;
 pub mod lsp;
 pub mod lsp_tool;
 pub mod names;
 pub mod pins;
+pub mod profile;
 pub mod registry;
 pub mod search;
 pub mod serve;
 pub mod session;
+pub mod view;
 
 use pins::{PinMode, Pins};
+use profile::Profile;
 use registry::Registry;
 
 /// Tunables of the agent endpoint.
@@ -74,6 +87,9 @@ pub struct GatewayConfig {
     pub http_idle: Duration,
     /// Which servers' tool definitions are pinned (`--pin-tools`).
     pub pin_tools: PinMode,
+    /// `QWEN_CODE_MCP_TOOL_IDLE_TIMEOUT_MS` (ms), used when no settings
+    /// layer sets `mcp.toolIdleTimeoutMs`.
+    pub tool_idle_env: Option<u64>,
 }
 
 impl Default for GatewayConfig {
@@ -84,6 +100,7 @@ impl Default for GatewayConfig {
             coalesce: Duration::from_millis(50),
             http_idle: Duration::from_secs(300),
             pin_tools: PinMode::All,
+            tool_idle_env: None,
         }
     }
 }
@@ -91,6 +108,7 @@ impl Default for GatewayConfig {
 #[derive(Debug)]
 struct ClientEntry {
     transport: &'static str,
+    profile: Profile,
     peer: Option<Peer<RoleServer>>,
     /// The union's fingerprints (tools, prompts, resources) when this
     /// client attached or was last notified: a list changed notification
@@ -120,6 +138,9 @@ pub struct Gateway {
     last_list_changed: Mutex<Option<String>>,
     /// The cold start has finished (see [`Gateway::cold_start`]).
     started: AtomicBool,
+    /// Every tool each server offered in its last publication, before
+    /// filters and pins (for [`cost`]).
+    offered: Mutex<BTreeMap<String, Arc<Vec<Tool>>>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -156,6 +177,7 @@ impl Gateway {
             listen: OnceLock::new(),
             last_list_changed: Mutex::new(None),
             started: AtomicBool::new(false),
+            offered: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -188,10 +210,10 @@ impl Gateway {
         self.status.touch();
     }
 
-    /// A client connected over `transport`; it counts as attached until the
-    /// ticket is dropped.
-    pub fn attach(self: &Arc<Self>, transport: &'static str) -> Ticket {
-        let seen = self.registry.union().fingerprints;
+    /// A client connected over `transport`, seeing the workspace through
+    /// `profile`; it counts as attached until the ticket is dropped.
+    pub fn attach(self: &Arc<Self>, transport: &'static str, profile: Profile) -> Ticket {
+        let seen = self.fingerprints(&profile);
         let id = {
             let mut clients = self.lock_clients();
             clients.next += 1;
@@ -200,6 +222,7 @@ impl Gateway {
                 id,
                 ClientEntry {
                     transport,
+                    profile,
                     peer: None,
                     seen,
                 },
@@ -207,12 +230,21 @@ impl Gateway {
             self.attached.send_replace(clients.by_id.len());
             id
         };
-        tracing::info!(transport, client = id, "agent client attached");
+        tracing::info!(transport, client = id, expose = %profile.expose, max_name_len = profile.max_name_len, "agent client attached");
         self.status.touch();
         Ticket {
             gateway: self.clone(),
             id,
         }
+    }
+
+    fn offered(&self) -> BTreeMap<String, Arc<Vec<Tool>>> {
+        lock(&self.offered).clone()
+    }
+
+    /// What a client with `profile` lists now, for change detection.
+    fn fingerprints(&self, profile: &Profile) -> [u64; 3] {
+        view::fingerprints(&self.registry.union_for(profile.max_name_len), profile)
     }
 
     /// Wait (at most the start wait) for the controller's cold start to
@@ -270,6 +302,7 @@ impl Gateway {
 /// registry's `lsp` flag in step).
 impl Publish for Gateway {
     fn mcp_ready(&self, name: &str, handle: &McpHandle, lists: &McpLists, spec: &McpServerSpec) {
+        lock(&self.offered).insert(name.to_owned(), Arc::new(lists.tools.clone()));
         let lists = self.pins.admit(name, lists, spec);
         self.registry.publish(name, handle, &lists, spec);
     }
@@ -287,6 +320,7 @@ impl Publish for Gateway {
     }
 
     fn mcp_removed(&self, name: &str) {
+        lock(&self.offered).remove(name);
         self.registry.forget(name);
     }
 
@@ -322,20 +356,30 @@ impl Decoration for Gateway {
     fn decorate(&self, doc: &mut WorkspaceStatus) {
         self.pins.decorate(doc);
         let calls = self.registry.calls();
+        let costs = self.catalog_costs();
         for item in &mut doc.items {
-            if let Item::McpServer(server) = item
-                && let Some(counts) = calls.get(&server.metadata.name)
-            {
-                server.status.calls = Some(*counts);
+            if let Item::McpServer(server) = item {
+                let name = &server.metadata.name;
+                if let Some(counts) = calls.get(name) {
+                    server.status.calls = Some(*counts);
+                }
+                server.status.catalog = costs.get(name).copied();
             }
         }
         let union = self.registry.union();
         let mut clients: BTreeMap<String, u64> = BTreeMap::new();
+        let mut sessions = Vec::new();
         for c in self.lock_clients().by_id.values() {
             *clients.entry(c.transport.to_owned()).or_default() += 1;
+            sessions.push(GatewaySession {
+                transport: c.transport.to_owned(),
+                expose: c.profile.expose.to_string(),
+                max_name_len: c.profile.max_name_len as u64,
+            });
         }
         doc.controller.gateway = Some(GatewayStatus {
             clients,
+            sessions,
             listen: self.listen.get().cloned(),
             tools: (union.tools.len() + usize::from(union.lsp)) as u64,
             last_list_changed: lock(&self.last_list_changed).clone(),
@@ -367,6 +411,7 @@ impl Gateway {
             let mut due = Vec::new();
             for client in self.lock_clients().by_id.values_mut() {
                 let Some(peer) = &client.peer else { continue };
+                let now = self.fingerprints(&client.profile);
                 let kinds = [0, 1, 2].map(|i| now[i] != client.seen[i]);
                 if kinds.iter().any(|k| *k) {
                     client.seen = now;
@@ -409,11 +454,23 @@ pub struct Ticket {
 impl Ticket {
     /// The client finished `initialize`: notifications may go to it.
     pub fn set_peer(&self, peer: Peer<RoleServer>) {
-        let seen = self.gateway.registry.union().fingerprints;
-        if let Some(entry) = self.gateway.lock_clients().by_id.get_mut(&self.id) {
+        let mut clients = self.gateway.lock_clients();
+        if let Some(entry) = clients.by_id.get_mut(&self.id) {
+            entry.seen = self.gateway.fingerprints(&entry.profile);
             entry.peer = Some(peer);
-            entry.seen = seen;
         }
+    }
+
+    /// The client asked for `profile` when it initialized (HTTP clients
+    /// give it in the endpoint's query string).
+    pub fn set_profile(&self, profile: Profile) {
+        let mut clients = self.gateway.lock_clients();
+        if let Some(entry) = clients.by_id.get_mut(&self.id) {
+            entry.profile = profile;
+            entry.seen = self.gateway.fingerprints(&profile);
+        }
+        drop(clients);
+        self.gateway.status.touch();
     }
 }
 

@@ -772,6 +772,15 @@ impl Pins {
     }
 
     /// The servers with quarantined definitions now.
+    /// What is held back of `server` now.
+    pub fn quarantined(&self, server: &str) -> Vec<Quarantine> {
+        self.lock()
+            .verdicts
+            .get(server)
+            .map(|v| v.quarantined.clone())
+            .unwrap_or_default()
+    }
+
     pub fn quarantined_servers(&self) -> Vec<String> {
         self.lock()
             .verdicts
@@ -781,12 +790,20 @@ impl Pins {
             .collect()
     }
 
-    /// Why the unlisted `exposed` name (a tool or prompt of `server`) cannot
-    /// be used, when it is quarantined.
-    pub fn refusal(&self, kind: Definition, server: &str, exposed: &str) -> Option<String> {
+    /// Why the unlisted `exposed` name (a tool or prompt of `server`, named
+    /// within `max_name_len` characters) cannot be used, when it is
+    /// quarantined.
+    pub fn refusal(
+        &self,
+        kind: Definition,
+        server: &str,
+        exposed: &str,
+        max_name_len: usize,
+    ) -> Option<String> {
         let inner = self.lock();
         let q = inner.verdicts.get(server)?.quarantined.iter().find(|q| {
-            q.kind == kind && names::assign([(server, q.name.as_str())]).remove(0) == exposed
+            q.kind == kind
+                && names::assign([(server, q.name.as_str())], max_name_len).remove(0) == exposed
         })?;
         let noun = kind.noun();
         Some(format!(
@@ -1029,10 +1046,15 @@ mod tests {
         let store = pins(dir.path(), PinMode::All);
         let changed = lists(&[echo("Echo!!"), json!({"name": "add", "inputSchema": {}})]);
         assert_eq!(names(&store.admit("s", &changed, &spec("h1"))), ["add"]);
-        let why = store.refusal(Definition::Tool, "s", "s__echo").unwrap();
+        let why = store
+            .refusal(Definition::Tool, "s", "s__echo", names::MAX_LEN)
+            .unwrap();
         assert!(why.contains("description changed: +1 characters"), "{why}");
         assert!(why.contains("`steward approve s --tools`"), "{why}");
-        assert_eq!(store.refusal(Definition::Tool, "s", "s__add"), None);
+        assert_eq!(
+            store.refusal(Definition::Tool, "s", "s__add", names::MAX_LEN),
+            None
+        );
         assert_eq!(store.quarantined_servers(), ["s"]);
         let events = store.status.events().list();
         assert_eq!(events.len(), 1);
@@ -1076,7 +1098,9 @@ mod tests {
         let published = store.admit("s", &changed, &spec("h"));
         assert!(published.prompts.is_empty());
         assert_eq!(names(&published), ["echo"]);
-        let why = store.refusal(Definition::Prompt, "s", "s__p").unwrap();
+        let why = store
+            .refusal(Definition::Prompt, "s", "s__p", names::MAX_LEN)
+            .unwrap();
         assert!(why.contains("description changed: +17 characters"), "{why}");
         assert_eq!(
             store.status.events().list()[0].reason,

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
@@ -24,7 +24,8 @@ use serde::Serialize;
 use steward_schema::resource::{CallCounts, McpServerSpec};
 use tokio::sync::watch;
 
-use super::names;
+use super::search::{SearchEntry, ToolIndex};
+use super::{instructions, names};
 use crate::runtime::mcp::{McpHandle, McpLists};
 
 /// What one server exposes, after its filters.
@@ -34,6 +35,8 @@ pub struct ServerCatalog {
     pub prompts: Vec<Prompt>,
     pub resources: Vec<Resource>,
     pub templates: Vec<ResourceTemplate>,
+    /// What the server's `initialize` answer told its clients.
+    pub instructions: Option<String>,
 }
 
 impl ServerCatalog {
@@ -49,6 +52,7 @@ impl ServerCatalog {
             prompts: lists.prompts.clone(),
             resources: lists.resources.clone(),
             templates: lists.templates.clone(),
+            instructions: None,
         }
     }
 }
@@ -101,10 +105,14 @@ pub struct Union {
     template_owner: Vec<(String, String)>,
     /// Resources hidden because an earlier server (by name) lists the same URI.
     pub conflicts: Vec<String>,
+    /// `(server, instructions)` of the servers that gave some, by name.
+    pub instructions: Vec<(String, String)>,
     /// Whether a language server is ready (the `lsp` tool is listed).
     pub lsp: bool,
     /// Change detection per list kind: tools, prompts, resources.
     pub fingerprints: [u64; 3],
+    /// The search index over `tools`, built when first searched.
+    index: OnceLock<ToolIndex>,
 }
 
 impl Union {
@@ -140,12 +148,53 @@ impl Union {
             .map(|(_, s)| s.as_str())
     }
 
+    /// The servers with a listed tool, by name.
+    pub fn servers(&self) -> Vec<String> {
+        let mut servers: Vec<String> = self
+            .tool_routes
+            .values()
+            .map(|r| r.server.clone())
+            .collect();
+        servers.sort();
+        servers.dedup();
+        servers
+    }
+
+    /// The search index over [`Self::tools`] (a hit's index is a position
+    /// in it), built once per union: the union is rebuilt on every change.
+    pub fn index(&self) -> &ToolIndex {
+        self.index.get_or_init(|| {
+            // Indexed under the names their servers gave them: the server is
+            // a field of its own.
+            let originals: Vec<(String, Tool)> = self
+                .tools
+                .iter()
+                .map(|tool| {
+                    let route = &self.tool_routes[tool.name.as_ref()];
+                    let mut original = tool.clone();
+                    original.name = route.original.clone().into();
+                    (route.server.clone(), original)
+                })
+                .collect();
+            ToolIndex::build(
+                self.tools
+                    .iter()
+                    .zip(&originals)
+                    .map(|(exposed, (server, tool))| SearchEntry {
+                        exposed: exposed.name.as_ref(),
+                        server,
+                        tool,
+                    }),
+            )
+        })
+    }
+
     /// Every exposed tool name (`lsp` included when listed).
     pub fn tool_names(&self) -> impl Iterator<Item = &str> {
         self.tools.iter().map(|t| t.name.as_ref())
     }
 
-    fn build(slots: &BTreeMap<String, Slot>, lsp: bool) -> Union {
+    fn build(slots: &BTreeMap<String, Slot>, lsp: bool, max_name_len: usize) -> Union {
         let mut union = Union {
             lsp,
             ..Union::default()
@@ -154,7 +203,10 @@ impl Union {
             .iter()
             .flat_map(|(s, slot)| slot.catalog().tools.iter().map(move |t| (s.as_str(), t)))
             .collect();
-        let exposed = names::assign(pairs.iter().map(|(s, t)| (*s, t.name.as_ref())));
+        let exposed = names::assign(
+            pairs.iter().map(|(s, t)| (*s, t.name.as_ref())),
+            max_name_len,
+        );
         for ((server, tool), name) in pairs.into_iter().zip(exposed) {
             if union.tool_routes.contains_key(&name) {
                 continue; // a server listing one tool twice
@@ -174,7 +226,10 @@ impl Union {
             .iter()
             .flat_map(|(s, slot)| slot.catalog().prompts.iter().map(move |p| (s.as_str(), p)))
             .collect();
-        let exposed = names::assign(pairs.iter().map(|(s, p)| (*s, p.name.as_str())));
+        let exposed = names::assign(
+            pairs.iter().map(|(s, p)| (*s, p.name.as_str())),
+            max_name_len,
+        );
         for ((server, prompt), name) in pairs.into_iter().zip(exposed) {
             if union.prompt_routes.contains_key(&name) {
                 continue;
@@ -189,6 +244,22 @@ impl Union {
             );
             prompt.name = name;
             union.prompts.push(prompt);
+        }
+        for (server, slot) in slots {
+            if let Some(text) = &slot.catalog().instructions {
+                union.instructions.push((server.clone(), text.clone()));
+                // Listed so that a client can read the whole text.
+                union.resources.push(
+                    Resource::new(
+                        instructions::uri(server),
+                        format!("{server} instructions"),
+                    )
+                    .with_description(format!(
+                        "What MCP server {server} tells its clients, whole (Steward's own instructions carry a short form)"
+                    ))
+                    .with_mime_type("text/plain"),
+                );
+            }
         }
         for (server, slot) in slots {
             for resource in &slot.catalog().resources {
@@ -297,12 +368,28 @@ struct Inner {
     /// routes to, kept here because it is part of the union).
     lsp: bool,
     counters: BTreeMap<String, Arc<Counters>>,
+    /// The union with names of at most [`names::MAX_LEN`] characters.
     union: Arc<Union>,
+    /// The same union for clients that asked for shorter names, made when
+    /// first asked for and dropped on every change.
+    shorter: BTreeMap<usize, Arc<Union>>,
 }
 
 impl Inner {
     fn rebuild(&mut self) {
-        self.union = Arc::new(Union::build(&self.slots, self.lsp));
+        self.union = Arc::new(Union::build(&self.slots, self.lsp, names::MAX_LEN));
+        self.shorter.clear();
+    }
+
+    fn union_for(&mut self, max_name_len: usize) -> Arc<Union> {
+        if max_name_len == names::MAX_LEN {
+            return self.union.clone();
+        }
+        let (slots, lsp) = (&self.slots, self.lsp);
+        self.shorter
+            .entry(max_name_len)
+            .or_insert_with(|| Arc::new(Union::build(slots, lsp, max_name_len)))
+            .clone()
     }
 }
 
@@ -353,7 +440,10 @@ impl Registry {
         lists: &McpLists,
         spec: &McpServerSpec,
     ) {
-        let catalog = ServerCatalog::filtered(lists, spec);
+        let catalog = ServerCatalog {
+            instructions: handle.instructions(),
+            ..ServerCatalog::filtered(lists, spec)
+        };
         let handle = handle.clone();
         let timeout = spec.call_timeout();
         let mut inner = self.lock();
@@ -443,6 +533,18 @@ impl Registry {
         self.lock().union.clone()
     }
 
+    /// What clients whose names are at most `max_name_len` characters are
+    /// offered now.
+    pub fn union_for(&self, max_name_len: usize) -> Arc<Union> {
+        self.lock().union_for(max_name_len)
+    }
+
+    /// Whether `server`'s catalog is listed (live, or restarting with its
+    /// last catalog).
+    pub fn listed(&self, server: &str) -> bool {
+        self.lock().slots.contains_key(server)
+    }
+
     /// The live connection of `server`, if any.
     pub fn live(&self, server: &str) -> Option<Arc<Upstream>> {
         match self.lock().slots.get(server) {
@@ -507,7 +609,7 @@ mod tests {
     #[test]
     fn an_empty_registry_has_the_fingerprints_of_an_empty_union() {
         let registry = Registry::default();
-        let empty = Union::build(&BTreeMap::new(), false);
+        let empty = Union::build(&BTreeMap::new(), false, names::MAX_LEN);
         assert_eq!(registry.union().fingerprints, empty.fingerprints);
         assert_ne!(empty.fingerprints, [0, 0, 0]);
     }

@@ -33,6 +33,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
+use super::profile::Profile;
 use super::session::Session;
 
 /// The HTTP path of the endpoint.
@@ -137,7 +138,8 @@ impl HttpEndpoint {
         sessions.session_config.keep_alive = None;
         let sessions = Arc::new(sessions);
         let service = StreamableHttpService::new(
-            move || Ok(Session::new(&factory_gateway, "http")),
+            // The profile comes with the client's initialize request.
+            move || Ok(Session::new(&factory_gateway, "http", Profile::default())),
             sessions.clone(),
             config,
         );
@@ -223,6 +225,14 @@ async fn route(
             );
             return response;
         }
+    }
+    // The client's view (`?expose=search&maxNameLen=50`): a typo is refused
+    // here, not read as the default.
+    if let Err(e) = Profile::from_query(request.uri().query()) {
+        return plain(
+            http::StatusCode::BAD_REQUEST,
+            &format!("bad request: {e} (e.g. /mcp?expose=search&maxNameLen=50)\n"),
+        );
     }
     let delete = request.method() == http::Method::DELETE;
     let asked = session_id(request.headers());
@@ -398,10 +408,12 @@ fn read_token(path: &Path) -> Result<String, ListenError> {
     Ok(token)
 }
 
-/// Serve one client over a byte stream until it hangs up (or `cancel`).
+/// Serve one client, seeing the workspace through `profile`, over a byte
+/// stream until it hangs up (or `cancel`).
 pub async fn serve_stream<R, W>(
     gateway: Arc<Gateway>,
     transport: &'static str,
+    profile: Profile,
     read: R,
     write: W,
     cancel: CancellationToken,
@@ -409,7 +421,7 @@ pub async fn serve_stream<R, W>(
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    let session = Session::new(&gateway, transport);
+    let session = Session::new(&gateway, transport, profile);
     // A child token: rmcp cancels the token it is given when the session
     // ends, and that must not end every other session (nor the listeners).
     match session
@@ -469,8 +481,9 @@ async fn serve_attached(
             }
         }
     };
-    let (bytes, mut fds) = first;
-    if bytes == [super::handover::MARK] && fds.len() == 2 {
+    let (mut bytes, mut fds) = first;
+    if bytes.first() == Some(&super::handover::MARK) && fds.len() == 2 {
+        let profile = read_profile(&bytes[1..]);
         let output = fds.pop().expect("two descriptors");
         let input = fds.pop().expect("two descriptors");
         let (Some(read), Some(write)) = (
@@ -502,7 +515,7 @@ async fn serve_attached(
                 stream
             }
         };
-        let served = serve_stream(gateway, "unix", read, write, session.clone());
+        let served = serve_stream(gateway, "unix", profile, read, write, session.clone());
         tokio::pin!(watch);
         tokio::select! {
             () = served => {}
@@ -511,9 +524,32 @@ async fn serve_attached(
         return;
     }
     drop(fds);
-    let (read, write) = stream.into_split();
+    let (mut read, write) = stream.into_split();
+    let mut profile = Profile::default();
+    if bytes.first() == Some(&super::handover::HELLO) {
+        // The profile line, then the agent's bytes.
+        while !bytes.contains(&b'\n') {
+            let mut more = [0u8; 1024];
+            match tokio::io::AsyncReadExt::read(&mut read, &mut more).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => bytes.extend_from_slice(&more[..n]),
+            }
+        }
+        let end = bytes.iter().position(|b| *b == b'\n').expect("a line end");
+        profile = read_profile(&bytes[1..end]);
+        bytes.drain(..=end);
+    }
     let read = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(bytes), read);
-    serve_stream(gateway, "unix", read, write, cancel).await;
+    serve_stream(gateway, "unix", profile, read, write, cancel).await;
+}
+
+/// The profile `steward mcp` sent; a profile this controller cannot read
+/// (another version's) is logged and served as the default.
+fn read_profile(bytes: &[u8]) -> Profile {
+    Profile::decode(bytes).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "an attached agent client's view; serving it the default one");
+        Profile::default()
+    })
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 // initialize-lifecycle versions this endpoint speaks.
 #![allow(deprecated)]
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
@@ -21,9 +21,10 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
     ClientResult, CompleteRequest, CompleteRequestParams, CompleteResult, ContentBlock, ErrorCode,
     ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ReadResourceRequest,
-    ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities, ServerConfig,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProtocolVersion, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Reference, ResourceContents, ServerCapabilities, ServerConfig,
     ServerRequest, ServerResult, SetLevelRequest, SetLevelRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
@@ -32,26 +33,40 @@ use steward_schema::resource::{Phase, ResourceKind};
 use tokio::time::Instant;
 
 use super::explain::{explain, explain_blocked};
-use super::names;
 use super::pins::Definition;
-use super::registry::Upstream;
-use super::{Gateway, Ticket, lsp_tool};
+use super::profile::Profile;
+use super::registry::{Union, Upstream};
+use super::{Gateway, Ticket, finder, instructions, lsp_tool, names, view};
 use crate::desired::snapshot::Key;
 use crate::runtime::mcp::{CallError, Caller};
+use crate::support::sync::lock;
 
 /// One client (see the module doc).
 #[derive(Debug)]
 pub struct Session {
     gateway: Arc<Gateway>,
     ticket: Ticket,
+    /// What the client asked to see; an HTTP client's comes with its
+    /// `initialize` request.
+    profile: Mutex<Profile>,
 }
 
 impl Session {
-    pub fn new(gateway: &Arc<Gateway>, transport: &'static str) -> Session {
+    pub fn new(gateway: &Arc<Gateway>, transport: &'static str, profile: Profile) -> Session {
         Session {
             gateway: gateway.clone(),
-            ticket: gateway.attach(transport),
+            ticket: gateway.attach(transport, profile),
+            profile: Mutex::new(profile),
         }
+    }
+
+    fn profile(&self) -> Profile {
+        *lock(&self.profile)
+    }
+
+    /// The union as this client's names have it.
+    fn union(&self) -> Arc<Union> {
+        self.gateway.registry.union_for(self.profile().max_name_len)
     }
 }
 
@@ -111,7 +126,7 @@ impl Gateway {
 
     /// The server an unlisted exposed name points at, by its `server__`
     /// prefix (configured or removed servers only), and the rest of it.
-    fn by_prefix(&self, exposed: &str) -> Option<(String, String)> {
+    fn by_prefix(&self, exposed: &str, max_name_len: usize) -> Option<(String, String)> {
         let snap = self.store.snapshot();
         let removed = self.status.removed_names(ResourceKind::McpServer);
         snap.desired
@@ -119,7 +134,7 @@ impl Gateway {
             .keys()
             .chain(removed.iter())
             .filter_map(|server| {
-                let prefix = names::assign([(server.as_str(), "")]).remove(0);
+                let prefix = names::assign([(server.as_str(), "")], max_name_len).remove(0);
                 exposed
                     .strip_prefix(&prefix)
                     .map(|rest| (prefix.len(), server.clone(), rest.to_owned()))
@@ -128,20 +143,28 @@ impl Gateway {
             .map(|(_, server, rest)| (server, rest))
     }
 
-    /// The live upstream and original name behind `exposed`, waiting (up to
-    /// the start wait) while its server starts or restarts.
-    async fn resolve(&self, kind: Kind, exposed: &str) -> Result<(Arc<Upstream>, String), Refusal> {
+    /// The live upstream and original name behind `exposed` (a name of
+    /// at most `max_name_len` characters), waiting (up to the start wait)
+    /// while its server starts or restarts.
+    async fn resolve(
+        &self,
+        kind: Kind,
+        exposed: &str,
+        max_name_len: usize,
+    ) -> Result<(Arc<Upstream>, String), Refusal> {
         let deadline = Instant::now() + self.config.start_wait;
         let mut changes = self.registry.subscribe();
         loop {
             changes.borrow_and_update();
-            let union = self.registry.union();
+            let union = self.registry.union_for(max_name_len);
             let listed = match kind {
                 Kind::Tool => union.tool(exposed),
                 Kind::Prompt => union.prompt(exposed),
             }
             .map(|r| (r.server.clone(), r.original.clone()));
-            let Some((server, original)) = listed.clone().or_else(|| self.by_prefix(exposed))
+            let Some((server, original)) = listed
+                .clone()
+                .or_else(|| self.by_prefix(exposed, max_name_len))
             else {
                 let known: Vec<&str> = match kind {
                     Kind::Tool => union.tool_names().collect(),
@@ -162,7 +185,7 @@ impl Gateway {
                     Kind::Prompt => Definition::Prompt,
                 };
                 if listed.is_none()
-                    && let Some(why) = self.pins.refusal(pinned, &server, exposed)
+                    && let Some(why) = self.pins.refusal(pinned, &server, exposed, max_name_len)
                 {
                     return Err(Refusal::Unavailable { server, why });
                 }
@@ -329,7 +352,8 @@ impl Session {
         // One call counted once, even when it is retried on a new connection.
         let mut counted = None;
         loop {
-            let (up, original) = match gateway.resolve(Kind::Tool, exposed).await {
+            let max_name_len = self.profile().max_name_len;
+            let (up, original) = match gateway.resolve(Kind::Tool, exposed, max_name_len).await {
                 Ok(found) => found,
                 Err(Refusal::Unavailable { server, why }) => {
                     // Counted as a failed call of that server.
@@ -343,7 +367,13 @@ impl Session {
                 .unwrap_or_else(|| gateway.registry.counters(&up.server).begin());
             params.name = original.into();
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            let answer = forward(&up, request, context, caller_token.clone()).await;
+            let idle = gateway
+                .store
+                .snapshot()
+                .desired
+                .policy
+                .tool_idle_timeout(gateway.config.tool_idle_env);
+            let answer = forward(&up, request, context, caller_token.clone(), idle).await;
             let server = &up.server;
             return match answer {
                 Ok(result) => match as_call_tool_result(result) {
@@ -385,11 +415,38 @@ impl Session {
                     "server \"{server}\" did not answer within {} (the entry's \"timeout\")",
                     humantime::format_duration(t)
                 ))),
+                Err(CallError::Idle(t)) => Ok(tool_error(format!(
+                    "server \"{server}\" sent neither an answer nor progress for {} (mcp.toolIdleTimeoutMs); the call was cancelled",
+                    humantime::format_duration(t)
+                ))),
                 Err(CallError::Other(e)) => Ok(tool_error(format!(
                     "forward the call to server \"{server}\": {e}"
                 ))),
             };
         }
+    }
+}
+
+/// Steward's own paragraph of the `initialize` instructions.
+const OWN_INSTRUCTIONS: &str = "Steward offers the tools, prompts and resources of every MCP server \
+     of this workspace that is ready, named server__tool, and code intelligence as the lsp tool. \
+     The list follows the configuration files live (list_changed). With --expose search, \
+     search_tools finds a tool by describing the task and call_tool calls it. What each server \
+     tells its clients follows.";
+
+impl Session {
+    /// Call the tool listed (or found) as `exposed`: `lsp` or a server's.
+    async fn call_named(
+        &self,
+        exposed: &str,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if exposed == lsp_tool::NAME {
+            let result = lsp_tool::call(&self.gateway, request.arguments.unwrap_or_default()).await;
+            return Ok(CallToolResponse::Complete(result));
+        }
+        self.forward_tool(exposed, request, context).await
     }
 }
 
@@ -408,11 +465,11 @@ impl ServerHandler for Session {
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("steward", env!("CARGO_PKG_VERSION")))
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
-            .with_instructions(
-                "Steward offers the tools, prompts and resources of every MCP server of this \
-                 workspace that is ready, named server__tool, and code intelligence as the lsp \
-                 tool. The list follows the configuration files live (list_changed).",
-            )
+            .with_instructions(instructions::combine(
+                OWN_INSTRUCTIONS,
+                &self.union().instructions,
+                instructions::BUDGET,
+            ))
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
@@ -420,6 +477,23 @@ impl ServerHandler for Session {
         std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
             &ProtocolVersion::LATEST_WITH_INITIALIZE,
         ))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // An HTTP client's view comes in the endpoint's query string (the
+        // transport refused a malformed one before it got here).
+        if let Some(parts) = context.extensions.get::<http::request::Parts>() {
+            let profile = Profile::from_query(parts.uri.query())
+                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+            *lock(&self.profile) = profile;
+            self.ticket.set_profile(profile);
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -432,18 +506,8 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.gateway.cold_start().await;
-        let union = self.gateway.registry.union();
-        let (tools, next) = if union.lsp {
-            let mut all = union.tools.clone();
-            all.push(lsp_tool::tool());
-            page(&all, request.as_ref(), self.gateway.config.page_size)?
-        } else {
-            page(
-                &union.tools,
-                request.as_ref(),
-                self.gateway.config.page_size,
-            )?
-        };
+        let tools = view::tools(&self.union(), &self.profile());
+        let (tools, next) = page(&tools, request.as_ref(), self.gateway.config.page_size)?;
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = next;
         Ok(result)
@@ -455,11 +519,23 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let exposed = request.name.to_string();
-        if exposed == lsp_tool::NAME {
-            let result = lsp_tool::call(&self.gateway, request.arguments.unwrap_or_default()).await;
-            return Ok(CallToolResponse::Complete(result));
+        match exposed.as_str() {
+            finder::SEARCH => {
+                self.gateway.cold_start().await;
+                let result = finder::search(&self.union(), request.arguments);
+                Ok(CallToolResponse::Complete(result))
+            }
+            finder::CALL => match finder::call_args(request.arguments.clone()) {
+                Ok(call) => {
+                    let mut request = request;
+                    request.name = call.name.clone().into();
+                    request.arguments = call.arguments;
+                    self.call_named(&call.name, request, &context).await
+                }
+                Err(refused) => Ok(CallToolResponse::Complete(refused)),
+            },
+            _ => self.call_named(&exposed, request, &context).await,
         }
-        self.forward_tool(&exposed, request, &context).await
     }
 
     async fn list_prompts(
@@ -468,7 +544,7 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.gateway.cold_start().await;
-        let union = self.gateway.registry.union();
+        let union = self.union();
         let (prompts, next) = page(
             &union.prompts,
             request.as_ref(),
@@ -484,7 +560,12 @@ impl ServerHandler for Session {
         mut request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let (up, original) = match self.gateway.resolve(Kind::Prompt, &request.name).await {
+        let max_name_len = self.profile().max_name_len;
+        let (up, original) = match self
+            .gateway
+            .resolve(Kind::Prompt, &request.name, max_name_len)
+            .await
+        {
             Ok(found) => found,
             Err(Refusal::Unavailable { why, .. } | Refusal::Unknown(why)) => {
                 return Err(ErrorData::invalid_params(why, None));
@@ -493,7 +574,7 @@ impl ServerHandler for Session {
         request.name = original;
         let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(request));
         let progress = context.meta.get_progress_token();
-        match forward(&up, request, &context, progress).await {
+        match forward(&up, request, &context, progress, None).await {
             Ok(ServerResult::GetPromptResult(r)) => Ok(GetPromptResponse::Complete(r)),
             Ok(ServerResult::InputRequiredResult(r)) => Ok(GetPromptResponse::InputRequired(r)),
             Ok(_) => Err(unexpected(&up.server, "prompts/get")),
@@ -507,7 +588,7 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         self.gateway.cold_start().await;
-        let union = self.gateway.registry.union();
+        let union = self.union();
         let (resources, next) = page(
             &union.resources,
             request.as_ref(),
@@ -524,7 +605,7 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         self.gateway.cold_start().await;
-        let union = self.gateway.registry.union();
+        let union = self.union();
         let (templates, next) = page(
             &union.templates,
             request.as_ref(),
@@ -540,10 +621,22 @@ impl ServerHandler for Session {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        if let Some(server) = instructions::server_of(&request.uri) {
+            let union = self.union();
+            let Some((_, text)) = union.instructions.iter().find(|(s, _)| s == server) else {
+                return Err(ErrorData::resource_not_found(
+                    format!("server \"{server}\" is not Ready or gave no instructions"),
+                    None,
+                ));
+            };
+            return Ok(ReadResourceResponse::Complete(ReadResourceResult::new(
+                vec![ResourceContents::text(text.clone(), request.uri.clone())],
+            )));
+        }
         let up = self.gateway.resource_upstream(&request.uri)?;
         let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request));
         let progress = context.meta.get_progress_token();
-        match forward(&up, request, &context, progress).await {
+        match forward(&up, request, &context, progress, None).await {
             Ok(ServerResult::ReadResourceResult(r)) => Ok(ReadResourceResponse::Complete(r)),
             Ok(ServerResult::InputRequiredResult(r)) => Ok(ReadResourceResponse::InputRequired(r)),
             Ok(_) => Err(unexpected(&up.server, "resources/read")),
@@ -556,7 +649,7 @@ impl ServerHandler for Session {
         mut request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let union = self.gateway.registry.union();
+        let union = self.union();
         let server = match &mut request.r#ref {
             Reference::Prompt(p) => match union.prompt(&p.name) {
                 Some(route) => {
@@ -572,7 +665,7 @@ impl ServerHandler for Session {
             return Ok(CompleteResult::default());
         };
         let request = ClientRequest::CompleteRequest(CompleteRequest::new(request));
-        match forward(&up, request, &context, None).await {
+        match forward(&up, request, &context, None, None).await {
             Ok(ServerResult::CompleteResult(r)) => Ok(r),
             Ok(_) => Ok(CompleteResult::default()),
             Err(e) => Err(call_error(&up.server, e)),
@@ -599,6 +692,7 @@ impl ServerHandler for Session {
                         caller,
                         None,
                         std::time::Duration::from_secs(10),
+                        None,
                         &ct,
                     )
                     .await;
@@ -616,12 +710,13 @@ async fn forward(
     request: ClientRequest,
     context: &RequestContext<RoleServer>,
     progress: Option<rmcp::model::ProgressToken>,
+    idle: Option<std::time::Duration>,
 ) -> Result<ServerResult, CallError> {
     let caller = Arc::new(ClientCaller {
         peer: context.peer.clone(),
     });
     up.handle
-        .call(request, caller, progress, up.timeout, &context.ct)
+        .call(request, caller, progress, up.timeout, idle, &context.ct)
         .await
 }
 

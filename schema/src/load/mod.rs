@@ -179,6 +179,7 @@ pub struct SettingsContent {
     pub mcp_allowed: Option<Vec<String>>,
     pub mcp_excluded: Option<Vec<String>>,
     pub mcp_server_command: Option<String>,
+    pub mcp_tool_idle_timeout_ms: Option<u64>,
     pub folder_trust_enabled: Option<bool>,
     pub lsp_require_trusted_workspace: Option<bool>,
     pub lsp_allowed: Option<Vec<String>>,

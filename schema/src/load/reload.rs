@@ -124,13 +124,7 @@ pub fn reload_edited_entry(
                 settings_scope(previous.kind),
                 cx,
             )?,
-            mcp_allowed: settings.mcp_allowed.clone(),
-            mcp_excluded: settings.mcp_excluded.clone(),
-            mcp_server_command: settings.mcp_server_command.clone(),
-            folder_trust_enabled: settings.folder_trust_enabled,
-            lsp_require_trusted_workspace: settings.lsp_require_trusted_workspace,
-            lsp_allowed: settings.lsp_allowed.clone(),
-            lsp_excluded: settings.lsp_excluded.clone(),
+            ..SettingsContent::clone(settings)
         }),
         Content::McpServers(servers) => Content::McpServers(rebuild_mcp_entry(
             servers,

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::document::{SETTINGS, checked_value, load_document, take_object, typed};
 use super::mcp::build_mcp_map;
 use super::{Content, FileText, LoadContext, ParsedSource, SettingsContent};
+use crate::desired::{TOOL_IDLE_TIMEOUT_MS, clamp_tool_idle_timeout_ms};
 use crate::diagnostic::{Diagnostic, pointer_join};
 use crate::formats::SettingsFile;
 use crate::resource::{Scope, SourceKind};
@@ -35,11 +36,28 @@ pub fn load_settings(
         let mcp_servers = build_mcp_map(servers, "/mcpServers", doc, path, scope, None, cx, diags);
         let mcp = file.mcp.unwrap_or_default();
         let lsp = file.lsp.unwrap_or_default();
+        if let Some(ms) = mcp.tool_idle_timeout_ms
+            && !TOOL_IDLE_TIMEOUT_MS.contains(&ms)
+        {
+            let pointer = "/mcp/toolIdleTimeoutMs";
+            diags.warnings.push(Diagnostic::new(
+                path,
+                doc.key_position(pointer),
+                pointer.to_owned(),
+                format!(
+                    "{ms} is outside {}..={}: {} is used",
+                    TOOL_IDLE_TIMEOUT_MS.start(),
+                    TOOL_IDLE_TIMEOUT_MS.end(),
+                    clamp_tool_idle_timeout_ms(ms)
+                ),
+            ));
+        }
         Some(Content::Settings(SettingsContent {
             mcp_servers,
             mcp_allowed: mcp.allowed,
             mcp_excluded: mcp.excluded,
             mcp_server_command: mcp.server_command,
+            mcp_tool_idle_timeout_ms: mcp.tool_idle_timeout_ms.map(clamp_tool_idle_timeout_ms),
             folder_trust_enabled: file
                 .security
                 .and_then(|s| s.folder_trust)

@@ -49,11 +49,17 @@ fn quiet() -> Agent {
 }
 
 async fn stdio_client(ctx: &Ctx, env: &Env, agent: Agent) -> Result<Client> {
+    stdio_client_with(ctx, env, agent, &[]).await
+}
+
+/// `steward mcp ARGS` as a child, the way an agent runs it.
+async fn stdio_client_with(ctx: &Ctx, env: &Env, agent: Agent, args: &[&str]) -> Result<Client> {
     let vars = env.quiet_vars();
     let mut cmd = tokio::process::Command::new(&ctx.steward);
     cmd.arg("--workspace")
         .arg(&env.ws)
         .arg("mcp")
+        .args(args)
         .env_clear()
         .envs(base_env())
         .envs(vars);
@@ -378,4 +384,103 @@ pub(super) fn gateway(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Value
         );
     }
     Ok((Value::Object(out), targets))
+}
+
+/// Words the search scenario's tool names and queries are made of.
+const WORDS: [&str; 24] = [
+    "create",
+    "issue",
+    "list",
+    "pull",
+    "request",
+    "read",
+    "file",
+    "write",
+    "query",
+    "table",
+    "send",
+    "message",
+    "search",
+    "web",
+    "fetch",
+    "page",
+    "commit",
+    "branch",
+    "event",
+    "calendar",
+    "image",
+    "resize",
+    "translate",
+    "weather",
+];
+
+/// Scenario `search`: `search_tools` through `steward mcp --expose search`
+/// (stdio, end to end) over 10 fakes of 100 tools each (1000 tools; quick:
+/// 10 x 20), names made of [`WORDS`]. The first search builds the index.
+pub(super) fn search(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Value>)> {
+    let quick = ctx.opts.quick;
+    let (servers, per) = if quick { (10, 20) } else { (10, 100) };
+    let (warm, calls) = if quick { (20, 200) } else { (100, 2000) };
+    let w = |i: usize| WORDS[i % WORDS.len()];
+    let base = FakeMcpConfig {
+        tools: (0..per)
+            .map(|i| format!("{}_{}_{i}", w(i), w(i / WORDS.len() + 7)))
+            .collect(),
+        ..FakeMcpConfig::default()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let r = start_steward_with(ctx, servers, true, &base, &[])?;
+    let env = &r.sb.env;
+    progress(format!(
+        "search: {calls} searches over {} tools",
+        servers * per
+    ));
+    let (first, lat, listed) = rt.block_on(async {
+        let client = stdio_client_with(ctx, env, quiet(), &["--expose", "search"]).await?;
+        let listed = client.peer().list_all_tools().await?.len();
+        let query = |i: usize| {
+            let mut args = serde_json::Map::new();
+            args.insert(
+                "query".into(),
+                json!(format!("{} the {} {}", w(i), w(i + 5), w(i + 11))),
+            );
+            CallToolRequestParams::new("search_tools").with_arguments(args)
+        };
+        let t = Instant::now();
+        let r = client.peer().call_tool(query(0)).await?;
+        let first = ms(t.elapsed());
+        if r.is_error == Some(true) {
+            bail!("search_tools answered an error: {:?}", r.content);
+        }
+        for i in 0..warm {
+            client.peer().call_tool(query(i)).await?;
+        }
+        let mut lat = Vec::with_capacity(calls);
+        for i in 0..calls {
+            let t = Instant::now();
+            client.peer().call_tool(query(i)).await?;
+            lat.push(ms(t.elapsed()));
+        }
+        client.cancel().await?;
+        Ok::<_, anyhow::Error>((first, lat, listed))
+    })?;
+    drop(r);
+    let p50 = summarize(&lat).p50;
+    let mut targets = serde_json::Map::new();
+    targets.insert(
+        "searchToolsP50MsAt1000Tools".into(),
+        target(json!(r3(p50)), "<= 1", (!quick).then_some(p50 <= 1.0)),
+    );
+    Ok((
+        json!({
+            "tools": servers * per,
+            "listedBySearchClient": listed,
+            "firstSearchMs": r3(first),
+            "searchTools": lat_json(&lat),
+        }),
+        targets,
+    ))
 }

@@ -362,6 +362,16 @@ pub fn bench(opts: Opts) -> Result<()> {
         };
     }
 
+    if on("search") {
+        out["search"] = match run_scenario("search", || gateway::search(&ctx)) {
+            Ok((json, t)) => {
+                more_targets.extend(t);
+                json
+            }
+            Err(e) => e,
+        };
+    }
+
     // Ratios steward / mcp-hub, at the same N.
     if let Some(Ok(h)) = &hub {
         let mut ratios = serde_json::Map::new();

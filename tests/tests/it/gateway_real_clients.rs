@@ -306,10 +306,26 @@ fn pass_through_with_server_everything_is_what_the_server_itself_answers() {
     );
     assert_eq!(progress.len(), 3, "{progress:?}");
 
-    // Resources and templates: listed alike, read by URI through the gateway.
-    for op in ["list_resources", "list_resource_templates"] {
-        assert_eq!(gateway.list(op), direct.list(op), "{op}");
-    }
+    // Resources and templates: listed alike, read by URI through the gateway,
+    // plus the resource that holds the server's instructions whole.
+    let (steward, listed): (Vec<Value>, Vec<Value>) = gateway
+        .list("list_resources")
+        .into_iter()
+        .partition(|r| r["uri"].as_str().unwrap().starts_with("steward://"));
+    assert_eq!(listed, direct.list("list_resources"), "list_resources");
+    let uris: Vec<&str> = steward.iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    assert_eq!(uris, ["steward://instructions/everything"]);
+    let read = gateway.run(json!({"op": "read_resource", "uri": uris[0]}));
+    let whole = read["contents"][0]["text"].as_str().unwrap().to_owned();
+    assert!(
+        whole.len() > 100,
+        "server-everything's instructions: {whole}"
+    );
+    assert_eq!(
+        gateway.list("list_resource_templates"),
+        direct.list("list_resource_templates"),
+        "list_resource_templates"
+    );
     let templates = gateway.list("list_resource_templates");
     assert!(templates.len() >= 2, "{templates:?}");
     for uri in [
@@ -662,5 +678,72 @@ fn server_sampling_and_elicitation_reach_the_calling_agent_over_stdio_and_http()
             assert!(text_of(&result).contains(&wanted), "{result}");
             agent.close();
         }
+    }
+}
+
+/// The names `search_tools` returned for `query`, best first.
+fn found(client: &mut PyClient, query: &str) -> Vec<String> {
+    let (result, _) = client.call("search_tools", json!({ "query": query }));
+    let text = text_of(&result);
+    let body: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{result}"));
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn python_and_typescript_clients_search_and_call_tools_and_reach_a_server_added_later() {
+    let env = Env::new();
+    env.user_mcp_servers(&[("everything", everything())]);
+    let c = env.start(&[]);
+    c.wait_for("everything Ready", |s| ready(s, "everything"));
+    let mut argv = steward_mcp_argv(&env);
+    argv.extend(["--expose".to_owned(), "search".to_owned()]);
+    let mut clients = [
+        PyClient::stdio(&env, &argv),
+        PyClient::typescript(&env, &argv),
+    ];
+    for client in &mut clients {
+        let mut names = client.tool_names();
+        names.sort();
+        assert_eq!(names, ["call_tool", "search_tools"]);
+        let hits = found(client, "add two numbers together");
+        assert_eq!(
+            hits.first().map(String::as_str),
+            Some("everything__get-sum"),
+            "{hits:?}"
+        );
+        let (result, _) = client.call(
+            "call_tool",
+            json!({"name": "everything__get-sum", "arguments": {"a": 2, "b": 3}}),
+        );
+        assert!(text_of(&result).contains('5'), "{result}");
+    }
+
+    // A server added after both connected: found and called, no re-list.
+    let time = common::peer("mcp-server-time", "venv/bin/mcp-server-time");
+    env.user_mcp_servers(&[
+        ("everything", everything()),
+        ("time", json!({"command": time.to_string_lossy()})),
+    ]);
+    c.wait_for("time Ready", |s| ready(s, "time"));
+    for client in &mut clients {
+        let hits = found(client, "what time is it now in another timezone");
+        assert_eq!(
+            hits.first().map(String::as_str),
+            Some("time__get_current_time"),
+            "{hits:?}"
+        );
+        let (result, _) = client.call(
+            "call_tool",
+            json!({"name": "time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}),
+        );
+        assert!(text_of(&result).contains("Asia/Tokyo"), "{result}");
+    }
+    for client in clients {
+        client.close();
     }
 }

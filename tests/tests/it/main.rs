@@ -27,6 +27,7 @@ mod demo_walkthrough;
 mod gateway;
 mod gateway_http;
 mod gateway_real_clients;
+mod gateway_views;
 mod honest_status;
 mod kubectl;
 mod lsp_controller;

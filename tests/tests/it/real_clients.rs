@@ -27,6 +27,21 @@ fn driver_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/mcp_client.py")
 }
 
+/// Node.js, from the test's PATH (the machine's, as npm installed the
+/// peers with it).
+fn node() -> PathBuf {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("node"))
+        .find(|path| path.is_file())
+        .expect("node is on PATH (the peers are Node packages)")
+}
+
+fn ts_driver_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/ts_client.mjs")
+}
+
 /// The `server-everything` entry (stdio).
 pub fn everything() -> Value {
     let bin = peer(
@@ -83,21 +98,39 @@ impl PyClient {
         Self::spawn(env, &args)
     }
 
+    /// A session of the TypeScript SDK's client (`tests/clients/ts_client.mjs`,
+    /// the same line protocol: `list_tools`, `call_tool`, `session`) over
+    /// stdio with the server `argv`.
+    pub fn typescript(env: &Env, argv: &[String]) -> PyClient {
+        // The SDK a pinned peer brings; a missing one fails here.
+        peer(
+            "@modelcontextprotocol/sdk",
+            "node_modules/@modelcontextprotocol/sdk/package.json",
+        );
+        let mut command = Command::new(node());
+        command.arg(ts_driver_script()).arg("stdio").args(argv);
+        Self::spawn_command(env, command, "tsclient")
+    }
+
     fn spawn(env: &Env, args: &[String]) -> PyClient {
-        let stderr = env.root.path().join(format!("pyclient-{}.stderr", nanos()));
-        let mut child = Command::new(python())
-            // -B: never write bytecode next to the script (outside the temp dirs).
-            .arg("-B")
-            .arg(driver_script())
-            .args(args)
+        let mut command = Command::new(python());
+        // -B: never write bytecode next to the script (outside the temp dirs).
+        command.arg("-B").arg(driver_script()).args(args);
+        Self::spawn_command(env, command, "pyclient")
+    }
+
+    fn spawn_command(env: &Env, mut command: Command, name: &str) -> PyClient {
+        let stderr = env.root.path().join(format!("{name}-{}.stderr", nanos()));
+        let mut child = command
             .current_dir(&env.ws)
             .env_clear()
             .envs(env.steward_env())
+            .env("STEWARD_PEERS_DIR", crate::common::peers_dir())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
-            .expect("spawn the Python MCP client");
+            .unwrap_or_else(|e| panic!("spawn the {name} MCP client: {e}"));
         let stdin = child.stdin.take();
         let out = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();

@@ -494,6 +494,7 @@ async fn a_server_with_a_call_in_flight_is_not_pinged() {
             Arc::new(NoCaller),
             None,
             SOON,
+            None,
             &CancellationToken::new(),
         )
         .await;

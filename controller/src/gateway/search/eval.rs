@@ -60,6 +60,7 @@ fn load_catalog() -> Catalog {
         entries
             .iter()
             .map(|e| (e.server.as_str(), e.tool.name.as_ref())),
+        names::MAX_LEN,
     );
     Catalog { entries, exposed }
 }

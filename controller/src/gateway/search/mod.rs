@@ -26,15 +26,6 @@
 //!
 //! - [`words`]: text to search terms.
 
-// Delete once the session's `search_tools` calls the index.
-#![cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "only the tests use the index until search_tools does"
-    )
-)]
-
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::fmt;

@@ -61,6 +61,9 @@ pub type Broadcast = Arc<dyn Fn(ServerNotification) + Send + Sync>;
 pub enum CallError {
     #[error("no answer within {}", humantime::format_duration(*.0))]
     Timeout(Duration),
+    /// Neither an answer nor progress for this long (the idle timeout).
+    #[error("no answer and no progress for {}", humantime::format_duration(*.0))]
+    Idle(Duration),
     #[error("the request was cancelled")]
     Cancelled,
     /// The session ended before the answer came.
@@ -87,6 +90,9 @@ struct InFlight {
     /// and those handled (relayed, or dropped when no progress was asked).
     progress_read: u64,
     progress_handled: u64,
+    /// When the last progress notification for it was read (ms since
+    /// [`clock_base`]; the start of the call before any).
+    last_progress: u64,
 }
 
 /// Routes of one connection (see the module doc).
@@ -206,7 +212,15 @@ impl Relay {
             .find(|c| c.progress.as_ref() == Some(token))
         {
             call.progress_read += 1;
+            call.last_progress = millis(tokio::time::Instant::now());
         }
+    }
+
+    /// When call `id` last showed a sign of life (progress, or its start).
+    fn last_progress(&self, id: u64) -> Option<tokio::time::Instant> {
+        self.calls()
+            .get(&id)
+            .map(|c| clock_base() + Duration::from_millis(c.last_progress))
     }
 
     /// Wait (bounded) until every progress notification read for call `id`
@@ -294,7 +308,16 @@ impl McpHandle {
         &self.relay
     }
 
-    /// Forward `request` and wait for the answer, bounded by `timeout`;
+    /// The `instructions` the server gave in its `initialize` answer.
+    pub fn instructions(&self) -> Option<String> {
+        self.peer
+            .peer_info()
+            .and_then(|info| info.instructions.clone())
+            .filter(|text| !text.trim().is_empty())
+    }
+
+    /// Forward `request` and wait for the answer, bounded by `timeout` and,
+    /// when given, by `idle` without an answer or a progress notification;
     /// `cancel` sends `notifications/cancelled` upstream and returns at once.
     /// `caller_token` is the progress token the caller asked for (progress
     /// is relayed only then).
@@ -304,8 +327,10 @@ impl McpHandle {
         caller: Arc<dyn Caller>,
         caller_token: Option<ProgressToken>,
         timeout: Duration,
+        idle: Option<Duration>,
         cancel: &CancellationToken,
     ) -> Result<ServerResult, CallError> {
+        let started = tokio::time::Instant::now();
         // Known before the request leaves: a server may ask its sampling
         // question before this task runs again after the send.
         let id = self.relay.begin(InFlight {
@@ -314,6 +339,7 @@ impl McpHandle {
             caller,
             progress_read: 0,
             progress_handled: 0,
+            last_progress: millis(started),
         });
         let _end = EndGuard {
             relay: &self.relay,
@@ -345,23 +371,44 @@ impl McpHandle {
                     .await;
             });
         };
-        tokio::select! {
-            answer = handle.rx => match answer {
-                Ok(Ok(result)) => {
-                    self.relay.heard();
-                    self.relay.progress_relayed(id).await;
-                    Ok(result)
+        let deadline = started + timeout;
+        // The idle timer is re-armed from the last progress each time it
+        // fires; it never outlives the whole deadline.
+        let idle_at = |from: tokio::time::Instant| match idle {
+            Some(idle) => (from + idle).min(deadline),
+            None => deadline,
+        };
+        let mut wake = idle_at(started);
+        let mut rx = handle.rx;
+        loop {
+            tokio::select! {
+                answer = &mut rx => return match answer {
+                    Ok(Ok(result)) => {
+                        self.relay.heard();
+                        self.relay.progress_relayed(id).await;
+                        Ok(result)
+                    }
+                    Ok(Err(e)) => Err(service_error(e, timeout)),
+                    Err(_) => Err(CallError::Closed),
+                },
+                () = tokio::time::sleep_until(wake) => {
+                    let now = tokio::time::Instant::now();
+                    if now >= deadline {
+                        cancel_upstream("timed out");
+                        return Err(CallError::Timeout(timeout));
+                    }
+                    let next = idle_at(self.relay.last_progress(id).unwrap_or(started));
+                    if next > now {
+                        wake = next;
+                        continue;
+                    }
+                    cancel_upstream("no answer and no progress within the idle timeout");
+                    return Err(CallError::Idle(idle.unwrap_or(timeout)));
                 }
-                Ok(Err(e)) => Err(service_error(e, timeout)),
-                Err(_) => Err(CallError::Closed),
-            },
-            () = tokio::time::sleep(timeout) => {
-                cancel_upstream("timed out");
-                Err(CallError::Timeout(timeout))
-            }
-            () = cancel.cancelled() => {
-                cancel_upstream("cancelled by the client");
-                Err(CallError::Cancelled)
+                () = cancel.cancelled() => {
+                    cancel_upstream("cancelled by the client");
+                    return Err(CallError::Cancelled);
+                }
             }
         }
     }

@@ -175,14 +175,18 @@ impl Server {
                 let version = requested
                     .filter(|v| SUPPORTED_PROTOCOL_VERSIONS.contains(v))
                     .unwrap_or(SUPPORTED_PROTOCOL_VERSIONS[0]);
-                Ok(json!({
+                let mut answer = json!({
                     "protocolVersion": version,
                     "capabilities": {
                         "tools": { "listChanged": true },
                         "prompts": { "listChanged": true },
                     },
                     "serverInfo": { "name": config.name, "version": config.version },
-                }))
+                });
+                if let Some(instructions) = &config.instructions {
+                    answer["instructions"] = json!(instructions);
+                }
+                Ok(answer)
             }
             "ping" => {
                 if config.ping_delay_ms > 0 {

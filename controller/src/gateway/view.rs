@@ -1,0 +1,40 @@
+//! What one client lists: the union seen through its [`Profile`].
+//!
+//! `direct` lists every tool of the union; `search` lists only the finder's
+//! `search_tools` and `call_tool` ([`super::finder`]); both list both. The
+//! `lsp` tool is listed in every mode while a language server is Ready.
+//! The fingerprints say when that list changed for this client, so a
+//! `search`-only client is not told about tools it does not list.
+
+use rmcp::model::Tool;
+
+use super::profile::Profile;
+use super::registry::Union;
+use super::{finder, lsp_tool};
+
+/// The tools `profile` lists from `union`, in order.
+pub fn tools(union: &Union, profile: &Profile) -> Vec<Tool> {
+    let mut tools = Vec::new();
+    if profile.expose.direct {
+        tools.extend(union.tools.iter().cloned());
+    }
+    if profile.expose.search {
+        tools.extend(finder::tools());
+    }
+    if union.lsp {
+        tools.push(lsp_tool::tool());
+    }
+    tools
+}
+
+/// Change detection of what `profile` lists: tools, prompts, resources.
+pub fn fingerprints(union: &Union, profile: &Profile) -> [u64; 3] {
+    let [tools, prompts, resources] = union.fingerprints;
+    let tools = if profile.expose.direct {
+        tools
+    } else {
+        // Only the finder's tools (fixed) and `lsp` are listed.
+        u64::from(union.lsp)
+    };
+    [tools, prompts, resources]
+}
