@@ -85,9 +85,12 @@
 //!   the way in, [`gateway::pins`] judges each catalog against the definitions
 //!   pinned for its `configHash` (trust on first use) and holds back the
 //!   changed ones, which `steward approve NAME --tools` re-pins. Every
-//!   client session reads the registry's union (`server__tool` names),
-//!   forwards calls through [`runtime::mcp::relay`], and learns of changes from
-//!   the registry's version, coalesced into `list_changed`. A call to a
+//!   client session reads the registry's union (`server__tool` names, at
+//!   most its `--max-name-len` long) through its own view
+//!   ([`gateway::profile`]: every tool, or only `search_tools` /
+//!   `call_tool` over [`gateway::search`]), forwards calls through
+//!   [`runtime::mcp::relay`], and learns of changes from the registry's
+//!   version, coalesced into `list_changed` when what *it* lists differs. A call to a
 //!   server that is not live is answered from the status store: why, and what
 //!   to do. The gateway never enqueues work, and reconcile never waits on a
 //!   client.
