@@ -35,6 +35,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{ServerNotification, Tool};
+use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 use steward_schema::resource::{
     GatewaySession, GatewayStatus, Item, McpServerSpec, WorkspaceStatus,
@@ -109,7 +110,11 @@ impl Default for GatewayConfig {
 struct ClientEntry {
     transport: &'static str,
     profile: Profile,
+    /// A client of the initialize lifecycle, once initialized.
     peer: Option<Peer<RoleServer>>,
+    /// A client of the 2026-07-28 lifecycle: its open `subscriptions/listen`
+    /// requests, by request id (list changes go there, not to a session).
+    listeners: Vec<SubscriptionSink>,
     /// The union's fingerprints (tools, prompts, resources) when this
     /// client attached or was last notified: a list changed notification
     /// goes to it only when the union differs (an agent that attached just
@@ -224,6 +229,7 @@ impl Gateway {
                     transport,
                     profile,
                     peer: None,
+                    listeners: Vec::new(),
                     seen,
                 },
             );
@@ -410,12 +416,21 @@ impl Gateway {
             // Per client: what differs from what it last saw.
             let mut due = Vec::new();
             for client in self.lock_clients().by_id.values_mut() {
-                let Some(peer) = &client.peer else { continue };
+                let notifiers: Vec<Notifier> = client
+                    .peer
+                    .iter()
+                    .cloned()
+                    .map(Notifier::Session)
+                    .chain(client.listeners.iter().cloned().map(Notifier::Listen))
+                    .collect();
+                if notifiers.is_empty() {
+                    continue;
+                }
                 let now = self.fingerprints(&client.profile);
                 let kinds = [0, 1, 2].map(|i| now[i] != client.seen[i]);
                 if kinds.iter().any(|k| *k) {
                     client.seen = now;
-                    due.push((peer.clone(), kinds));
+                    due.extend(notifiers.into_iter().map(|n| (n, kinds)));
                 }
             }
             if now != announced {
@@ -427,18 +442,60 @@ impl Gateway {
                 continue;
             }
             tracing::info!(clients = due.len(), "list changed");
-            for (peer, kinds) in due {
-                tokio::spawn(async move {
-                    if kinds[0] {
-                        let _ = peer.notify_tool_list_changed().await;
+            for (notifier, kinds) in due {
+                tokio::spawn(notifier.list_changed(kinds));
+            }
+        }
+    }
+}
+
+/// Where a client hears of list changes.
+enum Notifier {
+    /// Its session (the initialize lifecycle).
+    Session(Peer<RoleServer>),
+    /// One of its `subscriptions/listen` requests (2026-07-28).
+    Listen(SubscriptionSink),
+}
+
+impl Notifier {
+    /// Send the `list_changed` notifications of the kinds (tools, prompts,
+    /// resources) that changed.
+    async fn list_changed(self, kinds: [bool; 3]) {
+        match self {
+            Notifier::Session(peer) => {
+                if kinds[0] {
+                    let _ = peer.notify_tool_list_changed().await;
+                }
+                if kinds[1] {
+                    let _ = peer.notify_prompt_list_changed().await;
+                }
+                if kinds[2] {
+                    let _ = peer.notify_resource_list_changed().await;
+                }
+            }
+            Notifier::Listen(sink) => {
+                use rmcp::model::{
+                    PromptListChangedNotification, ResourceListChangedNotification,
+                    ToolListChangedNotification,
+                };
+                let all = [
+                    ServerNotification::ToolListChangedNotification(
+                        ToolListChangedNotification::default(),
+                    ),
+                    ServerNotification::PromptListChangedNotification(
+                        PromptListChangedNotification::default(),
+                    ),
+                    ServerNotification::ResourceListChangedNotification(
+                        ResourceListChangedNotification::default(),
+                    ),
+                ];
+                for (changed, notification) in kinds.into_iter().zip(all) {
+                    // A kind the client did not subscribe to is refused
+                    // by the sink: nothing to do.
+                    if changed {
+                        let _ = sink.send(notification).await;
                     }
-                    if kinds[1] {
-                        let _ = peer.notify_prompt_list_changed().await;
-                    }
-                    if kinds[2] {
-                        let _ = peer.notify_resource_list_changed().await;
-                    }
-                });
+                }
             }
         }
     }
@@ -458,6 +515,26 @@ impl Ticket {
         if let Some(entry) = clients.by_id.get_mut(&self.id) {
             entry.seen = self.gateway.fingerprints(&entry.profile);
             entry.peer = Some(peer);
+        }
+    }
+
+    /// A `subscriptions/listen` request of this client opened: list changes
+    /// go to it until [`Self::unlisten`].
+    pub fn listen(&self, sink: SubscriptionSink) {
+        let mut clients = self.gateway.lock_clients();
+        if let Some(entry) = clients.by_id.get_mut(&self.id) {
+            if entry.peer.is_none() && entry.listeners.is_empty() {
+                // What it lists from now on is what it is told about.
+                entry.seen = self.gateway.fingerprints(&entry.profile);
+            }
+            entry.listeners.push(sink);
+        }
+    }
+
+    /// The `subscriptions/listen` request `id` ended.
+    pub fn unlisten(&self, id: &rmcp::model::RequestId) {
+        if let Some(entry) = self.gateway.lock_clients().by_id.get_mut(&self.id) {
+            entry.listeners.retain(|sink| sink.id() != id);
         }
     }
 

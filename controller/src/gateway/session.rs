@@ -27,7 +27,8 @@ use rmcp::model::{
     ReadResourceResult, Reference, ResourceContents, ServerCapabilities, ServerConfig,
     ServerRequest, ServerResult, SetLevelRequest, SetLevelRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::model::{GetPromptResult, ResultType, SubscriptionFilter};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler};
 use steward_schema::resource::{Phase, ResourceKind};
 use tokio::time::Instant;
@@ -329,14 +330,43 @@ impl Caller for ClientCaller {
 /// answering `{}`), read as one.
 fn as_call_tool_result(result: ServerResult) -> Option<CallToolResponse> {
     match result {
-        ServerResult::CallToolResult(r) => Some(CallToolResponse::Complete(r)),
+        ServerResult::CallToolResult(r) => Some(CallToolResponse::Complete(complete(r))),
         ServerResult::CreateTaskResult(t) => Some(CallToolResponse::Task(t)),
         ServerResult::InputRequiredResult(r) => Some(CallToolResponse::InputRequired(r)),
         other => serde_json::to_value(&other)
             .ok()
             .and_then(|v| serde_json::from_value::<CallToolResult>(v).ok())
-            .map(CallToolResponse::Complete),
+            .map(|r| CallToolResponse::Complete(complete(r))),
     }
+}
+
+/// A final result as a 2026-07-28 client needs it: an upstream server of an
+/// older version sends no `resultType`, which that version requires (rmcp
+/// leaves it out again for clients of older versions).
+trait Final {
+    fn result_type(&mut self) -> &mut Option<ResultType>;
+}
+
+macro_rules! final_result {
+    ($($t:ty),*) => {$(
+        impl Final for $t {
+            fn result_type(&mut self) -> &mut Option<ResultType> {
+                &mut self.result_type
+            }
+        }
+    )*};
+}
+
+final_result!(
+    CallToolResult,
+    GetPromptResult,
+    ReadResourceResult,
+    CompleteResult
+);
+
+fn complete<T: Final>(mut result: T) -> T {
+    result.result_type().get_or_insert(ResultType::COMPLETE);
+    result
 }
 
 impl Session {
@@ -473,10 +503,34 @@ impl ServerHandler for Session {
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
-        // Sessions with `initialize`: notifications reach each client.
-        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
+        // Every version up to 2026-07-28: its clients skip `initialize`
+        // (each request says who they are) and hear of list changes on a
+        // `subscriptions/listen` request instead of on the session.
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::LATEST))
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // The three list changes; resources/updated of upstream servers is
+        // not relayed (nor is resources/subscribe on older versions).
+        let _ = requested;
+        Some(
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .prompts_list_changed()
+                .resources_list_changed()
+                .build(),
+        )
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let id = context.sink().id().clone();
+        self.ticket.listen(context.sink().clone());
+        context.cancelled().await;
+        self.ticket.unlisten(&id);
+        Ok(())
     }
 
     async fn initialize(
@@ -575,7 +629,7 @@ impl ServerHandler for Session {
         let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(request));
         let progress = context.meta.get_progress_token();
         match forward(&up, request, &context, progress, None).await {
-            Ok(ServerResult::GetPromptResult(r)) => Ok(GetPromptResponse::Complete(r)),
+            Ok(ServerResult::GetPromptResult(r)) => Ok(GetPromptResponse::Complete(complete(r))),
             Ok(ServerResult::InputRequiredResult(r)) => Ok(GetPromptResponse::InputRequired(r)),
             Ok(_) => Err(unexpected(&up.server, "prompts/get")),
             Err(e) => Err(call_error(&up.server, e)),
@@ -637,7 +691,9 @@ impl ServerHandler for Session {
         let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request));
         let progress = context.meta.get_progress_token();
         match forward(&up, request, &context, progress, None).await {
-            Ok(ServerResult::ReadResourceResult(r)) => Ok(ReadResourceResponse::Complete(r)),
+            Ok(ServerResult::ReadResourceResult(r)) => {
+                Ok(ReadResourceResponse::Complete(complete(r)))
+            }
             Ok(ServerResult::InputRequiredResult(r)) => Ok(ReadResourceResponse::InputRequired(r)),
             Ok(_) => Err(unexpected(&up.server, "resources/read")),
             Err(e) => Err(call_error(&up.server, e)),
@@ -666,7 +722,7 @@ impl ServerHandler for Session {
         };
         let request = ClientRequest::CompleteRequest(CompleteRequest::new(request));
         match forward(&up, request, &context, None, None).await {
-            Ok(ServerResult::CompleteResult(r)) => Ok(r),
+            Ok(ServerResult::CompleteResult(r)) => Ok(complete(r)),
             Ok(_) => Ok(CompleteResult::default()),
             Err(e) => Err(call_error(&up.server, e)),
         }
