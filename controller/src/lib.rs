@@ -29,7 +29,8 @@
 //!   vanishing. Each change publishes a new immutable
 //!   [`desired::snapshot::Snapshot`] (desired servers, admission, generations).
 //! - **Level-triggered.** Events — a settled file change ([`engine::watch`], its debounce a pure state machine), a server
-//!   exiting or announcing new tools, `steward reload|stop|start`, the
+//!   exiting or offering other tools (the runtime re-lists it after its `list_changed`,
+//!   coalesced by another pure state machine), `steward reload|stop|start`, the
 //!   periodic resync — only say *which keys to look at*. The snapshot diff
 //!   enqueues exactly the keys whose spec or admission changed; a formatting
 //!   edit changes no key and so touches nothing.

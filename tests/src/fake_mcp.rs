@@ -111,6 +111,8 @@ pub struct FakeMcpConfig {
     pub definitions_file: Option<PathBuf>,
     /// `instructions` in the `initialize` answer.
     pub instructions: Option<String>,
+    /// A storm of `notifications/tools/list_changed` (see [`ListChangedStorm`]).
+    pub list_changed_storm: Option<ListChangedStorm>,
 }
 
 impl Default for FakeMcpConfig {
@@ -145,6 +147,7 @@ impl Default for FakeMcpConfig {
             token_endpoint: None,
             definitions_file: None,
             instructions: None,
+            list_changed_storm: None,
         }
     }
 }
@@ -177,6 +180,26 @@ impl Definitions {
             Err(e) => Err(format!("cannot read {}: {e}", path.display())),
         }
     }
+}
+
+/// `notifications/tools/list_changed` sent [`Self::per_second`] times a
+/// second for [`Self::duration_ms`], beginning [`Self::after_ms`] after
+/// `notifications/initialized`: a server that announces changes far faster
+/// than anyone should re-list it. The list stays the same during the storm;
+/// with [`Self::tools_at_end`] it then changes and one last notification
+/// says so. Recorded as `storm` events: `{"phase": "begin"}`, then
+/// `{"phase": "end", "sent": N}` once the last notification is sent (N
+/// counts it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListChangedStorm {
+    pub per_second: u64,
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub after_ms: u64,
+    /// Tools offered once the storm is over.
+    #[serde(default)]
+    pub tools_at_end: Option<Vec<String>>,
 }
 
 /// How the grandchild relates to the server's process group.
@@ -253,7 +276,8 @@ pub struct TokenEndpoint {
 /// `bearerTokens`: `{path, token, accepted}`, `token` null when none was
 /// presented), `token` (the token endpoint's request form), `signal`
 /// (message: `"SIGTERM"`),
-/// `grandchild` (message: `{pid, mode}`) and `exit` (message: `{code, reason}`).
+/// `grandchild` (message: `{pid, mode}`), `storm` (see [`ListChangedStorm`])
+/// and `exit` (message: `{code, reason}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordEvent {
     /// Milliseconds since the server process started.

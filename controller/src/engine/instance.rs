@@ -309,14 +309,8 @@ async fn run(
                 return;
             }
             Some(what) = happened.recv() => match what {
-                Happened::ListsChanged => {
-                    if let Conn::Mcp(c) = &conn
-                        && let Err(e) = c.refresh().await
-                    {
-                        tracing::warn!(server = %key, error = %e, "could not refresh the lists");
-                    }
-                    set(ready(&conn));
-                }
+                // The connection has re-listed the server already.
+                Happened::ListsChanged => set(ready(&conn)),
                 Happened::Died(message) => {
                     let tail = conn.stderr_tail();
                     shut(&context, &key, conn).await;
@@ -376,9 +370,7 @@ async fn connect(
         InstanceSpec::Mcp(spec) => {
             let on_event = Arc::new(move |e: McpEvent| {
                 let what = match e {
-                    McpEvent::ToolsChanged
-                    | McpEvent::PromptsChanged
-                    | McpEvent::ResourcesChanged => Happened::ListsChanged,
+                    McpEvent::ListsChanged => Happened::ListsChanged,
                     McpEvent::Exited(info) => Happened::Died(format!("the server exited ({info})")),
                     McpEvent::Unresponsive(msg) => {
                         Happened::Died(format!("the server stopped answering: {msg}"))

@@ -52,6 +52,7 @@ pub const SCENARIOS: &[&str] = &[
     "gate",
     "gateway",
     "search",
+    "storm",
 ];
 
 pub const USAGE: &str = "\
@@ -60,7 +61,7 @@ steward-bench: benchmarks of `steward run` with fake MCP servers (JSON on stdout
 Options:
   --quick               small smoke run (< 30 s)
   --only A,B            scenarios: reload, burst, cold, cost, mcp-hub, readiness, gate,
-                        gateway, search (default: all)
+                        gateway, search, storm (default: all)
   --observe watch|poll  how status is observed (default: watch stream)
   --edits N             edits per reload level (default 24; quick 4)
   --debounce-ms MS      passed to `steward run` (default 300, the product default)
@@ -190,6 +191,11 @@ pub struct Plan {
     pub hub_n: usize,
     pub hub_edits: usize,
     pub hub_cold_repeats: usize,
+    /// `storm`: list_changed notifications per second, for how long, and
+    /// the tools of the storming server.
+    pub storm_per_second: u64,
+    pub storm_duration: Duration,
+    pub storm_tools: usize,
 }
 
 impl Plan {
@@ -225,6 +231,9 @@ impl Plan {
                 hub_n: 10,
                 hub_edits: 3,
                 hub_cold_repeats: 1,
+                storm_per_second: 1000,
+                storm_duration: Duration::from_secs(2),
+                storm_tools: 200,
             }
         } else {
             Plan {
@@ -246,6 +255,9 @@ impl Plan {
                 hub_n: 100,
                 hub_edits: o.edits.max(20),
                 hub_cold_repeats: 3,
+                storm_per_second: 1000,
+                storm_duration: Duration::from_secs(10),
+                storm_tools: 200,
             }
         }
     }

@@ -372,6 +372,16 @@ pub fn bench(opts: Opts) -> Result<()> {
         };
     }
 
+    if on("storm") {
+        out["storm"] = match run_scenario("storm", || storm::storm(&ctx)) {
+            Ok(s) => {
+                more_targets.extend(s.targets);
+                s.json
+            }
+            Err(e) => e,
+        };
+    }
+
     // Ratios steward / mcp-hub, at the same N.
     if let Some(Ok(h)) = &hub {
         let mut ratios = serde_json::Map::new();

@@ -7,7 +7,7 @@
 //! ```text
 //! cargo build --release -p steward-tests --bins
 //! target/release/steward-bench [--quick]
-//!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway,search]
+//!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway,search,storm]
 //!     [--observe watch|poll] [--edits N] [--debounce-ms MS] [--mcp-hub PATH | --no-mcp-hub]
 //!     [--reload-ns 1,10,100] [--cost-ns 10,50,500] [--controller-arg ARG]... [--out FILE]
 //!     [--cold-ns 10,100,500] [--init-delay-ms 300] [--start-cpu-ms 10]
@@ -18,8 +18,10 @@
 //! (cold starts of `npx`-like servers, idle CPU, `status` time and stop at
 //! N = 500, edits while 50 slow servers start) in `readiness.rs`, and
 //! `gateway` (the agent endpoint's added latency, throughput, list_changed
-//! delay, RSS) and `search` (`search_tools` at 1000 tools) in `gateway.rs`;
-//! the module docs of those two say how they measure.
+//! delay, RSS) and `search` (`search_tools` at 1000 tools) in `gateway.rs`,
+//! and `storm` (a server announcing `tools/list_changed` 1000 times a
+//! second for 10 s: the controller's CPU and how often it re-lists) in
+//! `storm.rs`; the module docs of those three say how they measure.
 //!
 //! `--quick` (about 25 s) runs every scenario at small sizes; it is meant for
 //! a smoke test (no errors, no churn, at most 2 restarts for the burst), not
@@ -107,6 +109,8 @@ mod readiness;
 mod reload;
 #[path = "../bench/report.rs"]
 mod report;
+#[path = "../bench/storm.rs"]
+mod storm;
 
 // What every scenario shares, in scope in each module through `use super::*`
 // (as are the imports above).

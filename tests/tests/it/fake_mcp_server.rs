@@ -27,7 +27,8 @@ use tokio::{
 };
 
 use steward_tests::fake_mcp::{
-    CONFIG_ENV, FakeMcpConfig, GarbageWhen, GrandchildMode, HttpConfig, RecordEvent, read_record,
+    CONFIG_ENV, FakeMcpConfig, GarbageWhen, GrandchildMode, HttpConfig, ListChangedStorm,
+    RecordEvent, read_record,
 };
 use steward_tests::harness::{ProcStat, eventually_async};
 
@@ -795,6 +796,55 @@ async fn garbage_after_initialize_follows_the_initialize_answer() {
         json!({}),
         "still answers after the garbage"
     );
+}
+
+#[tokio::test]
+async fn a_list_changed_storm_sends_at_its_rate_then_changes_the_list() {
+    let mut server = RawServer::spawn(FakeMcpConfig {
+        tools: strings(&["a"]),
+        list_changed_storm: Some(ListChangedStorm {
+            per_second: 200,
+            duration_ms: 300,
+            after_ms: 0,
+            tools_at_end: Some(strings(&["a", "z"])),
+        }),
+        ..FakeMcpConfig::default()
+    });
+    server.call(initialize(json!(0), "2025-06-18")).await;
+    server
+        .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let end = server
+        .wait_record("the end of the storm", |e| {
+            e.event == "storm" && e.message["phase"] == "end"
+        })
+        .await;
+    // 200/s for 300 ms, and the last one that announces the change.
+    assert_eq!(end.message["sent"], 61);
+    for _ in 0..61 {
+        assert_eq!(
+            server.recv().await["method"],
+            "notifications/tools/list_changed"
+        );
+    }
+    let record = read_record(&server.record).unwrap();
+    let begin = record
+        .iter()
+        .find(|e| e.event == "storm" && e.message["phase"] == "begin")
+        .expect("begin recorded");
+    assert!(
+        end.t - begin.t >= 300,
+        "spread over the duration: {begin:?} .. {end:?}"
+    );
+    let response = server
+        .call(request(json!(1), "tools/list", json!({})))
+        .await;
+    assert_eq!(
+        names(response["result"]["tools"].as_array().unwrap()),
+        ["a", "z"]
+    );
+    let (rest, _) = server.close_and_drain().await;
+    assert!(rest.is_empty(), "nothing after the storm: {rest:?}");
 }
 
 #[tokio::test]

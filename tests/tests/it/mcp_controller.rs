@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 use steward_schema::resource::{ConditionStatus, Phase, Reason, SourceState};
-use steward_tests::fake_mcp::{FakeMcpConfig, read_record};
+use steward_tests::fake_mcp::{FakeMcpConfig, ListChangedStorm, read_record};
 use steward_tests::harness::{
     Env, alive, fake_tools as tools, mcp, mcp_servers, pid_of, ready, recorded_pids, wait_until,
     with_version as edited,
@@ -417,6 +417,55 @@ fn tool_list_changes_show_up_in_status() {
         .cloned()
         .unwrap();
     assert_eq!(ready_cond.status, ConditionStatus::True);
+}
+
+/// A storm costs nothing (issue 16): a server announcing
+/// `tools/list_changed` 1000 times a second is re-listed at most once every
+/// 250 ms, and the list it settles on is the one shown.
+#[test]
+fn a_list_changed_storm_is_coalesced_and_its_last_list_is_shown() {
+    let env = Env::new();
+    let record = env.record("alpha");
+    let a = env.fake_mcp(
+        "alpha",
+        FakeMcpConfig {
+            list_changed_storm: Some(ListChangedStorm {
+                per_second: 1000,
+                duration_ms: 2500,
+                after_ms: 300,
+                tools_at_end: Some(vec!["t1".into(), "t2".into(), "new".into()]),
+            }),
+            ..tools(&["t1", "t2"])
+        },
+    );
+    env.user_mcp_servers(&[("alpha", a)]);
+    // Unpinned: a tool added without a configuration change is quarantined.
+    let c = env.start(&["--pin-tools", "off"]);
+    let last = ["t1", "t2", "new"].map(str::to_owned);
+    c.wait_for("the last list shown", |s| {
+        mcp(s, "alpha").is_some_and(|m| m.status.tools.as_deref() == Some(&last[..]))
+    });
+    let storm = |phase: &str| {
+        read_record(&record)
+            .unwrap()
+            .into_iter()
+            .find(|e| e.event == "storm" && e.message["phase"] == phase)
+    };
+    wait_until("the storm's end recorded", || storm("end").is_some());
+    assert_eq!(storm("end").unwrap().message["sent"], 2501);
+    let begin = storm("begin").unwrap().t;
+    let relists = read_record(&record)
+        .unwrap()
+        .iter()
+        .filter(|e| e.t >= begin && e.event == "recv" && e.method() == Some("tools/list"))
+        .count();
+    // One every 250 ms over 2.5 s and the trailing one: about 11.
+    assert!(
+        (1..=50).contains(&relists),
+        "{relists} re-lists for 2501 notifications"
+    );
+    let s = c.status();
+    assert!(ready(&s, "alpha"), "the storm changed nothing else");
 }
 
 #[test]

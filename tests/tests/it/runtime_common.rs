@@ -6,11 +6,15 @@
 //! connections) directly through its public API, without a controller.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::model::{ClientRequest, ClientResult, ErrorData, ServerRequest};
 use serde_json::Value;
+use steward::runtime::mcp::{CallError, Caller, McpConnection};
 use steward::runtime::process::Spawner;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 pub use steward_tests::harness::alive;
 
@@ -65,4 +69,40 @@ pub fn received(path: &Path, method: &str) -> Vec<Value> {
         .filter(|event| event["event"] == "recv" && event["message"]["method"] == method)
         .map(|event| event["message"].clone())
         .collect()
+}
+
+/// A caller with no client behind it: progress goes nowhere and server
+/// requests are refused.
+pub struct NoCaller;
+
+impl Caller for NoCaller {
+    fn progress(
+        &self,
+        _: rmcp::model::ProgressNotificationParam,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+    fn forward(
+        &self,
+        _: ServerRequest,
+    ) -> futures::future::BoxFuture<'static, Result<ClientResult, ErrorData>> {
+        Box::pin(async { Err(ErrorData::internal_error("no client", None)) })
+    }
+}
+
+/// A `tools/list` through the connection's handle, as a client's would go.
+pub async fn list_tools_through(
+    connection: &McpConnection,
+) -> Result<rmcp::model::ServerResult, CallError> {
+    connection
+        .handle()
+        .call(
+            ClientRequest::ListToolsRequest(rmcp::model::ListToolsRequest::default()),
+            Arc::new(NoCaller),
+            None,
+            SOON,
+            None,
+            &CancellationToken::new(),
+        )
+        .await
 }

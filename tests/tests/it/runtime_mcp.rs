@@ -7,12 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ClientRequest, ClientResult, ErrorData, ServerRequest};
+use rmcp::model::ClientRequest;
 use serde_json::{Value, json};
 use steward::runtime::StartError;
-use steward::runtime::mcp::{
-    Caller, McpConnection, McpEvent, McpEventHandler, McpExit, McpTimeouts,
-};
+use steward::runtime::mcp::{McpConnection, McpEvent, McpEventHandler, McpExit, McpTimeouts};
 use steward::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec};
 use steward_schema::resource::{McpServerSpec, McpTransport, Reason};
 use tokio::sync::mpsc;
@@ -21,7 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime_common::{
-    FAKE_MCP_SERVER, SOON, alive, eventually, received, record, recorded_pid, spawner,
+    FAKE_MCP_SERVER, NoCaller, SOON, alive, eventually, received, record, recorded_pid, spawner,
 };
 
 fn fake_server() -> PathBuf {
@@ -261,8 +259,8 @@ async fn a_change_announced_while_connecting_is_not_lost() {
     let (result, mut rx) = connect(&spec, dir.path(), timeouts()).await;
     let connection = result.unwrap();
     if connection.tools() != strings(&["new"]) {
-        assert_eq!(next_event(&mut rx).await, McpEvent::ToolsChanged);
-        connection.refresh().await.unwrap();
+        // Announced after the first listing: the watcher re-lists.
+        assert_eq!(next_event(&mut rx).await, McpEvent::ListsChanged);
     }
     assert_eq!(connection.tools(), strings(&["new"]));
     connection.stop(SOON, SOON).await;
@@ -461,23 +459,6 @@ async fn a_busy_server_that_answers_pings_slowly_is_alive() {
     connection.stop(SOON, SOON).await;
 }
 
-struct NoCaller;
-
-impl Caller for NoCaller {
-    fn progress(
-        &self,
-        _: rmcp::model::ProgressNotificationParam,
-    ) -> futures::future::BoxFuture<'static, ()> {
-        Box::pin(async {})
-    }
-    fn forward(
-        &self,
-        _: ServerRequest,
-    ) -> futures::future::BoxFuture<'static, Result<ClientResult, ErrorData>> {
-        Box::pin(async { Err(ErrorData::internal_error("no client", None)) })
-    }
-}
-
 #[tokio::test]
 async fn a_server_with_a_call_in_flight_is_not_pinged() {
     let dir = tempfile::tempdir().unwrap();
@@ -551,7 +532,7 @@ async fn a_server_that_stops_answering_is_unresponsive() {
 // ---- the watcher ----
 
 #[tokio::test]
-async fn list_changed_notifications_become_events_and_refresh_relists() {
+async fn list_changed_notifications_are_relisted_and_a_change_is_an_event() {
     let dir = tempfile::tempdir().unwrap();
     let spec = fake(json!({
         "tools": ["a", "b"], "prompts": ["p"], "pageSize": 1,
@@ -561,12 +542,76 @@ async fn list_changed_notifications_become_events_and_refresh_relists() {
     let (result, mut rx) = connect(&spec, dir.path(), timeouts()).await;
     let connection = result.unwrap();
     assert_eq!(connection.tools(), strings(&["a", "b"]));
-    let mut seen = vec![next_event(&mut rx).await, next_event(&mut rx).await];
-    seen.sort_by_key(|event| format!("{event:?}"));
-    assert_eq!(seen, [McpEvent::PromptsChanged, McpEvent::ToolsChanged]);
-    connection.refresh().await.unwrap();
+    // The tools notification is re-listed at once; the prompts one, right
+    // behind it, by the trailing re-list: one event each (or one for both,
+    // when they land in one re-list).
+    assert_eq!(next_event(&mut rx).await, McpEvent::ListsChanged);
+    if connection.prompts() != strings(&["q"]) {
+        assert_eq!(next_event(&mut rx).await, McpEvent::ListsChanged);
+    }
     assert_eq!(connection.tools(), strings(&["b", "c", "d"]));
     assert_eq!(connection.prompts(), strings(&["q"]));
+    connection.stop(SOON, SOON).await;
+    no_more_events(&mut rx);
+}
+
+#[tokio::test]
+async fn only_the_kind_announced_is_listed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("record.jsonl");
+    let spec = fake(json!({
+        "tools": ["a"], "prompts": ["p"], "record": rec,
+        "listChangedAfterMs": 500, "toolsAfterChange": ["b"],
+    }));
+    let (result, mut rx) = connect(&spec, dir.path(), timeouts()).await;
+    let connection = result.unwrap();
+    if connection.tools() == strings(&["b"]) {
+        // The change landed while connecting, which lists everything again.
+        connection.stop(SOON, SOON).await;
+        return;
+    }
+    assert_eq!(next_event(&mut rx).await, McpEvent::ListsChanged);
+    assert_eq!(connection.tools(), strings(&["b"]));
+    assert_eq!(connection.prompts(), strings(&["p"]));
+    assert_eq!(received(&rec, "tools/list").len(), 2);
+    assert_eq!(
+        received(&rec, "prompts/list").len(),
+        1,
+        "prompts were not announced"
+    );
+    connection.stop(SOON, SOON).await;
+    no_more_events(&mut rx);
+}
+
+#[tokio::test]
+async fn a_storm_of_list_changed_is_relisted_a_few_times_and_only_a_change_is_an_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("record.jsonl");
+    // 1000 notifications a second for 600 ms with the same list, then a change.
+    let spec = fake(json!({
+        "tools": ["a"], "record": rec,
+        "listChangedStorm": {
+            "perSecond": 1000, "durationMs": 600, "afterMs": 100, "toolsAtEnd": ["a", "z"],
+        },
+    }));
+    let (result, mut rx) = connect(&spec, dir.path(), timeouts()).await;
+    let connection = result.unwrap();
+    // Re-lists that found the same list said nothing: the first event is
+    // the change at the end (a wrong one would come 250 ms into the storm,
+    // long before it).
+    assert_eq!(next_event(&mut rx).await, McpEvent::ListsChanged);
+    assert_eq!(connection.tools(), strings(&["a", "z"]));
+    let storm_end = || {
+        record(&rec)
+            .into_iter()
+            .find(|e| e["event"] == "storm" && e["message"]["phase"] == "end")
+    };
+    eventually("the storm's end recorded", || storm_end().is_some()).await;
+    assert_eq!(storm_end().unwrap()["message"]["sent"], 601);
+    // The handshake's listing, then at most one every 250 ms and the
+    // trailing one: 0, 250, 500 and after the end.
+    let relists = received(&rec, "tools/list").len() - 1;
+    assert!((1..=4).contains(&relists), "{relists} re-lists");
     connection.stop(SOON, SOON).await;
     no_more_events(&mut rx);
 }
@@ -618,8 +663,7 @@ async fn http_connect_lists_pings_and_follows_list_changes() {
     assert_eq!(connection.tools(), strings(&["t1", "t2", "t3"]));
     assert_eq!(connection.prompts(), strings(&["p1"]));
     // The notification comes over the SSE stream.
-    assert_eq!(next_event(&mut rx).await, McpEvent::ToolsChanged);
-    connection.refresh().await.unwrap();
+    assert_eq!(next_event(&mut rx).await, McpEvent::ListsChanged);
     assert_eq!(connection.tools(), strings(&["t4"]));
     eventually("pings reach the server", || {
         received(&rec, "ping").len() >= 2

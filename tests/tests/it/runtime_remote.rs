@@ -18,7 +18,9 @@ use steward_schema::resource::{McpServerSpec, McpTransport, Reason};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::runtime_common::{FAKE_MCP_SERVER, SOON, eventually, received, record, spawner};
+use crate::runtime_common::{
+    FAKE_MCP_SERVER, SOON, eventually, list_tools_through, received, record, spawner,
+};
 
 fn spec(transport: McpTransport, url: &str) -> McpServerSpec {
     McpServerSpec {
@@ -171,8 +173,7 @@ async fn sse_connect_lists_pings_and_follows_list_changes() {
     assert_eq!(connection.tools(), strings(&["t1", "t2", "t3"]));
     assert_eq!(connection.prompts(), strings(&["p1"]));
     // The notification arrives as a `message` event on the stream.
-    assert_eq!(next_event(&mut rx).await, McpEvent::ToolsChanged);
-    connection.refresh().await.unwrap();
+    assert_eq!(next_event(&mut rx).await, McpEvent::ListsChanged);
     assert_eq!(connection.tools(), strings(&["t4"]));
     eventually("pings reach the server", || {
         received(&fake.record, "ping").len() >= 2
@@ -218,8 +219,8 @@ async fn a_restarted_http_server_is_a_lost_session_on_the_next_request() {
     fake.stop().await;
     let fake = Fake::start(dir.path(), "h2", json!({ "tools": ["new"] }), port).await;
     // Whichever request comes first — the background stream's reconnect or
-    // this refresh — meets the new server, which does not know the session.
-    let _ = connection.refresh().await;
+    // this call — meets the new server, which does not know the session.
+    let _ = list_tools_through(&connection).await;
     let started = Instant::now();
     let event = next_event(&mut rx).await;
     let message = lost(&event);

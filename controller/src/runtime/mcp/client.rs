@@ -18,15 +18,26 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
 use tokio::sync::mpsc;
 
-use super::McpEvent;
+use super::McpExit;
 use super::relay::Relay;
+use super::relist::ListKind;
 
-/// rmcp client handler: list-change notifications become [`McpEvent`]s on a
+/// What the session tells the watcher task (or, while connecting,
+/// `open_session`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Notice {
+    /// `notifications/*/list_changed`.
+    Changed(ListKind),
+    /// A remote session was lost.
+    Lost(McpExit),
+}
+
+/// rmcp client handler: list-change notifications become [`Notice`]s on a
 /// channel the watcher task (or, while connecting, `open_session`) drains;
 /// what the server sends for a forwarded request goes through the [`Relay`].
 pub(super) struct Client {
     name: Arc<str>,
-    pub(super) notices: mpsc::UnboundedSender<McpEvent>,
+    pub(super) notices: mpsc::UnboundedSender<Notice>,
     stopped: Arc<AtomicBool>,
     pub(super) relay: Arc<Relay>,
 }
@@ -35,7 +46,7 @@ impl Client {
     pub(super) fn new(
         name: &str,
         relay: Arc<Relay>,
-    ) -> (Client, mpsc::UnboundedReceiver<McpEvent>, Arc<AtomicBool>) {
+    ) -> (Client, mpsc::UnboundedReceiver<Notice>, Arc<AtomicBool>) {
         let (notices, rx) = mpsc::unbounded_channel();
         let stopped = Arc::new(AtomicBool::new(false));
         let client = Client {
@@ -60,27 +71,27 @@ impl Client {
         }
     }
 
-    fn notify(&self, event: McpEvent) {
+    fn changed(&self, kind: ListKind) {
         self.relay.heard();
         if self.stopped.load(Ordering::SeqCst) {
             return;
         }
-        tracing::debug!(server = %self.name, event = ?event, "mcp notification");
-        let _ = self.notices.send(event);
+        tracing::trace!(server = %self.name, kind = ?kind, "mcp list_changed");
+        let _ = self.notices.send(Notice::Changed(kind));
     }
 }
 
 impl ClientHandler for Client {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.notify(McpEvent::ToolsChanged);
+        self.changed(ListKind::Tools);
     }
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.notify(McpEvent::PromptsChanged);
+        self.changed(ListKind::Prompts);
     }
 
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.notify(McpEvent::ResourcesChanged);
+        self.changed(ListKind::Resources);
     }
 
     async fn on_logging_message(

@@ -20,13 +20,13 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::client::Client;
+use super::client::{Client, Notice};
 use super::describe::{Dig, describe_init, dig_nothing, redact_url, redact_urls};
 use super::lists::{Capabilities, ListError, Lists, list_all};
 use super::relay::{Relay, RelayedProgress};
 use super::remote;
 use super::stdout::StdoutWatch;
-use super::{McpEvent, McpExit, McpTimeouts};
+use super::{McpExit, McpTimeouts};
 use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, Spawner};
 use crate::runtime::start::{
     FAILED_START_GRACE, StartError, exit_of_failed_start, stop_failed_start, wait_exit,
@@ -36,9 +36,10 @@ use crate::runtime::start::{
 pub(super) struct Opened {
     pub(super) session: Session,
     pub(super) process: Option<ManagedProcess>,
-    pub(super) notices: mpsc::UnboundedReceiver<McpEvent>,
+    pub(super) notices: mpsc::UnboundedReceiver<Notice>,
     pub(super) stopped: Arc<AtomicBool>,
-    pub(super) refresh_timeout: Duration,
+    /// Bounds each re-list.
+    pub(super) relist_timeout: Duration,
     pub(super) dig: Dig,
     pub(super) relay: Arc<Relay>,
 }
@@ -128,7 +129,7 @@ async fn open_session<T, E, A>(
     transport: T,
     deadline: Instant,
     guards: &mut Guards,
-    notices: &mut mpsc::UnboundedReceiver<McpEvent>,
+    notices: &mut mpsc::UnboundedReceiver<Notice>,
     dig: Dig,
 ) -> Result<Session, Failure>
 where
@@ -168,10 +169,7 @@ where
     // announcements reach the watcher task.
     let mut changed = false;
     while let Ok(notice) = notices.try_recv() {
-        changed |= matches!(
-            notice,
-            McpEvent::ToolsChanged | McpEvent::PromptsChanged | McpEvent::ResourcesChanged
-        );
+        changed |= matches!(notice, Notice::Changed(_));
     }
     if changed {
         lists = list_step(name, &peer, capabilities, deadline, guards, dig).await?;
@@ -300,7 +298,7 @@ pub(super) async fn connect_stdio(
                 process: Some(process),
                 notices,
                 stopped,
-                refresh_timeout: timeouts.stdio_handshake,
+                relist_timeout: timeouts.stdio_handshake,
                 dig: dig_nothing,
                 relay,
             });
@@ -337,7 +335,7 @@ pub(super) async fn connect_http(
     // the watcher task forwards, so the controller reconnects at once.
     let exits = client.notices.clone();
     let watch = remote::SessionWatch::new(move |why| {
-        let _ = exits.send(McpEvent::Exited(McpExit::Closed(redact_urls(&why))));
+        let _ = exits.send(Notice::Lost(McpExit::Closed(redact_urls(&why))));
     });
     let opened =
         match remote::connect(name, spec, &watch, deadline, timeouts.remote_handshake).await {
@@ -370,7 +368,7 @@ pub(super) async fn connect_http(
                 process: None,
                 notices,
                 stopped,
-                refresh_timeout: timeouts.remote_handshake,
+                relist_timeout: timeouts.remote_handshake,
                 dig: remote::dig,
                 relay,
             })

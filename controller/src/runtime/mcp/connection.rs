@@ -1,7 +1,8 @@
 //! [`McpConnection`]: one established session with one MCP server (and,
-//! for stdio, the process behind it) — its lists, the handle calls are
-//! forwarded through, refresh, and the orderly stop: the watcher task closes
-//! the session first, then the process is stopped.
+//! for stdio, the process behind it) — its lists (kept up to date by the
+//! watcher task), the handle calls are forwarded through, and the orderly
+//! stop: the watcher task closes the session first, then the process is
+//! stopped.
 
 use std::fmt;
 use std::path::Path;
@@ -14,8 +15,7 @@ use steward_schema::resource::{McpServerSpec, McpTransport};
 use tokio::time::Instant;
 
 use super::connect::{Opened, Session, connect_http, connect_stdio};
-use super::describe::Dig;
-use super::lists::{Capabilities, ListError, McpLists, list_all};
+use super::lists::McpLists;
 use super::relay::{Broadcast, McpHandle, Relay};
 use super::watch::{WatchArgs, Watcher};
 use super::{McpEventHandler, McpTimeouts};
@@ -28,12 +28,8 @@ pub struct McpConnection {
     name: String,
     peer: Peer<RoleClient>,
     relay: Arc<Relay>,
-    capabilities: Capabilities,
-    lists: Mutex<Arc<McpLists>>,
-    /// Serializes refreshes so an older listing never overwrites a newer one.
-    refresh_lock: tokio::sync::Mutex<()>,
-    refresh_timeout: Duration,
-    dig: Dig,
+    /// Written by the watcher task only, after each re-list.
+    lists: Arc<Mutex<Arc<McpLists>>>,
     process: Option<ManagedProcess>,
     watcher: Option<Watcher>,
     /// Set first thing in stop/drop: silences the handler and the watcher.
@@ -110,7 +106,7 @@ impl McpConnection {
             process,
             notices,
             stopped,
-            refresh_timeout,
+            relist_timeout,
             dig,
             relay,
         } = opened;
@@ -121,6 +117,7 @@ impl McpConnection {
             capabilities,
             lists,
         } = session;
+        let lists = Arc::new(Mutex::new(Arc::new(lists)));
         let watcher = Watcher::spawn(WatchArgs {
             name: name.to_owned(),
             running,
@@ -133,16 +130,15 @@ impl McpConnection {
             timeouts,
             dig,
             relay: relay.clone(),
+            capabilities,
+            lists: Arc::clone(&lists),
+            relist_timeout,
         });
         McpConnection {
             name: name.to_owned(),
             peer,
             relay,
-            capabilities,
-            lists: Mutex::new(Arc::new(lists)),
-            refresh_lock: tokio::sync::Mutex::new(()),
-            refresh_timeout,
-            dig,
+            lists,
             process,
             watcher: Some(watcher),
             stopped,
@@ -172,7 +168,8 @@ impl McpConnection {
             .collect()
     }
 
-    /// Everything the server offers, as it describes it (unfiltered).
+    /// Everything the server offers, as it describes it (unfiltered), as of
+    /// its last listing.
     pub fn lists(&self) -> Arc<McpLists> {
         lock(&self.lists).clone()
     }
@@ -197,31 +194,6 @@ impl McpConnection {
         tokio::time::timeout_at(deadline, self.relay.drained())
             .await
             .is_ok()
-    }
-
-    /// Re-lists tools and prompts (after
-    /// [`McpEvent::ToolsChanged`](super::McpEvent::ToolsChanged) or
-    /// [`McpEvent::PromptsChanged`](super::McpEvent::PromptsChanged)), bounded by the handshake timeout. On an
-    /// error the lists are unchanged.
-    pub async fn refresh(&self) -> Result<(), String> {
-        let _serial = self.refresh_lock.lock().await;
-        let listed = tokio::time::timeout(
-            self.refresh_timeout,
-            list_all(&self.name, &self.peer, self.capabilities, self.dig),
-        )
-        .await;
-        match listed {
-            Ok(Ok(lists)) => {
-                tracing::debug!(server = %self.name, tools = lists.tools.len(), prompts = lists.prompts.len(), "mcp lists refreshed");
-                *lock(&self.lists) = Arc::new(lists);
-                Ok(())
-            }
-            Ok(Err(ListError { phase, message })) => Err(format!("{phase}: {message}")),
-            Err(_) => Err(format!(
-                "refresh the lists: no answer within {}",
-                humantime::format_duration(self.refresh_timeout)
-            )),
-        }
     }
 
     /// Closes the session (bounded by `close_timeout`; for stdio this closes
@@ -280,10 +252,9 @@ mod tests {
         let connect =
             McpConnection::connect(&spawner, "x", &spec, Path::new("/"), timeouts(), on_event);
         assert_send(&connect);
-        fn refresh_and_stop(connection: McpConnection) {
-            assert_send(&connection.refresh());
+        fn stop(connection: McpConnection) {
             assert_send(&connection.stop(SOON, SOON));
         }
-        let _ = refresh_and_stop;
+        let _ = stop;
     }
 }

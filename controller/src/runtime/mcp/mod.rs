@@ -5,28 +5,36 @@
 //! rmcp's own child-process transport: we need our process groups and
 //! parent-death signal) or connects to a remote endpoint (streamable HTTP or
 //! SSE, built by [`remote`]), runs the `initialize` handshake with rmcp,
-//! lists tools and prompts (every page), and then watches the session until
-//! it is stopped. It does not decide anything: the controller gets
+//! lists what the server offers (every page), and then watches the session
+//! — re-listing the server when it announces changes — until it is stopped. It does not decide anything: the controller gets
 //! [`McpEvent`]s and reconciles.
 //!
 //! Where things are: `connect` opens a session (spawn or reach, handshake,
 //! first lists, the failure's message), `client` is rmcp's client handler,
-//! `stdout` watches a stdio server's output, `lists` lists and filters what
-//! a server offers, `watch` is the per-connection watcher task and
-//! `liveness` its pings, `connection` is [`McpConnection`], `describe` makes
-//! errors and URLs fit for messages; [`relay`] forwards calls and
-//! [`remote`] reaches remote servers.
+//! `stdout` watches a stdio server's output, `lists` lists what a server
+//! offers, `watch` is the per-connection watcher task, `relist` its
+//! schedule of re-lists and `liveness` its pings, `connection` is
+//! [`McpConnection`], `describe` makes errors and URLs fit for messages;
+//! [`relay`] forwards calls and [`remote`] reaches remote servers.
 //!
 //! Invariants:
 //!
 //! - **Nothing outlives a failed start.** Any error after the spawn closes the
 //!   session and stops the process (group reaped) before [`McpConnection::connect`]
 //!   returns; the error carries the server's last stderr lines.
-//! - **One watcher task per connection** forwards list-change notifications,
-//!   notices the process exiting or the session ending ([`McpEvent::Exited`])
-//!   and checks liveness. It ends with the connection: [`McpConnection::stop`]
+//! - **One watcher task per connection** re-lists the server after its
+//!   list-change notifications, notices the process exiting or the session
+//!   ending ([`McpEvent::Exited`]) and checks liveness. It ends with the connection: [`McpConnection::stop`]
 //!   joins it before touching the process, so no event is emitted during or
 //!   after a stop, and dropping the connection aborts it.
+//! - **A storm of `list_changed` costs nothing.** Re-lists are coalesced
+//!   per server (`relist`): at most one in flight and at most one started
+//!   every 250 ms, the first at once and, after a burst, exactly one more
+//!   that begins after its last notification, so nothing is missed. Only
+//!   the kinds announced are listed again, and [`McpEvent::ListsChanged`]
+//!   is emitted only when what the server offers differs: a server
+//!   announcing the same list 1000 times a second is re-listed 4 times a
+//!   second and never makes the controller look at it again.
 //! - **Liveness costs nothing for a server that talks.** A server that sent
 //!   anything within the ping interval, or has a forwarded call in flight, is
 //!   not pinged; pings of all sessions share a budget per interval. Any
@@ -52,6 +60,7 @@ mod describe;
 mod lists;
 mod liveness;
 pub mod relay;
+mod relist;
 pub mod remote;
 mod stdout;
 #[cfg(test)]
@@ -92,14 +101,12 @@ impl fmt::Display for McpExit {
 /// Something that happened to a connection after it was established.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum McpEvent {
-    /// `notifications/tools/list_changed`: call [`McpConnection::refresh`].
-    ToolsChanged,
-    /// `notifications/prompts/list_changed`: call [`McpConnection::refresh`].
-    PromptsChanged,
+    /// The server announced a change of its tools, prompts or resources,
+    /// was re-listed, and offers something else than before:
+    /// [`McpConnection::lists`] has it.
+    ListsChanged,
     /// The server is gone; the connection is dead (stop it to clean up).
     Exited(McpExit),
-    /// `notifications/resources/list_changed`: call [`McpConnection::refresh`].
-    ResourcesChanged,
     /// Two pings in a row timed out or failed; the message says how.
     Unresponsive(String),
 }
@@ -110,11 +117,11 @@ pub type McpEventHandler = Arc<dyn Fn(McpEvent) + Send + Sync>;
 /// Time bounds of a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct McpTimeouts {
-    /// Spawn to tools and prompts listed, stdio servers (also bounds
-    /// [`McpConnection::refresh`]).
+    /// Spawn to tools and prompts listed, stdio servers (also bounds each
+    /// re-list).
     pub stdio_handshake: Duration,
     /// Connect to tools and prompts listed, remote servers (also bounds
-    /// [`McpConnection::refresh`]).
+    /// each re-list).
     pub remote_handshake: Duration,
     /// Time between the end of one ping and the next; zero disables pings.
     pub ping_interval: Duration,

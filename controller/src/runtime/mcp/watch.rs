@@ -1,11 +1,14 @@
-//! The watcher task of a connection: it forwards list-change notifications
-//! as [`McpEvent`]s, notices the process exiting or the session ending
-//! ([`McpEvent::Exited`], once), pings a silent server
-//! ([`McpEvent::Unresponsive`]), and on request closes the session by a
-//! deadline and returns without a word.
+//! The watcher task of a connection: it re-lists the server after its
+//! list-change notifications, on the schedule of [`Relist`] (and says
+//! [`McpEvent::ListsChanged`] when the lists differ), notices the process
+//! exiting or the session ending ([`McpEvent::Exited`], once), pings a
+//! silent server ([`McpEvent::Unresponsive`]), and on request closes the
+//! session by a deadline and returns without a word.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt as _;
@@ -16,13 +19,16 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::client::Client;
+use super::client::{Client, Notice};
 use super::describe::Dig;
+use super::lists::{Capabilities, ListError, McpLists, list_all};
 use super::liveness::{PingFuture, next_ping_slot, ping_once};
 use super::relay::Relay;
+use super::relist::{Kinds, Relist, SPACING};
 use super::{McpEvent, McpEventHandler, McpExit, McpTimeouts};
 use crate::runtime::process::ExitInfo;
 use crate::runtime::start::{EXIT_SETTLE, wait_exit};
+use crate::support::sync::lock;
 
 /// What the watcher task of a connection works with.
 pub(super) struct WatchArgs {
@@ -30,13 +36,17 @@ pub(super) struct WatchArgs {
     pub(super) running: RunningService<RoleClient, Client>,
     pub(super) cancel: CancellationToken,
     pub(super) peer: Peer<RoleClient>,
-    pub(super) notices: mpsc::UnboundedReceiver<McpEvent>,
+    pub(super) notices: mpsc::UnboundedReceiver<Notice>,
     pub(super) exit: Option<watch::Receiver<Option<ExitInfo>>>,
     pub(super) on_event: McpEventHandler,
     pub(super) stopped: Arc<AtomicBool>,
     pub(super) timeouts: McpTimeouts,
     pub(super) dig: Dig,
     pub(super) relay: Arc<Relay>,
+    pub(super) capabilities: Capabilities,
+    /// The connection's lists, which the re-lists replace.
+    pub(super) lists: Arc<Mutex<Arc<McpLists>>>,
+    pub(super) relist_timeout: Duration,
 }
 
 /// The watcher task of one connection; it ends with the connection.
@@ -77,7 +87,10 @@ impl Watcher {
     }
 }
 
-/// Forwards notifications, reports the end of the session, pings; on `close`
+/// A re-list in flight: the kinds it lists and what the server answered.
+type Relisting = Pin<Box<dyn Future<Output = (Kinds, Result<McpLists, String>)> + Send>>;
+
+/// Re-lists, reports the end of the session, pings; on `close`
 /// closes the session by the deadline it is given and returns silently.
 async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
     let WatchArgs {
@@ -92,6 +105,9 @@ async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
         timeouts,
         dig,
         relay,
+        capabilities,
+        lists,
+        relist_timeout,
     } = args;
     let emit = |event: McpEvent| {
         if !stopped.load(Ordering::SeqCst) {
@@ -110,8 +126,29 @@ async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
     // A remote session's loss comes as a notice; it is the end: nothing
     // after it (a ping failing on the dead session) is reported.
     let mut ended = false;
+    let mut schedule = Relist::new(SPACING);
+    let mut relisting: Option<Relisting> = None;
+    let relist = |kinds: Kinds| -> Relisting {
+        let (name, peer) = (name.clone(), peer.clone());
+        let capabilities = capabilities.only(kinds);
+        Box::pin(async move {
+            let listed =
+                tokio::time::timeout(relist_timeout, list_all(&name, &peer, capabilities, dig))
+                    .await;
+            let result = match listed {
+                Ok(Ok(lists)) => Ok(lists),
+                Ok(Err(ListError { phase, message })) => Err(format!("{phase}: {message}")),
+                Err(_) => Err(format!(
+                    "no answer within {}",
+                    humantime::format_duration(relist_timeout)
+                )),
+            };
+            (kinds, result)
+        })
+    };
 
     loop {
+        let relist_at = schedule.deadline();
         tokio::select! {
             biased;
             deadline = &mut close => {
@@ -124,9 +161,14 @@ async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
             }
             notice = notices.recv(), if notices_open => match notice {
                 Some(_) if ended => {}
-                Some(event) => {
-                    ended = matches!(event, McpEvent::Exited(_));
-                    emit(event);
+                Some(Notice::Changed(kind)) => {
+                    if let Some(kinds) = schedule.notified(kind, Instant::now()) {
+                        relisting = Some(relist(kinds));
+                    }
+                }
+                Some(Notice::Lost(exit)) => {
+                    ended = true;
+                    emit(McpEvent::Exited(exit));
                 }
                 None => notices_open = false,
             },
@@ -141,6 +183,35 @@ async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
                     emit(McpEvent::Exited(end));
                 }
                 return;
+            }
+            (kinds, result) = async { relisting.as_mut().expect("guarded by is_some").await }, if relisting.is_some() => {
+                relisting = None;
+                schedule.finished();
+                match result {
+                    Ok(listed) => {
+                        // This task is the only writer once connected.
+                        let current = lock(&lists).clone();
+                        let next = current.updated(kinds, listed);
+                        let changed = next != *current;
+                        if changed {
+                            *lock(&lists) = Arc::new(next);
+                        }
+                        tracing::debug!(server = %name, ?kinds, changed, "mcp server re-listed");
+                        if changed {
+                            emit(McpEvent::ListsChanged);
+                        }
+                    }
+                    Err(message) if !ended => {
+                        tracing::warn!(server = %name, error = %message, "could not re-list the server after its list_changed");
+                    }
+                    Err(_) => {}
+                }
+            }
+            // A trailing re-list, once the window allows it.
+            () = tokio::time::sleep_until(relist_at.unwrap_or_else(Instant::now)), if relist_at.is_some() => {
+                if let Some(kinds) = schedule.due(Instant::now()) {
+                    relisting = Some(relist(kinds));
+                }
             }
             () = tokio::time::sleep_until(next_ping), if pinging && !unresponsive && !ended && ping.is_none() => {
                 let now = Instant::now();

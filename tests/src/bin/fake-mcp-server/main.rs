@@ -21,7 +21,8 @@
 //!   `tokenEndpoint`, `POST /token` is a fake OAuth token endpoint.
 //!
 //! Every fault (hang, delay, crash, ignored SIGTERM, grandchild, garbage,
-//! list change, going silent) is chosen by the config; see `fake_mcp.rs`.
+//! list change, a storm of list changes, going silent) is chosen by the
+//! config; see `fake_mcp.rs`.
 //! How tools and prompts are described can also come from a file read at
 //! start (`definitionsFile`), so that a test changes them between two runs
 //! of one configuration.
@@ -63,8 +64,8 @@ use tokio::{
 mod fake_mcp;
 
 use fake_mcp::{
-    CONFIG_ENV, Definitions, FakeMcpConfig, GarbageWhen, GrandchildMode, RecordEvent,
-    SUPPORTED_PROTOCOL_VERSIONS, TlsConfig, TokenEndpoint,
+    CONFIG_ENV, Definitions, FakeMcpConfig, GarbageWhen, GrandchildMode, ListChangedStorm,
+    RecordEvent, SUPPORTED_PROTOCOL_VERSIONS, TlsConfig, TokenEndpoint,
 };
 
 mod http;

@@ -130,35 +130,76 @@ impl Server {
         if method != "notifications/initialized" {
             return;
         }
-        let Some(ms) = self.config.list_changed_after_ms else {
-            return;
-        };
         if self.list_change_armed.swap(true, Ordering::SeqCst) {
             return;
         }
-        let server = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            if server.silent_at(server.recorder.now()) {
+        if let Some(ms) = self.config.list_changed_after_ms {
+            let server = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                server.change_lists();
+            });
+        }
+        if let Some(storm) = self.config.list_changed_storm.clone() {
+            tokio::spawn(self.clone().storm(storm));
+        }
+    }
+
+    /// `listChangedAfterMs`: switch to the lists after the change and say so.
+    fn change_lists(&self) {
+        if self.silent_at(self.recorder.now()) {
+            return;
+        }
+        let config = &self.config;
+        {
+            let mut lists = self.lists.lock().expect("lists lock");
+            if let Some(tools) = &config.tools_after_change {
+                lists.0 = tools.clone();
+            }
+            if let Some(prompts) = &config.prompts_after_change {
+                lists.1 = prompts.clone();
+            }
+        }
+        if config.tools_after_change.is_some() || config.prompts_after_change.is_none() {
+            self.send(notification("notifications/tools/list_changed"));
+        }
+        if config.prompts_after_change.is_some() {
+            self.send(notification("notifications/prompts/list_changed"));
+        }
+    }
+
+    /// `listChangedStorm`: `perSecond` notifications a second for
+    /// `durationMs`, then the list at the end and its notification.
+    async fn storm(self: Arc<Self>, storm: ListChangedStorm) {
+        tokio::time::sleep(Duration::from_millis(storm.after_ms)).await;
+        self.record_now("storm", json!({ "phase": "begin" }));
+        let begin = tokio::time::Instant::now();
+        let duration = Duration::from_millis(storm.duration_ms);
+        let mut tick = tokio::time::interval(Duration::from_millis(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut sent: u64 = 0;
+        loop {
+            tick.tick().await;
+            if self.silent_at(self.recorder.now()) {
                 return;
             }
-            let config = &server.config;
-            {
-                let mut lists = server.lists.lock().expect("lists lock");
-                if let Some(tools) = &config.tools_after_change {
-                    lists.0 = tools.clone();
-                }
-                if let Some(prompts) = &config.prompts_after_change {
-                    lists.1 = prompts.clone();
-                }
+            let elapsed = begin.elapsed().min(duration);
+            // Everything due by now: a coarse or late timer keeps the rate.
+            let due = (elapsed.as_micros() * u128::from(storm.per_second) / 1_000_000) as u64;
+            while sent < due {
+                self.send(notification("notifications/tools/list_changed"));
+                sent += 1;
             }
-            if config.tools_after_change.is_some() || config.prompts_after_change.is_none() {
-                server.send(notification("notifications/tools/list_changed"));
+            if elapsed >= duration {
+                break;
             }
-            if config.prompts_after_change.is_some() {
-                server.send(notification("notifications/prompts/list_changed"));
-            }
-        });
+        }
+        if let Some(tools) = storm.tools_at_end {
+            self.lists.lock().expect("lists lock").0 = tools;
+            self.send(notification("notifications/tools/list_changed"));
+            sent += 1;
+        }
+        self.record_now("storm", json!({ "phase": "end", "sent": sent }));
     }
 
     pub async fn on_request(&self, method: &str, params: &Value) -> Result<Value, RpcError> {
