@@ -374,12 +374,16 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         lsp.clone(),
         opts.gateway.config.clone(),
     );
+    let stopped = stopped::read(&paths.stopped_file());
+    // Before any client can attach: servers with a cached catalog are
+    // listed at once.
+    gateway.offer_cached(&stopped);
     let reconciler = Arc::new(Reconciler::new(
         store.clone(),
         status.clone(),
         spawner.clone(),
         opts.reconcile.clone(),
-        stopped::read(&paths.stopped_file()),
+        stopped,
         gateway.clone(),
         Some(gateway.broadcast_hook()),
         event_tx,

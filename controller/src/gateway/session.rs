@@ -64,8 +64,10 @@ impl Session {
         *lock(&self.profile)
     }
 
-    /// The union as this client's names have it.
+    /// The union as this client's names have it (never with a cached
+    /// catalog that may not be listed any more).
     fn union(&self) -> Arc<Union> {
+        self.gateway.prune_cached();
         self.gateway.registry.union_for(self.profile().max_name_len)
     }
 }
