@@ -111,6 +111,11 @@ pub struct FakeMcpConfig {
     pub definitions_file: Option<PathBuf>,
     /// `instructions` in the `initialize` answer.
     pub instructions: Option<String>,
+    /// A JSON object read at start (absent: nothing) whose keys replace
+    /// those of this config: a test changes what the server does between
+    /// two runs (its tools, an initialize delay) while its entry, and so its
+    /// `configHash`, stays the same.
+    pub overlay_file: Option<PathBuf>,
 }
 
 impl Default for FakeMcpConfig {
@@ -145,6 +150,7 @@ impl Default for FakeMcpConfig {
             token_endpoint: None,
             definitions_file: None,
             instructions: None,
+            overlay_file: None,
         }
     }
 }
