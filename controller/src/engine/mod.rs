@@ -544,6 +544,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     queue.shutdown();
     let _ = workers.await;
     reconciler.stop_all().await;
+    gateway.flush_cache();
     gateway_cancel.cancel();
     let orphans = spawner.kill_orphans().await;
     if !orphans.is_empty() {

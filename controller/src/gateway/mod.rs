@@ -432,6 +432,14 @@ impl Gateway {
         }
     }
 
+    /// Write the catalog cache now if a background write is still due (at
+    /// shutdown: the runtime may drop a write queued but not started).
+    pub fn flush_cache(&self) {
+        if let Err(error) = self.cache.save() {
+            tracing::warn!(%error, "the last catalogs are not cached");
+        }
+    }
+
     /// The number of attached clients, as it changes.
     pub fn attached(&self) -> watch::Receiver<usize> {
         self.attached.subscribe()
