@@ -94,7 +94,11 @@
 //!   version, coalesced into `list_changed` when what *it* lists differs. A call to a
 //!   server that is not live is answered from the status store: why, and what
 //!   to do. The gateway never enqueues work, and reconcile never waits on a
-//!   client.
+//!   client. Each published catalog is also kept in [`gateway::cache`]
+//!   (per `configHash`, written off the reconcile path); the next
+//!   controller lists the admitted servers' cached catalogs before any
+//!   client attaches, as `Cached` registry slots that calls wait on until
+//!   the live connection replaces them.
 // The public surface: what the binaries (`cli::main`) and the integration
 // tests and benchmarks of steward-tests use (the control client, the stores
 // they drive directly, the runtime, paths). The engine and the gateway are

@@ -448,10 +448,12 @@ pub struct ServerStatus {
     /// MCP: prompt names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompts: Option<Vec<String>>,
-    /// MCP: what the listed tools' definitions cost an agent's context
+    /// MCP: the catalog the agent endpoint lists for it — from the live
+    /// connection, or from the catalog cache while the server starts — and
+    /// what its listed tools' definitions cost an agent's context
     /// (`steward tools` has them one by one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub catalog: Option<CatalogCost>,
+    pub catalog: Option<CatalogStatus>,
     /// LSP: the server's capabilities from `initialize`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Value>,
@@ -538,23 +540,46 @@ pub struct ToolRow {
     pub estimated_tokens: u64,
 }
 
-/// What the tools an MCP server lists cost an agent's context.
+/// Where the catalog an MCP server is listed with comes from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct CatalogCost {
+pub enum CatalogSource {
+    /// Its live connection (or, while it restarts for a new configuration,
+    /// the last one).
+    #[default]
+    Live,
+    /// The catalog cache: what it offered the last time it ran this
+    /// configuration. Listed while it starts; calls wait until it is Ready.
+    Cached,
+}
+
+/// The catalog the agent endpoint lists for an MCP server: where it comes
+/// from, and what its listed tools cost an agent's context.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogStatus {
+    /// `live` or `cached`.
+    pub source: CatalogSource,
     /// Bytes of the listed tools' definitions as JSON.
     pub bytes: u64,
     /// Estimated tokens: bytes / 4, rounded up.
     pub estimated_tokens: u64,
 }
 
-impl CatalogCost {
-    pub fn of_bytes(bytes: u64) -> CatalogCost {
-        CatalogCost {
+impl CatalogStatus {
+    pub fn new(source: CatalogSource, bytes: u64) -> CatalogStatus {
+        CatalogStatus {
+            source,
             bytes,
-            estimated_tokens: bytes.div_ceil(4),
+            estimated_tokens: estimated_tokens(bytes),
         }
     }
+}
+
+/// What `bytes` of definitions cost an agent's context, estimated: bytes / 4,
+/// rounded up.
+pub fn estimated_tokens(bytes: u64) -> u64 {
+    bytes.div_ceil(4)
 }
 
 /// One client connected to the agent endpoint.

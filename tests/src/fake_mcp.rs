@@ -113,6 +113,11 @@ pub struct FakeMcpConfig {
     pub instructions: Option<String>,
     /// A storm of `notifications/tools/list_changed` (see [`ListChangedStorm`]).
     pub list_changed_storm: Option<ListChangedStorm>,
+    /// A JSON object read at start (absent: nothing) whose keys replace
+    /// those of this config: a test changes what the server does between
+    /// two runs (its tools, an initialize delay) while its entry, and so its
+    /// `configHash`, stays the same.
+    pub overlay_file: Option<PathBuf>,
 }
 
 impl Default for FakeMcpConfig {
@@ -148,6 +153,7 @@ impl Default for FakeMcpConfig {
             definitions_file: None,
             instructions: None,
             list_changed_storm: None,
+            overlay_file: None,
         }
     }
 }

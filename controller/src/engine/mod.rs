@@ -374,12 +374,16 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         lsp.clone(),
         opts.gateway.config.clone(),
     );
+    let stopped = stopped::read(&paths.stopped_file());
+    // Before any client can attach: servers with a cached catalog are
+    // listed at once.
+    gateway.offer_cached(&stopped);
     let reconciler = Arc::new(Reconciler::new(
         store.clone(),
         status.clone(),
         spawner.clone(),
         opts.reconcile.clone(),
-        stopped::read(&paths.stopped_file()),
+        stopped,
         gateway.clone(),
         Some(gateway.broadcast_hook()),
         event_tx,
@@ -540,6 +544,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     queue.shutdown();
     let _ = workers.await;
     reconciler.stop_all().await;
+    gateway.flush_cache();
     gateway_cancel.cancel();
     let orphans = spawner.kill_orphans().await;
     if !orphans.is_empty() {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use rmcp::model::Tool;
-use steward_schema::resource::{CatalogCost, ToolRow, ToolState};
+use steward_schema::resource::{CatalogStatus, ToolRow, ToolState, estimated_tokens};
 
 use super::Gateway;
 use super::pins::Definition;
@@ -32,7 +32,7 @@ fn row(server: &str, tool: &Tool, exposed: Option<&str>, state: ToolState) -> To
         exposed: exposed.map(str::to_owned),
         state,
         bytes,
-        estimated_tokens: CatalogCost::of_bytes(bytes).estimated_tokens,
+        estimated_tokens: estimated_tokens(bytes),
     }
 }
 
@@ -89,8 +89,9 @@ impl Gateway {
         rows
     }
 
-    /// What each listed server's listed tools cost, by server.
-    pub fn catalog_costs(&self) -> BTreeMap<String, CatalogCost> {
+    /// Each listed server's catalog: live or cached, and what its listed
+    /// tools cost, by server.
+    pub fn catalogs(&self) -> BTreeMap<String, CatalogStatus> {
         let union = self.registry.union();
         let mut bytes: BTreeMap<String, u64> = BTreeMap::new();
         for tool in &union.tools {
@@ -98,9 +99,13 @@ impl Gateway {
                 *bytes.entry(route.server.clone()).or_default() += definition_bytes(tool);
             }
         }
-        bytes
+        self.registry
+            .sources()
             .into_iter()
-            .map(|(server, b)| (server, CatalogCost::of_bytes(b)))
+            .map(|(server, source)| {
+                let b = bytes.get(&server).copied().unwrap_or_default();
+                (server, CatalogStatus::new(source, b))
+            })
             .collect()
     }
 }

@@ -24,10 +24,13 @@
 //!   servers.
 //! - [`pins`]: tool definitions pinned on first use; changed ones are
 //!   quarantined before they reach the registry.
+//! - [`cache`]: each server's last catalog, listed at once when the next
+//!   controller starts ([`Gateway::offer_cached`]) while calls wait for the
+//!   server.
 //!
 //! Every client shares the same server processes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
@@ -38,12 +41,12 @@ use rmcp::model::{ServerNotification, Tool};
 use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 use steward_schema::resource::{
-    GatewaySession, GatewayStatus, Item, McpServerSpec, WorkspaceStatus,
+    GatewaySession, GatewayStatus, Item, McpServerSpec, Phase, WorkspaceStatus,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::desired::snapshot::DesiredStore;
+use crate::desired::snapshot::{DesiredStore, Key};
 use crate::engine::publish::Publish;
 use crate::gateway::lsp::LspService;
 use crate::observe::clock::now_rfc3339;
@@ -53,6 +56,7 @@ use crate::runtime::lsp::LspConnection;
 use crate::runtime::mcp::{Broadcast, McpHandle, McpLists};
 use crate::support::sync::lock;
 
+pub mod cache;
 pub mod cost;
 pub mod explain;
 pub mod finder;
@@ -69,9 +73,10 @@ pub mod serve;
 pub mod session;
 pub mod view;
 
+use cache::{CachedCatalog, CatalogCache};
 use pins::{PinMode, Pins};
 use profile::Profile;
-use registry::Registry;
+use registry::{Registry, ServerCatalog};
 
 /// Tunables of the agent endpoint.
 #[derive(Debug, Clone)]
@@ -135,6 +140,7 @@ pub struct Gateway {
     store: Arc<DesiredStore>,
     lsp: Arc<LspService>,
     pins: Arc<Pins>,
+    cache: Arc<CatalogCache>,
     config: GatewayConfig,
     clients: Mutex<Clients>,
     /// Number of attached clients (a `steward mcp` controller exits at 0).
@@ -143,6 +149,9 @@ pub struct Gateway {
     last_list_changed: Mutex<Option<String>>,
     /// The cold start has finished (see [`Gateway::cold_start`]).
     started: AtomicBool,
+    /// When the catalog cache listed some server at start: the MCP servers
+    /// the cold start starts (see [`Gateway::offer_cached`]).
+    warm: Mutex<Option<BTreeSet<String>>>,
     /// Every tool each server offered in its last publication, before
     /// filters and pins (for [`cost`]).
     offered: Mutex<BTreeMap<String, Arc<Vec<Tool>>>>,
@@ -170,18 +179,24 @@ impl Gateway {
             config.pin_tools,
             status.clone(),
         ));
+        let cache = Arc::new(CatalogCache::load(
+            store.paths().catalog_cache_file(),
+            &store.paths().workspace,
+        ));
         Arc::new(Gateway {
             registry,
             status,
             store,
             lsp,
             pins,
+            cache,
             config,
             clients: Mutex::new(Clients::default()),
             attached: watch::Sender::new(0),
             listen: OnceLock::new(),
             last_list_changed: Mutex::new(None),
             started: AtomicBool::new(false),
+            warm: Mutex::new(None),
             offered: Mutex::new(BTreeMap::new()),
         })
     }
@@ -258,6 +273,10 @@ impl Gateway {
     /// does not show an empty workspace. Agents list once when they connect
     /// (Qwen Code even drops a server whose lists are all empty), and an
     /// agent that runs `steward mcp` connects before any server is Ready.
+    ///
+    /// With a warm catalog cache the wait ends as soon as every MCP server
+    /// the cold start starts is listed (live or cached) or has settled
+    /// without being Ready (failed, blocked, removed): all cached, no wait.
     pub async fn cold_start(&self) {
         if self.started.load(Ordering::Relaxed) {
             return;
@@ -270,11 +289,160 @@ impl Gateway {
                 self.started.store(true, Ordering::Relaxed);
                 return;
             }
+            if self.all_listed_or_settled() {
+                return;
+            }
             match tokio::time::timeout_at(deadline, changes.changed()).await {
                 Ok(Ok(())) => {}
                 // Closed, or waited long enough: answer with what is Ready.
                 Ok(Err(_)) | Err(_) => return,
             }
+        }
+    }
+
+    /// With a warm cache (see [`Self::cold_start`]): whether nothing the
+    /// cold start starts is still on its way without a catalog to list.
+    fn all_listed_or_settled(&self) -> bool {
+        let warm = lock(&self.warm);
+        let Some(starting) = warm.as_ref() else {
+            return false;
+        };
+        let snap = self.store.snapshot();
+        starting.iter().all(|name| {
+            let key = Key::mcp(name);
+            !snap.contains(&key)
+                || self.registry.listed(name)
+                || matches!(
+                    self.status.get(&key).map(|s| s.phase),
+                    Some(Phase::Failed | Phase::Blocked)
+                )
+        })
+    }
+
+    /// At start, before any client attaches: list each admitted MCP server
+    /// that has a cached catalog for its `configHash` (through its filters
+    /// and pins), while it starts; calls wait for it. `stopped`: the servers
+    /// the user stopped, which do not start. When every server that starts
+    /// is listed so and a language server starts too, the `lsp` tool is
+    /// listed as well (its calls wait for the language server likewise).
+    pub fn offer_cached(&self, stopped: &BTreeSet<Key>) {
+        let snap = self.store.snapshot();
+        for server in self.cache.servers() {
+            if !snap.desired.mcp.contains_key(&server) {
+                // Gone from the configuration: dropped with the next write.
+                self.cache.remove(&server, false);
+            }
+        }
+        let starts = |key: &Key| snap.blocked(key).is_none() && !stopped.contains(key);
+        let mut starting = BTreeSet::new();
+        let mut listed = 0;
+        for (name, desired) in &snap.desired.mcp {
+            if !starts(&Key::mcp(name)) {
+                continue;
+            }
+            starting.insert(name.clone());
+            let spec = &desired.spec;
+            let Some(entry) = self.cache.get(name, &spec.config_hash) else {
+                continue;
+            };
+            let Some(lists) = self.pins.screen(name, &entry.lists(), spec) else {
+                continue;
+            };
+            lock(&self.offered).insert(name.clone(), Arc::new(lists.tools.clone()));
+            let catalog = ServerCatalog {
+                instructions: entry.instructions.clone(),
+                ..ServerCatalog::filtered(&lists, spec)
+            };
+            self.registry.offer_cached(name, catalog, &spec.config_hash);
+            listed += 1;
+        }
+        if listed == 0 {
+            return;
+        }
+        let lsp_starts =
+            snap.desired.lsp_enabled && snap.desired.lsp.keys().any(|name| starts(&Key::lsp(name)));
+        if listed == starting.len() && lsp_starts {
+            self.registry.set_lsp_expected(true);
+        }
+        tracing::info!(
+            cached = listed,
+            starting = starting.len(),
+            "listing the cached catalogs of the servers while they start"
+        );
+        *lock(&self.warm) = Some(starting);
+    }
+
+    /// Withdraw each cached catalog that may not be listed any more: its
+    /// server left the configuration, is not admitted, is to run another
+    /// configuration, failed or was blocked (the engine withdraws the
+    /// servers whose start it stops; this covers a change that comes before
+    /// a start began). Likewise the listed `lsp` tool once no language
+    /// server is starting any more.
+    fn prune_cached(&self) {
+        let cached = self.registry.cached();
+        let lsp_expected = self.registry.lsp_expected();
+        if cached.is_empty() && !lsp_expected {
+            return;
+        }
+        let snap = self.store.snapshot();
+        let settled = |key: &Key| {
+            matches!(
+                self.status.get(key).map(|s| s.phase),
+                Some(Phase::Failed | Phase::Blocked)
+            )
+        };
+        for (name, config_hash) in cached {
+            let key = Key::mcp(&name);
+            let keep = snap
+                .desired
+                .mcp
+                .get(&name)
+                .is_some_and(|d| d.spec.config_hash == config_hash)
+                && snap.blocked(&key).is_none()
+                && !settled(&key);
+            if !keep {
+                tracing::debug!(server = %name, "cached catalog withdrawn");
+                self.registry.withdraw_cached(&name);
+            }
+        }
+        if lsp_expected {
+            let starting = snap.desired.lsp_enabled
+                && snap.desired.lsp.keys().any(|name| {
+                    let key = Key::lsp(name);
+                    snap.blocked(&key).is_none()
+                        && matches!(
+                            self.status.get(&key).map(|s| s.phase),
+                            None | Some(Phase::Pending | Phase::Starting)
+                        )
+                });
+            if !starting {
+                self.registry.set_lsp_expected(false);
+            }
+        }
+    }
+
+    /// While anything is listed from the cache, look again on every change
+    /// of status (see [`Self::prune_cached`]).
+    async fn run_cache_pruner(self: Arc<Self>, cancel: CancellationToken) {
+        let mut changes = self.status.subscribe();
+        loop {
+            changes.borrow_and_update();
+            self.prune_cached();
+            if self.registry.cached().is_empty() && !self.registry.lsp_expected() {
+                return;
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                changed = changes.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+
+    /// Write the catalog cache now if a background write is still due (at
+    /// shutdown: the runtime may drop a write queued but not started).
+    pub fn flush_cache(&self) {
+        if let Err(error) = self.cache.save() {
+            tracing::warn!(%error, "the last catalogs are not cached");
         }
     }
 
@@ -309,8 +477,14 @@ impl Gateway {
 impl Publish for Gateway {
     fn mcp_ready(&self, name: &str, handle: &McpHandle, lists: &McpLists, spec: &McpServerSpec) {
         lock(&self.offered).insert(name.to_owned(), Arc::new(lists.tools.clone()));
-        let lists = self.pins.admit(name, lists, spec);
-        self.registry.publish(name, handle, &lists, spec);
+        let admitted = self.pins.admit(name, lists, spec);
+        self.registry.publish(name, handle, &admitted, spec);
+        // What the server offers, before filters and pins: the next
+        // controller screens it through the filters and pins of its day.
+        let server_info = handle.peer.peer_info().and_then(|i| i.server_info.clone());
+        let entry =
+            CachedCatalog::new(&spec.config_hash, lists, handle.instructions(), server_info);
+        self.cache.store(name, entry);
     }
 
     fn mcp_restarting(&self, name: &str) {
@@ -328,6 +502,7 @@ impl Publish for Gateway {
     fn mcp_removed(&self, name: &str) {
         lock(&self.offered).remove(name);
         self.registry.forget(name);
+        self.cache.remove(name, true);
     }
 
     fn lsp_ready<'a>(&'a self, name: &'a str, conn: Arc<LspConnection>) -> BoxFuture<'a, ()> {
@@ -362,14 +537,14 @@ impl Decoration for Gateway {
     fn decorate(&self, doc: &mut WorkspaceStatus) {
         self.pins.decorate(doc);
         let calls = self.registry.calls();
-        let costs = self.catalog_costs();
+        let catalogs = self.catalogs();
         for item in &mut doc.items {
             if let Item::McpServer(server) = item {
                 let name = &server.metadata.name;
                 if let Some(counts) = calls.get(name) {
                     server.status.calls = Some(*counts);
                 }
-                server.status.catalog = costs.get(name).copied();
+                server.status.catalog = catalogs.get(name).copied();
             }
         }
         let union = self.registry.union();
@@ -400,6 +575,7 @@ impl Gateway {
     /// never when it did not (a client that connected after a change, while
     /// the notification was being coalesced, is not told about it).
     pub async fn run_broadcaster(self: Arc<Self>, cancel: CancellationToken) {
+        tokio::spawn(self.clone().run_cache_pruner(cancel.clone()));
         let mut changes = self.registry.subscribe();
         let mut announced = self.registry.union().fingerprints;
         loop {

@@ -718,6 +718,36 @@ impl Pins {
         published
     }
 
+    /// `lists` (what the catalog cache holds for `server` under `spec`)
+    /// without what its pins would quarantine, judged as [`Self::admit`]
+    /// judges a publication but recording nothing: no verdict, no event, no
+    /// pin. `None` when the server is pinned and has no pins for this
+    /// `configHash` (the pins were lost): what it offers then is pinned
+    /// only when it runs, so nothing cached is vouched for.
+    pub fn screen(&self, server: &str, lists: &McpLists, spec: &McpServerSpec) -> Option<McpLists> {
+        if !self.mode.pins(spec) {
+            return Some(lists.clone());
+        }
+        let inner = self.lock();
+        let pins = inner
+            .file
+            .servers
+            .get(server)
+            .filter(|p| p.config_hash == spec.config_hash)?;
+        let quarantined = judge(pins, &Offered::of(lists), |kind, name| {
+            kind == Definition::Prompt || spec.exposes_tool(name)
+        });
+        drop(inner);
+        let held = |kind: Definition, name: &str| {
+            quarantined.iter().any(|q| q.kind == kind && q.name == name)
+        };
+        let mut kept = lists.clone();
+        kept.tools
+            .retain(|t| !held(Definition::Tool, t.name.as_ref()));
+        kept.prompts.retain(|p| !held(Definition::Prompt, &p.name));
+        Some(kept)
+    }
+
     /// Pin the definitions `server` (configured as `spec`) offers now, in
     /// place of those it was quarantined for; returns what was accepted
     /// (nothing when nothing was quarantined). The registry lists them once
@@ -1075,6 +1105,28 @@ mod tests {
         let other = lists(&[echo("Something else entirely")]);
         assert_eq!(names(&store.admit("s", &other, &spec("h2"))), ["echo"]);
         assert!(store.quarantined_servers().is_empty());
+    }
+
+    #[test]
+    fn a_cached_catalog_is_screened_through_the_pins_recording_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = pins(dir.path(), PinMode::All);
+        let cached = lists(&[echo("Echo!!"), json!({"name": "add", "inputSchema": {}})]);
+        // No pins for this configuration: nothing cached is vouched for.
+        assert_eq!(store.screen("s", &cached, &spec("h1")), None);
+        store.admit("s", &lists(&[echo("Echo.")]), &spec("h1"));
+        let events = store.status.events().list().len();
+        // A changed and an added tool: both held back, no event, no verdict.
+        let screened = store.screen("s", &cached, &spec("h1")).unwrap();
+        assert!(names(&screened).is_empty());
+        assert_eq!(store.status.events().list().len(), events);
+        assert!(store.quarantined_servers().is_empty());
+        let same = lists(&[echo("Echo.")]);
+        assert_eq!(store.screen("s", &same, &spec("h1")).unwrap(), same);
+        assert_eq!(store.screen("s", &same, &spec("h2")), None);
+        // Not pinned: as cached.
+        let off = pins(dir.path(), PinMode::Off);
+        assert_eq!(off.screen("s", &cached, &spec("h2")).unwrap(), cached);
     }
 
     #[test]

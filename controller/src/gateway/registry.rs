@@ -6,7 +6,10 @@
 //!   catalog after `includeTools` / `excludeTools`;
 //! - `Restarting`: its configuration changed and a new process is on its
 //!   way; new calls wait for it, and the old catalog stays listed so that a
-//!   restart that yields the same tools changes nothing an agent sees.
+//!   restart that yields the same tools changes nothing an agent sees;
+//! - `Cached`: the controller just started and the server is starting; what
+//!   it offered the last time it ran this configuration (the catalog cache,
+//!   [`super::cache`]) is listed, and calls wait for it as for a restart.
 //!
 //! No slot means not live: the status store says why (starting, failed,
 //! blocked, removed). Every change bumps a version that waiting callers and
@@ -21,7 +24,7 @@ use std::time::Duration;
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use serde::Serialize;
-use steward_schema::resource::{CallCounts, McpServerSpec};
+use steward_schema::resource::{CallCounts, CatalogSource, McpServerSpec};
 use tokio::sync::watch;
 
 use super::search::{SearchEntry, ToolIndex};
@@ -71,13 +74,25 @@ pub struct Upstream {
 enum Slot {
     Live(Arc<Upstream>),
     Restarting(Arc<ServerCatalog>),
+    /// From the catalog cache, for the `configHash` it was stored under.
+    Cached {
+        catalog: Arc<ServerCatalog>,
+        config_hash: String,
+    },
 }
 
 impl Slot {
     fn catalog(&self) -> &Arc<ServerCatalog> {
         match self {
             Slot::Live(up) => &up.catalog,
-            Slot::Restarting(catalog) => catalog,
+            Slot::Restarting(catalog) | Slot::Cached { catalog, .. } => catalog,
+        }
+    }
+
+    fn source(&self) -> CatalogSource {
+        match self {
+            Slot::Live(_) | Slot::Restarting(_) => CatalogSource::Live,
+            Slot::Cached { .. } => CatalogSource::Cached,
         }
     }
 }
@@ -367,6 +382,10 @@ struct Inner {
     /// Some language server is Ready (a copy of what [`crate::gateway::lsp::LspService`]
     /// routes to, kept here because it is part of the union).
     lsp: bool,
+    /// The `lsp` tool is listed before any language server is Ready: the
+    /// catalog cache listed every MCP server at start, and a language server
+    /// is starting (calls of the `lsp` tool wait for it).
+    lsp_expected: bool,
     counters: BTreeMap<String, Arc<Counters>>,
     /// The union with names of at most [`names::MAX_LEN`] characters.
     union: Arc<Union>,
@@ -377,7 +396,11 @@ struct Inner {
 
 impl Inner {
     fn rebuild(&mut self) {
-        self.union = Arc::new(Union::build(&self.slots, self.lsp, names::MAX_LEN));
+        self.union = Arc::new(Union::build(
+            &self.slots,
+            self.lsp || self.lsp_expected,
+            names::MAX_LEN,
+        ));
         self.shorter.clear();
     }
 
@@ -385,7 +408,7 @@ impl Inner {
         if max_name_len == names::MAX_LEN {
             return self.union.clone();
         }
-        let (slots, lsp) = (&self.slots, self.lsp);
+        let (slots, lsp) = (&self.slots, self.lsp || self.lsp_expected);
         self.shorter
             .entry(max_name_len)
             .or_insert_with(|| Arc::new(Union::build(slots, lsp, max_name_len)))
@@ -474,6 +497,49 @@ impl Registry {
         self.bump();
     }
 
+    /// `server`, which has no slot, is starting under `config_hash`, and
+    /// `catalog` is what the catalog cache holds for it: listed until it is
+    /// published (or withdrawn); calls wait for it meanwhile. A server that
+    /// already has a slot keeps it.
+    pub fn offer_cached(&self, server: &str, catalog: ServerCatalog, config_hash: &str) {
+        let mut inner = self.lock();
+        if inner.slots.contains_key(server) {
+            return;
+        }
+        inner.slots.insert(
+            server.to_owned(),
+            Slot::Cached {
+                catalog: Arc::new(catalog),
+                config_hash: config_hash.to_owned(),
+            },
+        );
+        inner.rebuild();
+        drop(inner);
+        self.bump();
+    }
+
+    /// The servers listed from the cache now, with the `configHash` of
+    /// their cached catalog.
+    pub fn cached(&self) -> Vec<(String, String)> {
+        self.lock()
+            .slots
+            .iter()
+            .filter_map(|(name, slot)| match slot {
+                Slot::Cached { config_hash, .. } => Some((name.clone(), config_hash.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Where each listed server's catalog comes from.
+    pub fn sources(&self) -> BTreeMap<String, CatalogSource> {
+        self.lock()
+            .slots
+            .iter()
+            .map(|(name, slot)| (name.clone(), slot.source()))
+            .collect()
+    }
+
     /// `server` is being restarted for a new configuration: new calls wait
     /// for the next [`publish`](Self::publish); its catalog stays listed.
     pub fn restarting(&self, server: &str) {
@@ -489,12 +555,29 @@ impl Registry {
         self.bump();
     }
 
-    /// `server`'s connection is being stopped. A server restarting for a
-    /// new configuration keeps its catalog listed (see [`Self::restarting`]).
+    /// `server`'s connection is being stopped (or its start abandoned). A
+    /// server restarting for a new configuration keeps its catalog listed
+    /// (see [`Self::restarting`]); a cached one goes.
     pub fn stopping(&self, server: &str) {
-        if matches!(self.lock().slots.get(server), Some(Slot::Live(_))) {
+        if matches!(
+            self.lock().slots.get(server),
+            Some(Slot::Live(_) | Slot::Cached { .. })
+        ) {
             self.withdraw(server);
         }
+    }
+
+    /// Withdraw `server` if its catalog is still the cached one (not once it
+    /// is live).
+    pub fn withdraw_cached(&self, server: &str) {
+        let mut inner = self.lock();
+        if !matches!(inner.slots.get(server), Some(Slot::Cached { .. })) {
+            return;
+        }
+        inner.slots.remove(server);
+        inner.rebuild();
+        drop(inner);
+        self.bump();
     }
 
     /// `server` is not live any more (stopped, crashed, blocked, removed, or
@@ -528,6 +611,22 @@ impl Registry {
         }
     }
 
+    /// Whether the `lsp` tool is listed while no language server is Ready
+    /// yet (see `Inner::lsp_expected`).
+    pub(crate) fn set_lsp_expected(&self, expected: bool) {
+        let mut inner = self.lock();
+        if inner.lsp_expected != expected {
+            inner.lsp_expected = expected;
+            inner.rebuild();
+            drop(inner);
+            self.bump();
+        }
+    }
+
+    pub(crate) fn lsp_expected(&self) -> bool {
+        self.lock().lsp_expected
+    }
+
     /// What clients are offered now.
     pub fn union(&self) -> Arc<Union> {
         self.lock().union.clone()
@@ -539,8 +638,8 @@ impl Registry {
         self.lock().union_for(max_name_len)
     }
 
-    /// Whether `server`'s catalog is listed (live, or restarting with its
-    /// last catalog).
+    /// Whether `server`'s catalog is listed (live, restarting with its last
+    /// catalog, or cached).
     pub fn listed(&self, server: &str) -> bool {
         self.lock().slots.contains_key(server)
     }
@@ -560,7 +659,7 @@ impl Registry {
             .values()
             .filter_map(|slot| match slot {
                 Slot::Live(up) => Some(up.clone()),
-                Slot::Restarting(_) => None,
+                Slot::Restarting(_) | Slot::Cached { .. } => None,
             })
             .collect()
     }
@@ -612,5 +711,55 @@ mod tests {
         let empty = Union::build(&BTreeMap::new(), false, names::MAX_LEN);
         assert_eq!(registry.union().fingerprints, empty.fingerprints);
         assert_ne!(empty.fingerprints, [0, 0, 0]);
+    }
+
+    fn catalog(tools: &[&str]) -> ServerCatalog {
+        ServerCatalog {
+            tools: tools
+                .iter()
+                .map(|t| {
+                    serde_json::from_value(serde_json::json!({"name": t, "inputSchema": {}}))
+                        .unwrap()
+                })
+                .collect(),
+            ..ServerCatalog::default()
+        }
+    }
+
+    #[test]
+    fn a_cached_catalog_is_listed_not_callable_and_goes_when_its_start_stops() {
+        let registry = Registry::default();
+        let empty = registry.union().fingerprints;
+        registry.offer_cached("s", catalog(&["echo"]), "h");
+        let union = registry.union();
+        assert_eq!(union.tool_names().collect::<Vec<_>>(), ["s__echo"]);
+        assert!(registry.listed("s"));
+        assert!(registry.live("s").is_none());
+        assert!(registry.all_live().is_empty());
+        assert_eq!(registry.cached(), [("s".to_owned(), "h".to_owned())]);
+        assert_eq!(registry.sources()["s"], CatalogSource::Cached);
+        // Offered again (a second start): the first stays.
+        registry.offer_cached("s", catalog(&["other"]), "h2");
+        assert_eq!(registry.cached()[0].1, "h");
+        // A start abandoned (blocked, config edit before Ready) withdraws it;
+        // a restarting slot (not cached) would stay.
+        registry.stopping("s");
+        assert!(!registry.listed("s"));
+        assert_eq!(registry.union().fingerprints, empty);
+        registry.offer_cached("s", catalog(&["echo"]), "h");
+        registry.withdraw_cached("s");
+        assert!(registry.union().tools.is_empty());
+    }
+
+    #[test]
+    fn the_lsp_tool_is_listed_while_a_language_server_is_expected_or_ready() {
+        let registry = Registry::default();
+        registry.set_lsp_expected(true);
+        assert!(registry.union().lsp);
+        registry.set_lsp_available(true);
+        registry.set_lsp_expected(false);
+        assert!(registry.union().lsp);
+        registry.set_lsp_available(false);
+        assert!(!registry.union().lsp);
     }
 }

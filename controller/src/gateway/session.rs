@@ -65,8 +65,10 @@ impl Session {
         *lock(&self.profile)
     }
 
-    /// The union as this client's names have it.
+    /// The union as this client's names have it (never with a cached
+    /// catalog that may not be listed any more).
     fn union(&self) -> Arc<Union> {
+        self.gateway.prune_cached();
         self.gateway.registry.union_for(self.profile().max_name_len)
     }
 }
@@ -216,22 +218,36 @@ impl Gateway {
     }
 
     /// The live upstream that owns `uri` (a listed resource, or one that fits
-    /// a listed template).
-    fn resource_upstream(&self, uri: &str) -> Result<Arc<Upstream>, ErrorData> {
-        let union = self.registry.union();
-        let server = union.resource_owner(uri).ok_or_else(|| {
-            ErrorData::resource_not_found(
-                format!("no server of this workspace lists the resource {uri}"),
-                None,
-            )
-        })?;
-        self.registry.live(server).ok_or_else(|| {
-            let why = match self.availability(server) {
-                Availability::Down(why) => why,
-                Availability::Wait => format!("server \"{server}\" is restarting; try again"),
+    /// a listed template), waiting (up to the start wait) while its server
+    /// starts or restarts, as a call does.
+    async fn resource_upstream(&self, uri: &str) -> Result<Arc<Upstream>, ErrorData> {
+        let deadline = Instant::now() + self.config.start_wait;
+        let mut changes = self.registry.subscribe();
+        loop {
+            changes.borrow_and_update();
+            let union = self.registry.union();
+            let server = union.resource_owner(uri).ok_or_else(|| {
+                ErrorData::resource_not_found(
+                    format!("no server of this workspace lists the resource {uri}"),
+                    None,
+                )
+            })?;
+            if let Some(up) = self.registry.live(server) {
+                return Ok(up);
+            }
+            if let Availability::Down(why) = self.availability(server) {
+                return Err(ErrorData::resource_not_found(why, None));
+            }
+            let why = match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) => "the controller is shutting down".to_owned(),
+                Err(_) => format!(
+                    "server \"{server}\" did not become ready within {}; see `steward describe {server}`",
+                    humantime::format_duration(self.config.start_wait)
+                ),
             };
-            ErrorData::resource_not_found(why, None)
-        })
+            return Err(ErrorData::resource_not_found(why, None));
+        }
     }
 }
 
@@ -687,7 +703,7 @@ impl ServerHandler for Session {
                 vec![ResourceContents::text(text.clone(), request.uri.clone())],
             )));
         }
-        let up = self.gateway.resource_upstream(&request.uri)?;
+        let up = self.gateway.resource_upstream(&request.uri).await?;
         let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request));
         let progress = context.meta.get_progress_token();
         match forward(&up, request, &context, progress, None).await {

@@ -143,7 +143,7 @@ impl Paths {
     }
 
     /// Per-workspace controller state directory under HOME_DIR (never in the
-    /// workspace): lock, control socket, stopped-servers list, tool pins.
+    /// workspace): lock, control socket, stopped-servers list, tool pins, catalog cache.
     pub fn state_dir(&self) -> PathBuf {
         let digest = sha256_hex(self.workspace.to_string_lossy().as_bytes());
         self.home_dir.join("steward").join(&digest[..16])
@@ -188,6 +188,12 @@ impl Paths {
     /// the approvals file Qwen Code shares.
     pub fn tool_pins_file(&self) -> PathBuf {
         self.state_dir().join("toolPins.json")
+    }
+
+    /// What each MCP server offered when it last ran (`gateway::cache`),
+    /// listed at once by the next controller.
+    pub fn catalog_cache_file(&self) -> PathBuf {
+        self.state_dir().join("catalogCache.json")
     }
 }
 

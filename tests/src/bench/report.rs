@@ -382,6 +382,16 @@ pub fn bench(opts: Opts) -> Result<()> {
         };
     }
 
+    if on("first-list") {
+        out["firstList"] = match run_scenario("first-list", || first_list::first_list(&ctx)) {
+            Ok((json, t)) => {
+                more_targets.extend(t);
+                json
+            }
+            Err(e) => e,
+        };
+    }
+
     // Ratios steward / mcp-hub, at the same N.
     if let Some(Ok(h)) = &hub {
         let mut ratios = serde_json::Map::new();

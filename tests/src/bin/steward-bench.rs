@@ -7,7 +7,8 @@
 //! ```text
 //! cargo build --release -p steward-tests --bins
 //! target/release/steward-bench [--quick]
-//!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway,search,storm]
+//!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway,search,storm,
+//!            first-list]
 //!     [--observe watch|poll] [--edits N] [--debounce-ms MS] [--mcp-hub PATH | --no-mcp-hub]
 //!     [--reload-ns 1,10,100] [--cost-ns 10,50,500] [--controller-arg ARG]... [--out FILE]
 //!     [--cold-ns 10,100,500] [--init-delay-ms 300] [--start-cpu-ms 10]
@@ -19,9 +20,11 @@
 //! N = 500, edits while 50 slow servers start) in `readiness.rs`, and
 //! `gateway` (the agent endpoint's added latency, throughput, list_changed
 //! delay, RSS) and `search` (`search_tools` at 1000 tools) in `gateway.rs`,
-//! and `storm` (a server announcing `tools/list_changed` 1000 times a
-//! second for 10 s: the controller's CPU and how often it re-lists) in
-//! `storm.rs`; the module docs of those three say how they measure.
+//! `storm` (a server announcing `tools/list_changed` 1000 times a second
+//! for 10 s: the controller's CPU and how often it re-lists) in `storm.rs`,
+//! and `first-list` (an agent's launch → first `tools/list`, cold vs warm
+//! catalog cache, ten real servers) in `first_list.rs`; the module docs of
+//! those say how they measure.
 //!
 //! `--quick` (about 25 s) runs every scenario at small sizes; it is meant for
 //! a smoke test (no errors, no churn, at most 2 restarts for the burst), not
@@ -93,6 +96,8 @@ mod cold;
 mod controller;
 #[path = "../bench/cost.rs"]
 mod cost;
+#[path = "../bench/first_list.rs"]
+mod first_list;
 #[path = "../bench/fleet.rs"]
 mod fleet;
 #[path = "../bench/gateway.rs"]

@@ -23,6 +23,7 @@ mod validate;
 
 // The envtests.
 mod async_start;
+mod catalog_cache;
 mod demo_walkthrough;
 mod gateway;
 mod gateway_http;

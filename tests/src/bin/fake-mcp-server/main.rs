@@ -127,7 +127,22 @@ fn load_config() -> Result<FakeMcpConfig, String> {
         Some(json) => json,
         None => std::env::var(CONFIG_ENV).unwrap_or_else(|_| "{}".into()),
     };
-    serde_json::from_str(&json).map_err(|err| format!("invalid config: {err}"))
+    let config: FakeMcpConfig =
+        serde_json::from_str(&json).map_err(|err| format!("invalid config: {err}"))?;
+    let Some(path) = config.overlay_file.clone() else {
+        return Ok(config);
+    };
+    let overlay = match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text)
+            .map_err(|err| format!("invalid overlay file {}: {err}", path.display()))?,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(config),
+        Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
+    };
+    let mut merged = serde_json::to_value(&config).map_err(|err| err.to_string())?;
+    if let Some(object) = merged.as_object_mut() {
+        object.extend(overlay);
+    }
+    serde_json::from_value(merged).map_err(|err| format!("invalid overlay: {err}"))
 }
 
 async fn run(config: FakeMcpConfig, definitions: Definitions, recorder: Recorder) {

@@ -1,0 +1,362 @@
+//! The catalog cache: what each MCP server offered the last time it ran,
+//! so that the next controller lists it at once instead of after its start.
+//!
+//! After a server's discovery its catalog — tools, prompts, resources,
+//! resource templates, as the server described them (before the entry's
+//! filters and the pins), its `instructions` and `serverInfo` — is stored
+//! under its name with the `configHash` it ran under, in
+//! `HOME_DIR/steward/<workspace>/catalogCache.json` (0600, one file per
+//! workspace, replaced whole). An entry is used only for the same
+//! `configHash`; what is listed from it goes through the entry's filters and
+//! the pins ([`super::pins::Pins::screen`]) first, so the cache never lists
+//! a filtered or quarantined definition. When the server is Ready its live
+//! catalog replaces the entry if it differs.
+//!
+//! Writes are batched on a blocking thread (a durable write takes ~10 ms and
+//! a cold start stores every server at once, from the reconcile workers): a
+//! cold start of 100 servers writes the file a few times, not 100 times.
+//! A file that cannot be read is an empty cache (and a log line).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rmcp::model::{Implementation, Prompt, Resource, ResourceTemplate, Tool};
+use serde::{Deserialize, Serialize};
+
+use crate::observe::clock::now_rfc3339;
+use crate::runtime::mcp::McpLists;
+use crate::support::fs::write_atomically;
+use crate::support::sync::lock;
+
+/// The version of the file format this controller writes and reads; a file
+/// of another version is an empty cache.
+const VERSION: u32 = 1;
+
+/// Why the cache could not be written. Messages read after "failed to".
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("write the catalog cache {path}: {source}")]
+    Save {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What one server offered under one `configHash`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CachedCatalog {
+    pub config_hash: String,
+    /// RFC 3339 time it was stored (not compared).
+    #[serde(default)]
+    pub stored_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<Implementation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    #[serde(default)]
+    pub tools: Vec<Tool>,
+    #[serde(default)]
+    pub prompts: Vec<Prompt>,
+    #[serde(default)]
+    pub resources: Vec<Resource>,
+    #[serde(default)]
+    pub resource_templates: Vec<ResourceTemplate>,
+}
+
+impl CachedCatalog {
+    /// The entry for `lists`, offered under `config_hash`.
+    pub fn new(
+        config_hash: &str,
+        lists: &McpLists,
+        instructions: Option<String>,
+        server_info: Option<Implementation>,
+    ) -> CachedCatalog {
+        CachedCatalog {
+            config_hash: config_hash.to_owned(),
+            stored_at: String::new(),
+            server_info,
+            instructions,
+            tools: lists.tools.clone(),
+            prompts: lists.prompts.clone(),
+            resources: lists.resources.clone(),
+            resource_templates: lists.templates.clone(),
+        }
+    }
+
+    /// The lists as the server gave them.
+    pub fn lists(&self) -> McpLists {
+        McpLists {
+            tools: self.tools.clone(),
+            prompts: self.prompts.clone(),
+            resources: self.resources.clone(),
+            templates: self.resource_templates.clone(),
+        }
+    }
+
+    /// The same catalog, whenever it was stored.
+    fn same(&self, other: &CachedCatalog) -> bool {
+        self.config_hash == other.config_hash
+            && self.server_info == other.server_info
+            && self.instructions == other.instructions
+            && self.tools == other.tools
+            && self.prompts == other.prompts
+            && self.resources == other.resources
+            && self.resource_templates == other.resource_templates
+    }
+}
+
+/// `catalogCache.json`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CacheFile {
+    version: u32,
+    /// The canonical workspace root (for a reader of the file).
+    #[serde(default)]
+    workspace: String,
+    #[serde(default)]
+    servers: BTreeMap<String, CachedCatalog>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    file: CacheFile,
+    /// `file` has changes not written yet.
+    dirty: bool,
+    /// A background write is on its way (see [`CatalogCache::save_soon`]).
+    flushing: bool,
+}
+
+/// The cache file and its content (see the module doc).
+pub struct CatalogCache {
+    path: PathBuf,
+    inner: Mutex<Inner>,
+    /// Held while the file is written: writes take their content in turn,
+    /// so a later write never carries an older cache.
+    writing: Mutex<()>,
+}
+
+impl fmt::Debug for CatalogCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CatalogCache")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CatalogCache {
+    /// The cache in `path`: empty when the file is absent, and when it
+    /// cannot be read or is of another version (logged; the next store
+    /// replaces it).
+    pub fn load(path: PathBuf, workspace: &Path) -> CatalogCache {
+        let unreadable = |error: &dyn fmt::Display| {
+            tracing::warn!(file = %path.display(), %error, "the catalog cache cannot be read; starting without it");
+            CacheFile::default()
+        };
+        let mut file = match std::fs::read(&path) {
+            Ok(bytes) => match serde_json::from_slice::<CacheFile>(&bytes) {
+                Ok(file) if file.version == VERSION => file,
+                Ok(file) => unreadable(&format!("unknown version {}", file.version)),
+                Err(error) => unreadable(&error),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => CacheFile::default(),
+            Err(error) => unreadable(&error),
+        };
+        file.version = VERSION;
+        file.workspace = workspace.display().to_string();
+        CatalogCache {
+            path,
+            inner: Mutex::new(Inner {
+                file,
+                ..Inner::default()
+            }),
+            writing: Mutex::new(()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        lock(&self.inner)
+    }
+
+    /// What `server` offered the last time it ran under `config_hash`.
+    pub fn get(&self, server: &str, config_hash: &str) -> Option<CachedCatalog> {
+        self.lock()
+            .file
+            .servers
+            .get(server)
+            .filter(|c| c.config_hash == config_hash)
+            .cloned()
+    }
+
+    /// The servers with an entry, whatever its `configHash`.
+    pub fn servers(&self) -> Vec<String> {
+        self.lock().file.servers.keys().cloned().collect()
+    }
+
+    /// `server` offers `catalog` now: replace its entry when it differs,
+    /// written soon. Returns whether it differed.
+    pub fn store(self: &Arc<Self>, server: &str, mut catalog: CachedCatalog) -> bool {
+        {
+            let mut inner = self.lock();
+            if inner
+                .file
+                .servers
+                .get(server)
+                .is_some_and(|old| old.same(&catalog))
+            {
+                return false;
+            }
+            catalog.stored_at = now_rfc3339();
+            inner.file.servers.insert(server.to_owned(), catalog);
+            inner.dirty = true;
+        }
+        tracing::debug!(server, "catalog cached");
+        self.save_soon();
+        true
+    }
+
+    /// Forget `server` (it left the configuration). With `write`, soon;
+    /// without, with the next write.
+    pub fn remove(self: &Arc<Self>, server: &str, write: bool) {
+        let mut inner = self.lock();
+        if inner.file.servers.remove(server).is_none() {
+            return;
+        }
+        inner.dirty = true;
+        drop(inner);
+        if write {
+            self.save_soon();
+        }
+    }
+
+    /// Write the file if it changed since the last write.
+    pub fn save(&self) -> Result<(), CacheError> {
+        let _writing = lock(&self.writing);
+        let bytes = {
+            let mut inner = self.lock();
+            if !std::mem::take(&mut inner.dirty) {
+                return Ok(());
+            }
+            let mut bytes = serde_json::to_vec(&inner.file).unwrap_or_default();
+            bytes.push(b'\n');
+            bytes
+        };
+        write_atomically(&self.path, &bytes).map_err(|source| CacheError::Save {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Write the file off the caller's path, coalescing the stores of one
+    /// moment (see the module doc); without a runtime (unit tests), now.
+    fn save_soon(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            if let Err(error) = self.save() {
+                tracing::warn!(%error, "the catalog cache is kept in memory only");
+            }
+            return;
+        };
+        if std::mem::replace(&mut self.lock().flushing, true) {
+            return;
+        }
+        let cache = self.clone();
+        runtime.spawn_blocking(move || {
+            loop {
+                if let Err(error) = cache.save() {
+                    tracing::warn!(%error, "the catalog cache is kept in memory only");
+                }
+                let mut inner = cache.lock();
+                if !inner.dirty {
+                    inner.flushing = false;
+                    return;
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn lists(tools: &[&str]) -> McpLists {
+        McpLists {
+            tools: tools
+                .iter()
+                .map(|t| serde_json::from_value(json!({"name": t, "inputSchema": {}})).unwrap())
+                .collect(),
+            prompts: vec![serde_json::from_value(json!({"name": "p"})).unwrap()],
+            ..McpLists::default()
+        }
+    }
+
+    fn cache(dir: &Path) -> Arc<CatalogCache> {
+        Arc::new(CatalogCache::load(dir.join("catalogCache.json"), dir))
+    }
+
+    #[test]
+    fn a_stored_catalog_is_read_back_for_its_config_hash_only_from_a_private_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = cache(dir.path());
+        let entry = CachedCatalog::new(
+            "h1",
+            &lists(&["echo", "add"]),
+            Some("Use echo.".into()),
+            Some(Implementation::new("srv", "1.2.3")),
+        );
+        assert!(store.store("s", entry.clone()));
+        let path = dir.path().join("catalogCache.json");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+
+        let again = cache(dir.path());
+        let got = again.get("s", "h1").expect("cached under h1");
+        assert!(got.same(&entry));
+        assert!(!got.stored_at.is_empty());
+        assert_eq!(got.lists(), lists(&["echo", "add"]));
+        assert_eq!(got.instructions.as_deref(), Some("Use echo."));
+        assert_eq!(got.server_info.unwrap().name, "srv");
+        assert_eq!(again.get("s", "h2"), None);
+        assert_eq!(again.get("other", "h1"), None);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["version"], 1);
+        assert_eq!(v["servers"]["s"]["configHash"], "h1");
+        assert_eq!(v["servers"]["s"]["tools"][1]["name"], "add");
+    }
+
+    #[test]
+    fn the_same_catalog_is_not_written_again_and_a_new_one_replaces_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = cache(dir.path());
+        assert!(store.store("s", CachedCatalog::new("h", &lists(&["a"]), None, None)));
+        assert!(!store.store("s", CachedCatalog::new("h", &lists(&["a"]), None, None)));
+        assert!(store.store("s", CachedCatalog::new("h", &lists(&["b"]), None, None)));
+        assert!(store.store("s", CachedCatalog::new("h2", &lists(&["b"]), None, None)));
+        let again = cache(dir.path());
+        assert_eq!(again.get("s", "h"), None);
+        assert_eq!(again.get("s", "h2").unwrap().lists(), lists(&["b"]));
+        store.remove("s", true);
+        assert!(cache(dir.path()).servers().is_empty());
+    }
+
+    #[test]
+    fn a_corrupted_or_foreign_file_is_an_empty_cache_replaced_by_the_next_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalogCache.json");
+        std::fs::write(&path, "{\"version\": 1, \"servers\": {\"s\": [").unwrap();
+        let store = cache(dir.path());
+        assert!(store.servers().is_empty());
+        std::fs::write(&path, "{\"version\": 99, \"servers\": {}}").unwrap();
+        assert!(cache(dir.path()).servers().is_empty());
+        store.store("s", CachedCatalog::new("h", &lists(&["a"]), None, None));
+        assert!(cache(dir.path()).get("s", "h").is_some());
+    }
+}
