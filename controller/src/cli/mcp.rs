@@ -1,6 +1,8 @@
 //! `steward mcp`: the agent's one endpoint on stdio. It hands the agent's
 //! stdio to the workspace's running controller, or becomes the controller
-//! when none runs.
+//! when none runs. When the controller it handed the session to stops or
+//! dies, it hands the session to the next one (or becomes it): the agent
+//! never sees its connection close ([`crate::gateway::resume`]).
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,9 +13,15 @@ use crate::cli::args::{LogFormat, McpArgs};
 use crate::engine::{self};
 use crate::gateway::handover;
 use crate::gateway::profile::Profile;
+use crate::gateway::resume::{Attach, Back, Resume, frame, read_frame};
 use crate::support::logging::{self};
 /// How long `steward mcp` tries to reach (or become) the controller.
 const ATTACH_DEADLINE: Duration = Duration::from_secs(15);
+/// How long, after its controller went away, `steward mcp` waits for the
+/// next one (`steward run` restarted) before it becomes the controller.
+const NEXT_CONTROLLER_GRACE: Duration = Duration::from_secs(3);
+/// How long `steward mcp` waits for a stopping controller to exit.
+const STOPPING_DEADLINE: Duration = Duration::from_secs(60);
 
 /// `steward mcp`: bridge stdio to the workspace's controller, or become it.
 pub fn run(workspace: &std::path::Path, args: McpArgs) -> Result<ExitCode, CommandError> {
@@ -24,71 +32,110 @@ pub fn run(workspace: &std::path::Path, args: McpArgs) -> Result<ExitCode, Comma
     let mut opts = run_options(workspace, &args.run);
     opts.gateway.stdio = Some(profile);
     with_controller_runtime(|shutdown| async move {
-        let deadline = tokio::time::Instant::now() + ATTACH_DEADLINE;
+        let socket = paths.mcp_socket_path();
+        // The session as the last controller left it, once one did.
+        let mut resume: Option<Resume> = None;
+        let mut moved = false;
         loop {
-            if let Ok(stream) = tokio::net::UnixStream::connect(paths.mcp_socket_path()).await {
-                tracing::info!(socket = %paths.mcp_socket_path().display(), "attached to the running controller");
-                return bridge(stream, &profile).await;
+            if moved {
+                wait_for_next(&socket, &paths.lock_file()).await;
             }
-            match engine::run(opts.clone(), shutdown.clone()).await {
-                Ok(()) => return Ok(ExitCode::SUCCESS),
-                // Another controller holds the lock and is not serving yet:
-                // attach once its socket is there.
-                Err(engine::RunError::Lock(crate::support::lock::LockError::Held { .. }))
-                    if tokio::time::Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+            let deadline = tokio::time::Instant::now() + ATTACH_DEADLINE;
+            let stream = loop {
+                if let Ok(stream) = tokio::net::UnixStream::connect(&socket).await {
+                    tracing::info!(socket = %socket.display(), "attached to the running controller");
+                    break stream;
                 }
-                Err(e) => return Err(e.into()),
+                let mut opts = opts.clone();
+                opts.gateway.stdio_resume = resume.clone();
+                match engine::run(opts, shutdown.clone()).await {
+                    Ok(()) => return Ok(ExitCode::SUCCESS),
+                    // Another controller holds the lock and is not serving
+                    // yet: attach once its socket is there.
+                    Err(engine::RunError::Lock(crate::support::lock::LockError::Held {
+                        ..
+                    })) if tokio::time::Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            };
+            match hand_over(stream, &profile, resume.take()).await {
+                Handed::Bridge(stream) => return bridge(stream, &profile).await,
+                Handed::Ended => return Ok(ExitCode::SUCCESS),
+                Handed::Moved(next) => {
+                    resume = next.map(|r| *r);
+                    moved = true;
+                }
             }
         }
     })
 }
 
-/// The agent's stdin, read on the runtime when it is a pipe (Python's and
-/// Rust's subprocesses) or a socket (Node's: libuv spawns with socket
-/// pairs): `tokio::io::stdin` reads on a blocking-pool thread, one more
-/// thread hand-off per message in each forwarded call.
-fn agent_stdin() -> Box<dyn tokio::io::AsyncRead + Unpin + Send> {
-    use std::os::fd::AsFd as _;
-    std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(handover::reader)
-        .unwrap_or_else(|| Box::new(tokio::io::stdin()))
+/// After the controller went away: wait while it is still stopping (it
+/// holds the lock until it exits), then for at most the grace time for the
+/// next one (`steward run` restarted) to serve at `socket`.
+async fn wait_for_next(socket: &std::path::Path, lock: &std::path::Path) {
+    let give_up = tokio::time::Instant::now() + STOPPING_DEADLINE;
+    let mut grace: Option<tokio::time::Instant> = None;
+    while tokio::time::Instant::now() < give_up {
+        // A controller serves there (not the file a killed one left).
+        if tokio::net::UnixStream::connect(socket).await.is_ok() {
+            return;
+        }
+        if crate::support::lock::holder_alive(lock) {
+            grace = None;
+        } else if *grace.get_or_insert_with(|| tokio::time::Instant::now() + NEXT_CONTROLLER_GRACE)
+            <= tokio::time::Instant::now()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
-/// The agent's stdout, written on the runtime when it is a pipe or a socket
-/// (see [`agent_stdin`]).
-fn agent_stdout() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
-    use std::os::fd::AsFd as _;
-    std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(handover::writer)
-        .unwrap_or_else(|| Box::new(tokio::io::stdout()))
+/// How a handover ended.
+enum Handed {
+    /// The agent's stdio cannot be handed over: bridge the bytes.
+    Bridge(tokio::net::UnixStream),
+    /// The session is over (the agent hung up).
+    Ended,
+    /// The controller went away with the session still on: resume it
+    /// under the next one (as it left it; `None`: before it began).
+    Moved(Option<Box<Resume>>),
 }
 
 /// Hand the agent's stdin and stdout to the controller with the client's
-/// `profile`, when both are pipes or sockets, and wait until it closes the
-/// connection (the session ended) or the agent hangs up. `false`: not
-/// handed over, bridge the bytes.
-async fn hand_over(stream: &tokio::net::UnixStream, profile: &Profile) -> bool {
+/// `profile` (and how to `resume` its session, when it moved), when both are
+/// pipes or sockets, and follow the session's state until it ends or the
+/// controller goes away.
+async fn hand_over(
+    stream: tokio::net::UnixStream,
+    profile: &Profile,
+    resume: Option<Resume>,
+) -> Handed {
     use std::os::fd::{AsFd as _, AsRawFd as _};
     let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
     if !handover::is_pollable(stdin.as_fd()) || !handover::is_pollable(stdout.as_fd()) {
-        return false;
+        return Handed::Bridge(stream);
     }
     let fds = [stdin.as_fd().as_raw_fd(), stdout.as_fd().as_raw_fd()];
-    let payload = profile.encode();
+    let pending = resume
+        .as_ref()
+        .map(|r| r.pending.clone())
+        .unwrap_or_default();
+    let attach = Attach {
+        profile: String::from_utf8(profile.encode()).unwrap_or_default(),
+        resume: resume.clone(),
+        pending: pending.len(),
+    };
+    let head = frame(&attach, &[]);
     let sent = loop {
         if stream.writable().await.is_err() {
             break false;
         }
         match stream.try_io(tokio::io::Interest::WRITABLE, || {
-            handover::send(stream.as_fd(), &fds, &payload)
+            handover::send(stream.as_fd(), &fds, &head)
         }) {
             Ok(()) => break true,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
@@ -99,18 +146,54 @@ async fn hand_over(stream: &tokio::net::UnixStream, profile: &Profile) -> bool {
         }
     };
     if !sent {
-        return false;
+        // That controller is going away: the next one gets the session.
+        return Handed::Moved(resume.map(Box::new));
     }
-    // The controller serves the agent now; this process only lives as long
-    // as the session, as the agent expects of the server it started.
-    let mut byte = [0u8; 1];
+    let (mut from_controller, mut to_controller) = stream.into_split();
+    if !pending.is_empty()
+        && tokio::io::AsyncWriteExt::write_all(&mut to_controller, &pending)
+            .await
+            .is_err()
+    {
+        return Handed::Moved(resume.map(Box::new));
+    }
+    // The controller serves the agent now; this process lives as long as
+    // the session, as the agent expects of the server it started.
+    let mut last = resume.map(|r| Resume {
+        pending: Vec::new(),
+        ..r
+    });
+    let mut buf = Vec::new();
     loop {
-        if stream.readable().await.is_err() {
-            return true;
-        }
-        match stream.try_read(&mut byte) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            _ => return true,
+        let back = read_frame::<Back, _>(&mut from_controller, &mut buf, |b| match b {
+            Back::Drained { pending } => *pending,
+            _ => 0,
+        })
+        .await;
+        match back {
+            Ok(Some((Back::State { initialize, seen }, _))) => {
+                let known = last.get_or_insert_with(Resume::default);
+                if let Some(initialize) = initialize {
+                    known.initialize = Some(*initialize);
+                }
+                known.seen = Some(seen);
+            }
+            Ok(Some((Back::Drained { .. }, pending))) => {
+                tracing::info!("the controller is stopping; the session moves to the next one");
+                let mut next = last.unwrap_or_default();
+                next.pending = pending;
+                return Handed::Moved(Some(Box::new(next)));
+            }
+            Ok(Some((Back::Ended, _))) => return Handed::Ended,
+            Ok(None) | Err(_) => {
+                if handover::hung_up(stdin.as_fd()) || handover::hung_up(stdout.as_fd()) {
+                    return Handed::Ended;
+                }
+                tracing::warn!(
+                    "the controller went away without handing the session back (was it killed?): the requests it had read are lost; the session moves to the next one"
+                );
+                return Handed::Moved(last.map(Box::new));
+            }
         }
     }
 }
@@ -122,9 +205,6 @@ async fn bridge(
     stream: tokio::net::UnixStream,
     profile: &Profile,
 ) -> Result<ExitCode, CommandError> {
-    if hand_over(&stream, profile).await {
-        return Ok(ExitCode::SUCCESS);
-    }
     let (mut from_controller, mut to_controller) = stream.into_split();
     let hello = profile.encode();
     if !hello.is_empty() {
@@ -138,13 +218,13 @@ async fn bridge(
             })?;
     }
     let upstream = async {
-        let mut stdin = agent_stdin();
+        let mut stdin = handover::stdin();
         let _ = tokio::io::copy(&mut stdin, &mut to_controller).await;
         // The agent hung up: let the controller see the end of the session.
         let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_controller).await;
     };
     let downstream = async {
-        let mut stdout = agent_stdout();
+        let mut stdout = handover::stdout();
         let copied = tokio::io::copy(&mut from_controller, &mut stdout).await;
         let _ = tokio::io::AsyncWriteExt::flush(&mut stdout).await;
         copied

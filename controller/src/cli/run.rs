@@ -49,6 +49,7 @@ pub(super) fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOpt
             listen: args.mcp_listen.clone(),
             token_file: args.mcp_token_file.clone(),
             stdio: None,
+            stdio_resume: None,
             config: GatewayConfig {
                 page_size: args.mcp_page_size.max(1),
                 coalesce: ms(args.mcp_coalesce_ms),

@@ -88,6 +88,9 @@ pub struct GatewayOptions {
     /// process's stdin/stdout, and shut down once no client is attached any
     /// more (`steward mcp` as the controller).
     pub stdio: Option<Profile>,
+    /// The stdio session goes on where another controller left it
+    /// (`steward mcp` becoming the controller after the last one stopped).
+    pub stdio_resume: Option<crate::gateway::resume::Resume>,
     pub config: GatewayConfig,
 }
 
@@ -458,13 +461,15 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         let gateway = gateway.clone();
         let cancel = gateway_cancel.clone();
         let idle = idle.clone();
+        let resume = opts.gateway.stdio_resume.clone();
         tokio::spawn(async move {
             serve::serve_stream(
                 gateway.clone(),
                 "stdio",
                 profile,
-                tokio::io::stdin(),
-                tokio::io::stdout(),
+                resume,
+                crate::gateway::handover::stdin(),
+                crate::gateway::handover::stdout(),
                 cancel,
             )
             .await;
@@ -538,8 +543,12 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         }
     }
 
-    // Shutdown: cancel queued and in-flight work, then stop every server.
+    // Shutdown: hand the agents' sessions back (their requests answered
+    // first), cancel queued and in-flight work, then stop every server.
     tracing::info!("controller stopping");
+    gateway
+        .hand_back(crate::gateway::resume::HANDBACK_WAIT)
+        .await;
     cancel.cancel();
     queue.shutdown();
     let _ = workers.await;

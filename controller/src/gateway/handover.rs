@@ -150,6 +150,20 @@ pub fn is_pollable(fd: BorrowedFd<'_>) -> bool {
         .is_some_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
 }
 
+/// Whether the other end of the pipe or socket `fd` is gone (the agent
+/// closed its side or exited), without reading from it.
+#[allow(unsafe_code)]
+pub fn hung_up(fd: BorrowedFd<'_>) -> bool {
+    let mut poll = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, a zero timeout.
+    let n = unsafe { libc::poll(&mut poll, 1, 0) };
+    n > 0 && poll.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0
+}
+
 /// An agent's input, read on the runtime.
 pub fn reader(fd: OwnedFd) -> Option<Box<dyn AsyncRead + Send + Unpin>> {
     match pollable(fd)? {
@@ -168,6 +182,33 @@ pub fn writer(fd: OwnedFd) -> Option<Box<dyn AsyncWrite + Send + Unpin>> {
             .map(|p| Box::new(p) as Box<dyn AsyncWrite + Send + Unpin>),
         Polled::Socket(s) => Some(Box::new(s)),
     }
+}
+
+/// This process's stdin, read on the runtime when it is a pipe (Python's
+/// and Rust's subprocesses) or a socket (Node's: libuv spawns with socket
+/// pairs): `tokio::io::stdin` reads on a blocking-pool thread, one more
+/// thread hand-off per message in each forwarded call, and fails on a pipe
+/// a controller it was handed to made non-blocking.
+pub fn stdin() -> Box<dyn AsyncRead + Unpin + Send> {
+    use std::os::fd::AsFd as _;
+    std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(reader)
+        .unwrap_or_else(|| Box::new(tokio::io::stdin()))
+}
+
+/// This process's stdout, written on the runtime when it is a pipe or a
+/// socket (see [`stdin`]).
+pub fn stdout() -> Box<dyn AsyncWrite + Unpin + Send> {
+    use std::os::fd::AsFd as _;
+    std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(writer)
+        .unwrap_or_else(|| Box::new(tokio::io::stdout()))
 }
 
 #[cfg(test)]

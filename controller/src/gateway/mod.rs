@@ -61,6 +61,7 @@ pub mod cost;
 pub mod explain;
 pub mod finder;
 pub mod handover;
+pub mod http_sessions;
 pub mod instructions;
 pub mod lsp;
 pub mod lsp_tool;
@@ -68,6 +69,7 @@ pub mod names;
 pub mod pins;
 pub mod profile;
 pub mod registry;
+pub mod resume;
 pub mod search;
 pub mod serve;
 pub mod session;
@@ -125,6 +127,31 @@ struct ClientEntry {
     /// goes to it only when the union differs (an agent that attached just
     /// after a change already lists it).
     seen: [u64; 3],
+    /// Where the session's state goes for the `steward mcp` that handed it
+    /// over, so that it can resume it under the next controller.
+    handback: Option<resume::HandbackTx>,
+}
+
+impl ClientEntry {
+    /// Tell the bridge (if any) what the client has seen now.
+    fn report(&self) {
+        if let Some(handback) = &self.handback {
+            let initialize = self
+                .peer
+                .as_ref()
+                .and_then(|p| p.peer_info())
+                .map(|info| (*info).clone());
+            handback.send_if_modified(|h| {
+                let next = resume::Handback {
+                    initialize: initialize.or_else(|| h.initialize.clone()),
+                    seen: self.seen,
+                };
+                let changed = *h != next;
+                *h = next;
+                changed
+            });
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -155,6 +182,11 @@ pub struct Gateway {
     /// Every tool each server offered in its last publication, before
     /// filters and pins (for [`cost`]).
     offered: Mutex<BTreeMap<String, Arc<Vec<Tool>>>>,
+    /// The controller is stopping: handed-over sessions go back to their
+    /// `steward mcp` ([`resume`]).
+    draining: watch::Sender<bool>,
+    /// Handed-over sessions not yet handed back.
+    handing: watch::Sender<usize>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -198,6 +230,8 @@ impl Gateway {
             started: AtomicBool::new(false),
             warm: Mutex::new(None),
             offered: Mutex::new(BTreeMap::new()),
+            draining: watch::Sender::new(false),
+            handing: watch::Sender::new(0),
         })
     }
 
@@ -232,7 +266,13 @@ impl Gateway {
 
     /// A client connected over `transport`, seeing the workspace through
     /// `profile`; it counts as attached until the ticket is dropped.
-    pub fn attach(self: &Arc<Self>, transport: &'static str, profile: Profile) -> Ticket {
+    /// Its state goes to `handback` too, when given (see [`resume`]).
+    pub fn attach(
+        self: &Arc<Self>,
+        transport: &'static str,
+        profile: Profile,
+        handback: Option<resume::HandbackTx>,
+    ) -> Ticket {
         let seen = self.fingerprints(&profile);
         let id = {
             let mut clients = self.lock_clients();
@@ -246,6 +286,7 @@ impl Gateway {
                     peer: None,
                     listeners: Vec::new(),
                     seen,
+                    handback,
                 },
             );
             self.attached.send_replace(clients.by_id.len());
@@ -446,6 +487,40 @@ impl Gateway {
         }
     }
 
+    /// Whether the controller is stopping and handed-over sessions go back
+    /// to their `steward mcp`.
+    pub fn draining(&self) -> watch::Receiver<bool> {
+        self.draining.subscribe()
+    }
+
+    /// A handed-over session is being served until the guard drops.
+    pub fn handing(self: &Arc<Self>) -> Handing {
+        self.handing.send_modify(|n| *n += 1);
+        Handing {
+            gateway: self.clone(),
+        }
+    }
+
+    /// Hand every handed-over session back to its `steward mcp` (each
+    /// lets the requests it read be answered first, for at most `wait`),
+    /// before the servers stop.
+    pub async fn hand_back(&self, wait: Duration) {
+        // No new attachment: `steward mcp` waits for the next controller.
+        let _ = std::fs::remove_file(self.store.paths().mcp_socket_path());
+        self.draining.send_replace(true);
+        let mut handing = self.handing.subscribe();
+        let sessions = *handing.borrow();
+        if sessions == 0 {
+            return;
+        }
+        tracing::info!(
+            sessions,
+            "handing the agents' sessions back for the next controller"
+        );
+        let grace = wait + Duration::from_secs(1);
+        let _ = tokio::time::timeout(grace, handing.wait_for(|n| *n == 0)).await;
+    }
+
     /// The number of attached clients, as it changes.
     pub fn attached(&self) -> watch::Receiver<usize> {
         self.attached.subscribe()
@@ -606,6 +681,7 @@ impl Gateway {
                 let kinds = [0, 1, 2].map(|i| now[i] != client.seen[i]);
                 if kinds.iter().any(|k| *k) {
                     client.seen = now;
+                    client.report();
                     due.extend(notifiers.into_iter().map(|n| (n, kinds)));
                 }
             }
@@ -677,6 +753,20 @@ impl Notifier {
     }
 }
 
+/// A handed-over session being served (see [`Gateway::handing`]).
+#[derive(Debug)]
+pub struct Handing {
+    gateway: Arc<Gateway>,
+}
+
+impl Drop for Handing {
+    fn drop(&mut self) {
+        self.gateway
+            .handing
+            .send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
 /// One attached client; dropping it detaches the client.
 #[derive(Debug)]
 pub struct Ticket {
@@ -691,7 +781,52 @@ impl Ticket {
         if let Some(entry) = clients.by_id.get_mut(&self.id) {
             entry.seen = self.gateway.fingerprints(&entry.profile);
             entry.peer = Some(peer);
+            entry.report();
         }
+    }
+
+    /// The client goes on from another controller ([`resume`]): it is
+    /// initialized (`peer`, none for a client of the 2026-07-28 lifecycle)
+    /// and last saw the lists `seen`. Once the cold start is over it hears
+    /// `list_changed` for each list that differs.
+    pub fn resume(&self, peer: Option<Peer<RoleServer>>, seen: Option<[u64; 3]>) {
+        {
+            let mut clients = self.gateway.lock_clients();
+            if let Some(entry) = clients.by_id.get_mut(&self.id) {
+                entry.seen = seen.unwrap_or_else(|| self.gateway.fingerprints(&entry.profile));
+                entry.peer = peer;
+                entry.report();
+            }
+        }
+        let gateway = self.gateway.clone();
+        let id = self.id;
+        tokio::spawn(async move {
+            gateway.cold_start().await;
+            let due = {
+                let mut clients = gateway.lock_clients();
+                let Some(entry) = clients.by_id.get_mut(&id) else {
+                    return;
+                };
+                let now = gateway.fingerprints(&entry.profile);
+                let kinds = [0, 1, 2].map(|i| now[i] != entry.seen[i]);
+                if !kinds.iter().any(|k| *k) {
+                    return;
+                }
+                entry.seen = now;
+                entry.report();
+                entry
+                    .peer
+                    .clone()
+                    .map(|peer| (Notifier::Session(peer), kinds))
+            };
+            if let Some((notifier, kinds)) = due {
+                tracing::info!(
+                    client = id,
+                    "the lists changed while the session moved; telling it"
+                );
+                notifier.list_changed(kinds).await;
+            }
+        });
     }
 
     /// A `subscriptions/listen` request of this client opened: list changes

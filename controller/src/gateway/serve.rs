@@ -9,7 +9,8 @@
 //!
 //! An HTTP session lasts while its client is connected (`Liveness`):
 //! rmcp alone would end it after five minutes without a request, even while
-//! the client holds its GET stream open to hear from the server.
+//! the client holds its GET stream open to hear from the server. It also
+//! outlives the controller ([`super::http_sessions`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,22 +19,25 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use rmcp::ServiceExt as _;
+use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{RoleServer, ServiceExt as _};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
+use super::http_sessions::HttpSessions;
 use super::profile::Profile;
+use super::resume::{Attach, Back, Gate, HANDBACK_WAIT, Handback, Resume, frame, read_frame};
 use super::session::Session;
 
 /// The HTTP path of the endpoint.
@@ -131,6 +135,18 @@ impl HttpEndpoint {
         } else {
             config.with_allowed_hosts(["localhost".to_owned(), addr.ip().to_string()])
         };
+        // Sessions outlive this controller: the next one accepts their ids.
+        let kept = Arc::new(HttpSessions::load(
+            gateway.store.paths().http_sessions_file(),
+            gateway.config.http_idle,
+        ));
+        if !kept.is_empty() {
+            tracing::info!(
+                sessions = kept.len(),
+                "HTTP sessions of the last controller can go on"
+            );
+        }
+        config.session_store = Some(kept.clone());
         let factory_gateway = gateway.clone();
         // Sessions end on DELETE or when their client is gone (Liveness),
         // never on rmcp's idle timer.
@@ -146,7 +162,7 @@ impl HttpEndpoint {
         let live = Arc::new(Liveness::default());
         tokio::spawn(
             live.clone()
-                .reap(sessions, gateway.config.http_idle, cancel.clone()),
+                .reap(sessions, kept, gateway.config.http_idle, cancel.clone()),
         );
         let token: Option<Arc<str>> = self.token.map(Into::into);
         loop {
@@ -303,10 +319,13 @@ impl Liveness {
     }
 
     /// Close, every so often, the sessions with no open response and no
-    /// request for `idle`: clients that left without a DELETE.
+    /// request for `idle`: clients that left without a DELETE. The kept
+    /// sessions learn when each was last heard from (and, at the end, that
+    /// the ones with an open response were heard from now).
     async fn reap(
         self: Arc<Self>,
         manager: Arc<LocalSessionManager>,
+        kept: Arc<HttpSessions>,
         idle: Duration,
         cancel: CancellationToken,
     ) {
@@ -315,7 +334,10 @@ impl Liveness {
         );
         loop {
             tokio::select! {
-                () = cancel.cancelled() => return,
+                () = cancel.cancelled() => {
+                    kept.update(&self.last_seen(), &[]);
+                    return;
+                }
                 _ = tick.tick() => {}
             }
             let gone: Vec<String> = {
@@ -330,11 +352,29 @@ impl Liveness {
                 }
                 gone
             };
+            kept.update(&self.last_seen(), &gone);
             for id in gone {
                 tracing::info!(session = %id, "closing an HTTP session whose client is gone");
                 let _ = manager.close_session(&id.into()).await;
             }
         }
+    }
+
+    /// When each session was last heard from (now, for one with an open
+    /// response).
+    fn last_seen(&self) -> Vec<(String, SystemTime)> {
+        let now = SystemTime::now();
+        self.lock()
+            .iter()
+            .map(|(id, s)| {
+                let at = if s.open > 0 {
+                    now
+                } else {
+                    now - s.last.elapsed()
+                };
+                (id.clone(), at)
+            })
+            .collect()
     }
 }
 
@@ -409,11 +449,13 @@ fn read_token(path: &Path) -> Result<String, ListenError> {
 }
 
 /// Serve one client, seeing the workspace through `profile`, over a byte
-/// stream until it hangs up (or `cancel`).
+/// stream until it hangs up (or `cancel`); a `resume`d one goes on where
+/// another controller left it.
 pub async fn serve_stream<R, W>(
     gateway: Arc<Gateway>,
     transport: &'static str,
     profile: Profile,
+    resume: Option<Resume>,
     read: R,
     write: W,
     cancel: CancellationToken,
@@ -421,17 +463,49 @@ pub async fn serve_stream<R, W>(
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    let session = Session::new(&gateway, transport, profile);
     // A child token: rmcp cancels the token it is given when the session
     // ends, and that must not end every other session (nor the listeners).
-    match session
-        .serve_with_ct((read, write), cancel.child_token())
-        .await
-    {
-        Ok(running) => {
-            let _ = running.waiting().await;
+    let session = Session::new(&gateway, transport, profile);
+    if let Some(running) = start(session, resume, read, write, cancel.child_token()).await {
+        let _ = running.waiting().await;
+    }
+}
+
+/// Run `session` over `read`/`write`: with the `initialize` handshake, or
+/// as already initialized when it is `resume`d (its pending input first).
+async fn start<R, W>(
+    session: Session,
+    resume: Option<Resume>,
+    read: R,
+    write: W,
+    cancel: CancellationToken,
+) -> Option<RunningService<RoleServer, Session>>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    match resume {
+        Some(resume) => {
+            let read = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(resume.pending), read);
+            let initialized = resume.initialize.is_some();
+            let running = rmcp::service::serve_directly_with_ct(
+                session,
+                (read, write),
+                resume.initialize,
+                cancel,
+            );
+            let peer = initialized.then(|| running.peer().clone());
+            running.service().resumed(peer, resume.seen);
+            tracing::info!("an agent's session resumed from the last controller");
+            Some(running)
         }
-        Err(e) => tracing::warn!(transport, error = %e, "an agent client failed to initialize"),
+        None => match session.serve_with_ct((read, write), cancel).await {
+            Ok(running) => Some(running),
+            Err(e) => {
+                tracing::warn!(error = %e, "an agent client failed to initialize");
+                None
+            }
+        },
     }
 }
 
@@ -482,45 +556,16 @@ async fn serve_attached(
         }
     };
     let (mut bytes, mut fds) = first;
+    if bytes.is_empty() && fds.is_empty() {
+        // Connected and gone: a `steward mcp` checking that a controller
+        // serves here.
+        return;
+    }
     if bytes.first() == Some(&super::handover::MARK) && fds.len() == 2 {
-        let profile = read_profile(&bytes[1..]);
+        bytes.remove(0);
         let output = fds.pop().expect("two descriptors");
         let input = fds.pop().expect("two descriptors");
-        let (Some(read), Some(write)) = (
-            super::handover::reader(input),
-            super::handover::writer(output),
-        ) else {
-            tracing::warn!("an agent's stdio handed over is neither a pipe nor a socket");
-            return;
-        };
-        // The bridge process lives as long as the session: when it goes
-        // (the agent killed it), so does the session; when the session
-        // ends, dropping the socket lets the bridge exit.
-        let session = cancel.child_token();
-        let watch = {
-            let session = session.clone();
-            async move {
-                let mut byte = [0u8; 1];
-                loop {
-                    if stream.readable().await.is_err() {
-                        break;
-                    }
-                    match stream.try_read(&mut byte) {
-                        Ok(_) => break,
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                        Err(_) => break,
-                    }
-                }
-                session.cancel();
-                stream
-            }
-        };
-        let served = serve_stream(gateway, "unix", profile, read, write, session.clone());
-        tokio::pin!(watch);
-        tokio::select! {
-            () = served => {}
-            _ = &mut watch => {}
-        }
+        serve_handed_over(gateway, stream, bytes, input, output, cancel).await;
         return;
     }
     drop(fds);
@@ -540,7 +585,125 @@ async fn serve_attached(
         bytes.drain(..=end);
     }
     let read = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(bytes), read);
-    serve_stream(gateway, "unix", profile, read, write, cancel).await;
+    serve_stream(gateway, "unix", profile, None, read, write, cancel).await;
+}
+
+/// A session on the agent's own stdio, handed over by `steward mcp` with an
+/// [`Attach`] frame (`first` holds what was read of it). The bridge hears
+/// the session's state as it changes, and at the end whether the agent
+/// left or the session goes back to it for the next controller
+/// ([`super::resume`]).
+async fn serve_handed_over(
+    gateway: Arc<Gateway>,
+    stream: tokio::net::UnixStream,
+    mut first: Vec<u8>,
+    input: std::os::fd::OwnedFd,
+    output: std::os::fd::OwnedFd,
+    cancel: CancellationToken,
+) {
+    use tokio::io::AsyncWriteExt as _;
+    let (mut from_bridge, mut to_bridge) = stream.into_split();
+    let (attach, pending) =
+        match read_frame::<Attach, _>(&mut from_bridge, &mut first, |a| a.pending).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "read an agent's handover");
+                return;
+            }
+        };
+    let profile = read_profile(attach.profile.as_bytes());
+    let resume = attach.resume.map(|resume| Resume { pending, ..resume });
+    let (Some(read), Some(write)) = (
+        super::handover::reader(input),
+        super::handover::writer(output),
+    ) else {
+        tracing::warn!("an agent's stdio handed over is neither a pipe nor a socket");
+        return;
+    };
+    let _handing = gateway.handing();
+    let gate = Gate::default();
+    let (handback, mut state) = tokio::sync::watch::channel(Handback::default());
+    let session = Session::reporting(&gateway, "unix", profile, Some(handback));
+    let ended = cancel.child_token();
+    let Some(running) = start(
+        session,
+        resume,
+        gate.reader(read),
+        gate.writer(write),
+        ended.clone(),
+    )
+    .await
+    else {
+        let _ = to_bridge.write_all(&frame(&Back::Ended, &[])).await;
+        return;
+    };
+    // The bridge process lives as long as the session: when it goes (the
+    // agent killed it), so does the session.
+    let bridge_gone = async move {
+        let mut byte = [0u8; 64];
+        loop {
+            match tokio::io::AsyncReadExt::read(&mut from_bridge, &mut byte).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    let waiting = running.waiting();
+    tokio::pin!(bridge_gone, waiting);
+    let mut draining = gateway.draining();
+    loop {
+        tokio::select! {
+            _ = &mut waiting => {
+                // The agent hung up (or the session failed): the bridge may
+                // go. Not when the controller stops without handing back:
+                // the bridge then takes it as a crash and resumes.
+                if !cancel.is_cancelled() {
+                    let _ = to_bridge.write_all(&frame(&Back::Ended, &[])).await;
+                }
+                return;
+            }
+            () = &mut bridge_gone => {
+                ended.cancel();
+                let _ = waiting.await;
+                return;
+            }
+            Ok(()) = state.changed() => {
+                let line = frame(&state.borrow_and_update().back(), &[]);
+                if to_bridge.write_all(&line).await.is_err() {
+                    ended.cancel();
+                    return;
+                }
+            }
+            Ok(()) = draining.changed() => {
+                if *draining.borrow_and_update() {
+                    break;
+                }
+            }
+        }
+    }
+    // The controller stops: let the requests read be answered, then hand
+    // the session back with what was read past them.
+    let deadline = tokio::time::Instant::now() + HANDBACK_WAIT;
+    let (pending, unanswered) = gate.drain(deadline).await;
+    ended.cancel();
+    let _ = waiting.await;
+    if unanswered > 0 {
+        tracing::warn!(
+            unanswered,
+            "an agent's requests were not answered before the controller stopped; they are lost"
+        );
+    }
+    let state = state.borrow().back();
+    let mut out = frame(&state, &[]);
+    out.extend(frame(
+        &Back::Drained {
+            pending: pending.len(),
+        },
+        &pending,
+    ));
+    let _ = to_bridge.write_all(&out).await;
+    let _ = to_bridge.shutdown().await;
 }
 
 /// The profile `steward mcp` sent; a profile this controller cannot read

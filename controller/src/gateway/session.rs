@@ -54,11 +54,28 @@ pub struct Session {
 
 impl Session {
     pub fn new(gateway: &Arc<Gateway>, transport: &'static str, profile: Profile) -> Session {
+        Session::reporting(gateway, transport, profile, None)
+    }
+
+    /// A session whose state also goes to `handback` (for the `steward mcp`
+    /// that handed it over, see [`super::resume`]).
+    pub fn reporting(
+        gateway: &Arc<Gateway>,
+        transport: &'static str,
+        profile: Profile,
+        handback: Option<super::resume::HandbackTx>,
+    ) -> Session {
         Session {
             gateway: gateway.clone(),
-            ticket: gateway.attach(transport, profile),
+            ticket: gateway.attach(transport, profile, handback),
             profile: Mutex::new(profile),
         }
+    }
+
+    /// The session goes on from another controller (see
+    /// [`super::Ticket::resume`]).
+    pub fn resumed(&self, peer: Option<Peer<RoleServer>>, seen: Option<[u64; 3]>) {
+        self.ticket.resume(peer, seen);
     }
 
     fn profile(&self) -> Profile {
@@ -561,6 +578,13 @@ impl ServerHandler for Session {
                 .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
             *lock(&self.profile) = profile;
             self.ticket.set_profile(profile);
+        }
+        if context
+            .extensions
+            .get::<rmcp::transport::streamable_http_server::session::SessionRestoreMarker>()
+            .is_some()
+        {
+            tracing::info!("an HTTP session resumed from the last controller");
         }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)

@@ -78,6 +78,16 @@ impl ControllerLock {
     }
 }
 
+/// Whether the process the lock file `path` names (the last controller to
+/// take it) is still alive: it holds the lock until it exits. Read without
+/// locking, so that it never stands in the way of a controller starting.
+pub fn holder_alive(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|pid| pid.trim().parse::<u32>().ok())
+        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

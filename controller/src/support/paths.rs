@@ -143,7 +143,8 @@ impl Paths {
     }
 
     /// Per-workspace controller state directory under HOME_DIR (never in the
-    /// workspace): lock, control socket, stopped-servers list, tool pins, catalog cache.
+    /// workspace): lock, control socket, stopped-servers list, tool pins, catalog cache,
+    /// HTTP sessions.
     pub fn state_dir(&self) -> PathBuf {
         let digest = sha256_hex(self.workspace.to_string_lossy().as_bytes());
         self.home_dir.join("steward").join(&digest[..16])
@@ -194,6 +195,12 @@ impl Paths {
     /// listed at once by the next controller.
     pub fn catalog_cache_file(&self) -> PathBuf {
         self.state_dir().join("catalogCache.json")
+    }
+
+    /// The agent endpoint's HTTP sessions (`gateway::http_sessions`), so
+    /// that the next controller accepts their `Mcp-Session-Id`.
+    pub fn http_sessions_file(&self) -> PathBuf {
+        self.state_dir().join("httpSessions.json")
     }
 }
 

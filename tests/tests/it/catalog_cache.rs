@@ -91,7 +91,7 @@ fn fill_cache(env: &Env, servers: &[&str]) {
 }
 
 /// The live status of whichever controller serves the workspace.
-fn status_now(env: &Env) -> WorkspaceStatus {
+pub fn status_now(env: &Env) -> WorkspaceStatus {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

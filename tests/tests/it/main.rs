@@ -43,6 +43,7 @@ mod mcp_remote;
 mod pins;
 mod qwen_parity;
 mod robust;
+mod sessions_survive;
 
 // The runtime tests.
 mod runtime_common;

@@ -1,0 +1,514 @@
+//! Stdio sessions that outlive their controller.
+//!
+//! `steward mcp` hands the agent's stdio to the controller
+//! ([`super::handover`]) and stays, as the agent's child, until the session
+//! ends. When the controller goes away first — stopped for a restart or an
+//! upgrade, or killed — the agent must not notice: `steward mcp` attaches to
+//! the next controller (or becomes it) and hands the same pipes over again
+//! with a [`Resume`]: the client's `initialize` parameters (the new
+//! controller serves the session as already initialized: no second
+//! handshake on the wire), the lists it last saw (it hears `list_changed`
+//! when they differ) and the bytes the old controller read but did not
+//! serve.
+//!
+//! The controller tells `steward mcp` what it needs over the socket, one
+//! [`Back`] line at a time: the session's state whenever it changes, then
+//! either [`Back::Ended`] (the agent hung up: `steward mcp` exits too) or
+//! [`Back::Drained`] (a graceful stop). A graceful stop stops reading the
+//! agent's input at a message boundary ([`Gate`]), lets every request
+//! already read be answered, and hands back what was read past that
+//! boundary, so no request is lost. A killed controller says nothing: the
+//! requests it had read are lost (their clients time out), the next ones are
+//! served.
+//!
+//! Wire format, both ways: a JSON line, optionally followed by raw bytes
+//! whose count the line gives (the bytes of the agent's input that move
+//! from one controller to the next).
+
+use std::collections::HashSet;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use rmcp::model::InitializeRequestParams;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
+use tokio::sync::watch;
+
+use crate::support::sync::lock;
+
+/// How long a stopping controller lets the requests it read be answered
+/// before it hands their session back (the ones still unanswered are lost).
+pub const HANDBACK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What a session needs to go on under another controller.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resume {
+    /// The client's `initialize` parameters, with the protocol version
+    /// negotiated; none for a client of the 2026-07-28 lifecycle (which has
+    /// no `initialize`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initialize: Option<InitializeRequestParams>,
+    /// The fingerprints of the lists the client last saw (tools, prompts,
+    /// resources).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<[u64; 3]>,
+    /// The agent's input read but not served: it comes first.
+    #[serde(skip)]
+    pub pending: Vec<u8>,
+}
+
+/// What a bridge sends after the handover's mark: its client's view and,
+/// when the session went on elsewhere before, how to resume it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attach {
+    /// [`super::profile::Profile::encode`]d, empty for the default.
+    #[serde(default)]
+    pub profile: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Resume>,
+    /// How many raw bytes (the resume's pending input) follow the line.
+    #[serde(default)]
+    pub pending: usize,
+}
+
+/// What a controller tells the bridge of a handed-over session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Back {
+    /// The session's state, each time it changes.
+    #[serde(rename_all = "camelCase")]
+    State {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        initialize: Option<Box<InitializeRequestParams>>,
+        seen: [u64; 3],
+    },
+    /// The controller stops; every request read was answered; `pending`
+    /// raw bytes follow (the input read past the last served message).
+    Drained { pending: usize },
+    /// The agent hung up: the session is over.
+    Ended,
+}
+
+/// A JSON line and the raw bytes after it.
+pub fn frame<T: Serialize>(head: &T, bytes: &[u8]) -> Vec<u8> {
+    let mut out = serde_json::to_vec(head).expect("a frame head serializes");
+    out.push(b'\n');
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// Read one JSON line (after what `start` already holds), then `count(&head)`
+/// raw bytes; `Ok(None)` at the end of the stream before a line.
+pub async fn read_frame<T, R>(
+    read: &mut R,
+    start: &mut Vec<u8>,
+    count: impl Fn(&T) -> usize,
+) -> io::Result<Option<(T, Vec<u8>)>>
+where
+    T: for<'de> Deserialize<'de>,
+    R: AsyncRead + Unpin,
+{
+    let end = loop {
+        if let Some(end) = start.iter().position(|b| *b == b'\n') {
+            break end;
+        }
+        let mut more = [0u8; 4096];
+        match read.read(&mut more).await? {
+            0 => return Ok(None),
+            n => start.extend_from_slice(&more[..n]),
+        }
+    };
+    let head: T = serde_json::from_slice(&start[..end])
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    start.drain(..=end);
+    let want = count(&head);
+    while start.len() < want {
+        let mut more = vec![0u8; (want - start.len()).min(64 * 1024)];
+        match read.read(&mut more).await? {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the stream ended inside a frame",
+                ));
+            }
+            n => start.extend_from_slice(&more[..n]),
+        }
+    }
+    let bytes: Vec<u8> = start.drain(..want).collect();
+    Ok(Some((head, bytes)))
+}
+
+/// The session's state as the controller reports it to the bridge.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Handback {
+    pub initialize: Option<InitializeRequestParams>,
+    pub seen: [u64; 3],
+}
+
+impl Handback {
+    pub fn back(&self) -> Back {
+        Back::State {
+            initialize: self.initialize.clone().map(Box::new),
+            seen: self.seen,
+        }
+    }
+}
+
+/// A sender of a session's [`Handback`].
+pub type HandbackTx = watch::Sender<Handback>;
+
+/// The agent's input delivered to the session whole messages at a time,
+/// with the requests read and not yet answered counted, so that it can stop
+/// at a message boundary with nothing in flight (see the module doc).
+#[derive(Debug, Clone, Default)]
+pub struct Gate {
+    state: Arc<Mutex<GateState>>,
+    answered: Arc<tokio::sync::Notify>,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    /// Read from the agent, not yet delivered.
+    buf: Vec<u8>,
+    /// Bytes of a message whose delivery has begun (it is delivered whole
+    /// even while draining).
+    committed: usize,
+    /// The ids (as canonical JSON) of requests delivered and not answered.
+    inflight: HashSet<String>,
+    draining: bool,
+    /// The input ended.
+    eof: bool,
+    waker: Option<Waker>,
+}
+
+/// What the gate needs of one message (the rest is skipped).
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(default)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+/// A response's head (its result is skipped).
+#[derive(Deserialize)]
+struct Answer<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(default)]
+    method: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Cancelled<'a> {
+    #[serde(borrow, rename = "requestId")]
+    request_id: &'a RawValue,
+}
+
+fn canonical(id: &RawValue) -> String {
+    serde_json::from_str::<serde_json::Value>(id.get())
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| id.get().to_owned())
+}
+
+/// Long-lived requests that are not waited for when draining: a
+/// 2026-07-28 client's list-change subscription stays open for the session.
+const NOT_WAITED: &[&str] = &["subscriptions/listen"];
+
+impl GateState {
+    /// Count what the message `line` does to the requests in flight.
+    fn delivered(&mut self, line: &[u8]) {
+        let Ok(head) = serde_json::from_slice::<Head<'_>>(line) else {
+            return;
+        };
+        match (head.method.as_deref(), head.id) {
+            (Some(method), Some(id)) if !NOT_WAITED.contains(&method) => {
+                self.inflight.insert(canonical(id));
+            }
+            (Some("notifications/cancelled"), None) => {
+                if let Some(cancelled) = head
+                    .params
+                    .and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
+                {
+                    self.inflight.remove(&canonical(cancelled.request_id));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Gate {
+    /// The agent's input `read`, through this gate.
+    pub fn reader<R: AsyncRead + Unpin>(&self, read: R) -> GateReader<R> {
+        GateReader {
+            read,
+            gate: self.clone(),
+        }
+    }
+
+    /// The agent's output `write`, seen by this gate (answers end requests).
+    pub fn writer<W: AsyncWrite + Unpin>(&self, write: W) -> GateWriter<W> {
+        GateWriter {
+            write,
+            line: Vec::new(),
+            gate: self.clone(),
+        }
+    }
+
+    /// How many requests were read and not answered.
+    #[cfg(test)]
+    fn in_flight(&self) -> usize {
+        lock(&self.state).inflight.len()
+    }
+
+    /// Stop delivering input at the next message boundary and wait (until
+    /// `deadline`) for every request delivered to be answered; then the
+    /// input read but not delivered, and how many requests were left
+    /// unanswered.
+    pub async fn drain(&self, deadline: tokio::time::Instant) -> (Vec<u8>, usize) {
+        lock(&self.state).draining = true;
+        loop {
+            let answered = self.answered.notified();
+            tokio::pin!(answered);
+            answered.as_mut().enable();
+            {
+                let state = lock(&self.state);
+                if (state.inflight.is_empty() && state.committed == 0) || state.eof {
+                    break;
+                }
+            }
+            if tokio::time::timeout_at(deadline, answered).await.is_err() {
+                break;
+            }
+        }
+        let mut state = lock(&self.state);
+        let unanswered = state.inflight.len();
+        // A message begun but not delivered whole cannot move: it is lost
+        // with the unanswered requests.
+        let committed = state.committed.min(state.buf.len());
+        state.buf.drain(..committed);
+        state.committed = 0;
+        (std::mem::take(&mut state.buf), unanswered)
+    }
+}
+
+/// The reading side of a [`Gate`].
+pub struct GateReader<R> {
+    read: R,
+    gate: Gate,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for GateReader<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            {
+                let mut state = lock(&this.gate.state);
+                if state.committed == 0 {
+                    if state.draining {
+                        // Never more: the session is handed back.
+                        state.waker = Some(cx.waker().clone());
+                        return Poll::Pending;
+                    }
+                    let end = state.buf.iter().position(|b| *b == b'\n');
+                    let whole = match end {
+                        Some(end) => Some(end + 1),
+                        // The last message of an input that ended without a
+                        // line break.
+                        None if state.eof && !state.buf.is_empty() => Some(state.buf.len()),
+                        None if state.eof => return Poll::Ready(Ok(())),
+                        None => None,
+                    };
+                    if let Some(len) = whole {
+                        let line = state.buf[..len].to_vec();
+                        state.delivered(&line);
+                        state.committed = len;
+                    }
+                }
+                if state.committed > 0 {
+                    let n = state.committed.min(out.remaining());
+                    out.put_slice(&state.buf[..n]);
+                    state.buf.drain(..n);
+                    state.committed -= n;
+                    if state.committed == 0 {
+                        drop(state);
+                        this.gate.answered.notify_waiters();
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+            }
+            // No whole message buffered: read more.
+            let mut chunk = [0u8; 8192];
+            let mut chunk = ReadBuf::new(&mut chunk);
+            match Pin::new(&mut this.read).poll_read(cx, &mut chunk) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) => {
+                    let mut state = lock(&this.gate.state);
+                    if chunk.filled().is_empty() {
+                        state.eof = true;
+                        drop(state);
+                        this.gate.answered.notify_waiters();
+                    } else {
+                        state.buf.extend_from_slice(chunk.filled());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The writing side of a [`Gate`].
+pub struct GateWriter<W> {
+    write: W,
+    /// The message being written, up to its line break.
+    line: Vec<u8>,
+    gate: Gate,
+}
+
+impl<W> GateWriter<W> {
+    /// Bytes written: each whole line that answers a request ends it.
+    fn wrote(&mut self, mut bytes: &[u8]) {
+        while let Some(end) = bytes.iter().position(|b| *b == b'\n') {
+            self.line.extend_from_slice(&bytes[..end]);
+            bytes = &bytes[end + 1..];
+            let answered = serde_json::from_slice::<Answer<'_>>(&self.line)
+                .ok()
+                .filter(|a| a.method.is_none())
+                .and_then(|a| a.id.map(canonical));
+            self.line.clear();
+            if let Some(id) = answered {
+                let removed = lock(&self.gate.state).inflight.remove(&id);
+                if removed {
+                    self.gate.answered.notify_waiters();
+                }
+            }
+        }
+        self.line.extend_from_slice(bytes);
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for GateWriter<W> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.write).poll_write(cx, buf) {
+            Poll::Ready(Ok(n)) => {
+                this.wrote(&buf[..n]);
+                Poll::Ready(Ok(n))
+            }
+            other => other,
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().write).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().write).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt as _;
+
+    #[tokio::test]
+    async fn draining_waits_for_answers_and_hands_back_what_was_not_delivered() {
+        let gate = Gate::default();
+        let input = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n{\"jsonrpc\":\"2.0\",\"id\":3,";
+        let mut reader = gate.reader(&input[..]);
+        let mut first = vec![0u8; 4096];
+        let n = reader.read(&mut first).await.unwrap();
+        // One whole message at a time.
+        assert_eq!(&first[..n], &input[..n]);
+        assert!(first[..n].ends_with(b"}\n"));
+        assert_eq!(gate.in_flight(), 1);
+
+        let (sink, mut peer) = tokio::io::duplex(1024);
+        let mut writer = gate.writer(sink);
+        let drained = tokio::spawn({
+            let gate = gate.clone();
+            async move {
+                gate.drain(tokio::time::Instant::now() + std::time::Duration::from_secs(5))
+                    .await
+            }
+        });
+        tokio::task::yield_now().await;
+        assert!(!drained.is_finished());
+        // The answer, written in two pieces.
+        writer
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\"")
+            .await
+            .unwrap();
+        writer.write_all(b":1,\"result\":{}}\n").await.unwrap();
+        let (pending, unanswered) = drained.await.unwrap();
+        assert_eq!(unanswered, 0);
+        // Everything after the first message moves to the next controller.
+        assert_eq!(pending, &input[n..]);
+        let mut echoed = vec![0u8; 64];
+        let m = peer.read(&mut echoed).await.unwrap();
+        assert!(m > 0);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_request_is_not_waited_for_and_listen_never_is() {
+        let gate = Gate::default();
+        let input = b"{\"id\":\"a\",\"method\":\"tools/call\"}\n{\"id\":7,\"method\":\"subscriptions/listen\"}\n{\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"a\"}}\n";
+        let mut reader = gate.reader(&input[..]);
+        let mut all = Vec::new();
+        reader.read_to_end(&mut all).await.unwrap();
+        assert_eq!(all, input);
+        assert_eq!(gate.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_deadline_ends_a_drain_and_counts_what_was_left() {
+        let gate = Gate::default();
+        let input = b"{\"id\":1,\"method\":\"tools/call\"}\n";
+        let mut reader = gate.reader(&input[..]);
+        let mut buf = vec![0u8; 64];
+        let _ = reader.read(&mut buf).await.unwrap();
+        let (_, unanswered) = gate
+            .drain(tokio::time::Instant::now() + std::time::Duration::from_millis(20))
+            .await;
+        assert_eq!(unanswered, 1);
+    }
+
+    #[tokio::test]
+    async fn frames_carry_a_line_and_raw_bytes() {
+        let attach = Attach {
+            profile: String::new(),
+            resume: Some(Resume {
+                seen: Some([1, 2, 3]),
+                ..Resume::default()
+            }),
+            pending: 5,
+        };
+        let bytes = frame(&attach, b"ab\ncd");
+        let mut start = Vec::new();
+        let (head, raw) = read_frame::<Attach, _>(&mut &bytes[..], &mut start, |a| a.pending)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(raw, b"ab\ncd");
+        assert_eq!(head.resume.unwrap().seen, Some([1, 2, 3]));
+    }
+}
