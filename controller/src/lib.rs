@@ -102,6 +102,7 @@ pub mod cli;
 pub mod control;
 pub mod desired;
 pub(crate) mod engine;
+pub mod export;
 pub(crate) mod gateway;
 pub mod observe;
 pub mod runtime;
