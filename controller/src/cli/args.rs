@@ -315,7 +315,8 @@ How each entry maps:
   headers                    Authorization: Bearer → MCPExternalAuthConfig (bearerToken); any
                              other header → headerForward from a Secret
   includeTools/excludeTools  an MCPToolConfig allow-list; excludeTools needs the server's tool
-                             list, read from the running controller (`steward run`)
+                             list, read from the running controller (`steward run`); a comment
+                             says where each allow-list came from
   timeout                    the VirtualMCPServer's operational.timeouts.perWorkload
   trust, cwd, oauth          dropped, with a comment saying why
 
@@ -326,15 +327,17 @@ annotation steward.dev/server. No secret value is ever written.
 Exit codes: 0 every admitted server exported; 1 some refused (one line each on stderr: server, \
 reason, what to do), the others still written.
 
---check FILE validates a manifest against the CRDs in --crds DIR (the YAML files of the \
-operator-crds chart) as the API server would: types, enums, required fields, patterns, unknown \
-fields, duplicate list keys; each problem with its document number and JSON path. CEL rules \
-are not evaluated.
+--check FILE validates a manifest (`-`: stdin) against the CRDs of ToolHive v0.44.0, built \
+into steward (or the YAML files of the operator-crds chart in --crds DIR), as the API server \
+would: types, enums, required fields, patterns, unknown fields, duplicate list keys; each \
+problem on stdout with its document number and JSON path, exit 1 when there is one. CEL \
+rules (x-kubernetes-validations) are not evaluated.
 
 Examples:
   steward export --format toolhive --image github=ghcr.io/github/github-mcp-server:v1.0.0 --out mcp.yaml
   steward export --format toolhive --namespace agents --anonymous | kubectl apply -f -
-  steward export --format toolhive --check mcp.yaml --crds toolhive/deploy/charts/operator-crds/files/crds")]
+  steward export --format toolhive --check mcp.yaml
+  steward export --format toolhive | steward export --format toolhive --check -")]
     Export(ExportArgs),
 
     /// Stop and start servers once (they stay configured, unlike `stop`)
@@ -744,11 +747,11 @@ pub struct ExportArgs {
     #[arg(long)]
     pub remote_proxy: bool,
 
-    /// Validate FILE against the CRDs of --crds instead of exporting
-    #[arg(long, value_name = "FILE", requires = "crds")]
+    /// Validate the manifest FILE (`-`: stdin) against the CRDs instead of exporting
+    #[arg(long, value_name = "FILE")]
     pub check: Option<PathBuf>,
 
-    /// The directory of the CRDs' YAML files (with --check)
+    /// With --check: the CRDs' YAML files in DIR instead of the built-in ToolHive v0.44.0 ones
     #[arg(long, value_name = "DIR", requires = "check")]
     pub crds: Option<PathBuf>,
 

@@ -1,12 +1,13 @@
 //! `steward export --format toolhive`: the workspace's MCP servers as
 //! ToolHive operator resources ([`crate::export::toolhive`]), from the
-//! desired state the files give (as `status --offline` loads it), with the
-//! running controller's tool lists when an `excludeTools` needs one; or,
-//! with `--check FILE`, a manifest validated against CRDs
-//! ([`crate::export::check`]). Refusals go to stderr, one line each, and
-//! exit 1; the other servers are still written.
+//! desired state the files give (loaded and admitted as `status --offline`
+//! does), with the tool lists of a running controller when an
+//! `excludeTools` needs one; or, with `--check FILE`, a manifest validated
+//! against the CRDs ([`crate::export::check`]). Refusals go to stderr, one
+//! line each, and exit 1; the other servers are still written.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -19,12 +20,9 @@ use super::{CommandError, Io};
 use crate::cli::args::ExportArgs;
 use crate::control::{ControlError, client};
 use crate::desired::offline::load_desired;
-use crate::export::check::Crds;
-use crate::export::toolhive::{self, Options, Server, ToolList};
+use crate::export::check::{CheckError, Crds, TOOLHIVE_VERSION};
+use crate::export::toolhive::{self, Options, Server, ToolList, ToolSource};
 use crate::support::paths::Paths;
-
-/// Where live tool lists come from, as the output says it.
-const LIVE_SOURCE: &str = "the running controller";
 
 pub fn run(
     paths: &Paths,
@@ -32,8 +30,8 @@ pub fn run(
     env: &BTreeMap<String, String>,
     io: &mut Io<'_>,
 ) -> Result<ExitCode, CommandError> {
-    if let (Some(file), Some(crds)) = (&args.check, &args.crds) {
-        return check(file, crds, io);
+    if let Some(file) = &args.check {
+        return check(file, args.crds.as_deref(), io);
     }
     let (_, state) = load_desired(paths, &args.desired.inputs(), env, LoadMode::Lenient);
     let blocked: BTreeMap<&str, Option<admission::Blocked>> = state
@@ -50,14 +48,14 @@ pub fn run(
         }
     }
 
-    // Only an `excludeTools` needs a tool list: ask the controller then.
-    let needs_list = state.mcp.iter().any(|(name, d)| {
+    // Only an `excludeTools` needs a tool list: ask for them then.
+    let needs_lists = state.mcp.iter().any(|(name, d)| {
         d.spec.exclude_tools.is_some() && (blocked[name.as_str()].is_none() || args.include_blocked)
     });
-    let lists = if needs_list {
-        live_tool_lists(paths)?
+    let (tools_asked, lists) = if needs_lists {
+        tool_lists(paths)?
     } else {
-        BTreeMap::new()
+        (None, BTreeMap::new())
     };
 
     let servers: Vec<Server<'_>> = state
@@ -70,31 +68,33 @@ pub fn run(
             tools: lists.get(name),
         })
         .collect();
-    let group = match &args.group {
-        Some(g) => toolhive::dns_label(g, toolhive::MAX_NAME),
-        None => toolhive::dns_label(
-            &paths
-                .workspace
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            toolhive::MAX_NAME,
-        ),
-    };
+    let group = args.group.clone().unwrap_or_else(|| {
+        paths
+            .workspace
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
     let options = Options {
         namespace: args.namespace.clone(),
-        group,
+        group: toolhive::dns_label(&group, toolhive::MAX_NAME),
         images: args.images.iter().cloned().collect(),
         include_blocked: args.include_blocked,
         anonymous: args.anonymous,
         remote_proxy: args.remote_proxy,
+        tools_asked,
     };
     let export = toolhive::export(&servers, &options);
     let text = export.render()?;
     match args.out.as_deref() {
         None => io.out.write_all(text.as_bytes())?,
         Some(p) if p == Path::new("-") => io.out.write_all(text.as_bytes())?,
-        Some(p) => crate::support::fs::write_atomically(p, text.as_bytes())?,
+        Some(p) => crate::support::fs::write_atomically(p, text.as_bytes()).map_err(|source| {
+            CommandError::WriteFile {
+                path: p.to_owned(),
+                source,
+            }
+        })?,
     }
     for refusal in &export.refusals {
         writeln!(io.err, "steward: refused {refusal}")?;
@@ -106,61 +106,88 @@ pub fn run(
     })
 }
 
-/// Every server's tool list from the running controller, or none when no
-/// controller runs.
-fn live_tool_lists(paths: &Paths) -> Result<BTreeMap<String, ToolList>, CommandError> {
+/// Every server's tool list, from the first source that answers, and
+/// which source that was (none when none could be asked). The sources, in
+/// order, are the variants of [`ToolSource`]: today the running controller
+/// (`steward tools` asks it the same way); a server it has no list for
+/// (not Ready) is absent.
+fn tool_lists(
+    paths: &Paths,
+) -> Result<(Option<ToolSource>, BTreeMap<String, ToolList>), CommandError> {
     let rt = runtime()?;
     let rows: Vec<ToolRow> = match rt.block_on(client::tools(&paths.socket_path(), REQUEST_TIMEOUT))
     {
         Ok(rows) => rows,
-        Err(ControlError::Connect { .. }) => return Ok(BTreeMap::new()),
+        Err(ControlError::Connect { .. }) => return Ok((None, BTreeMap::new())),
         Err(e) => return Err(e.into()),
     };
     let mut lists: BTreeMap<String, ToolList> = BTreeMap::new();
     for row in rows {
-        // Filtered and quarantined tools are the server's too.
+        // Filtered and quarantined tools are the server's too: the
+        // allow-list is computed from all of them.
         if let Some(tool) = row.tool {
             lists
                 .entry(row.server)
                 .or_insert_with(|| ToolList {
                     tools: Vec::new(),
-                    source: LIVE_SOURCE.to_owned(),
+                    source: ToolSource::Controller,
                 })
                 .tools
                 .push(tool);
         }
     }
-    Ok(lists)
+    Ok((Some(ToolSource::Controller), lists))
 }
 
-/// `--check FILE --crds DIR`: each problem on stdout, the summary on stderr.
-fn check(file: &Path, crds: &Path, io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
-    let crds = Crds::load(crds)?;
-    let text =
-        std::fs::read_to_string(file).map_err(|source| crate::export::check::CheckError::Read {
+/// `--check FILE [--crds DIR]`: each problem on stdout, the summary on
+/// stderr; exit 1 when there is a problem.
+fn check(file: &Path, crds_dir: Option<&Path>, io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
+    let (crds, against) = match crds_dir {
+        Some(dir) => (Crds::load(dir)?, format!("the CRDs in {}", dir.display())),
+        None => (
+            Crds::embedded()?,
+            format!("the CRDs of ToolHive {TOOLHIVE_VERSION}"),
+        ),
+    };
+    let stdin = file == Path::new("-");
+    let text = if stdin {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|source| CheckError::Read {
+                path: file.to_owned(),
+                source,
+            })?;
+        text
+    } else {
+        std::fs::read_to_string(file).map_err(|source| CheckError::Read {
             path: file.to_owned(),
             source,
-        })?;
+        })?
+    };
+    let shown = if stdin {
+        "(stdin)".to_owned()
+    } else {
+        file.display().to_string()
+    };
     let report = crds.check(&text, file)?;
     for problem in &report.problems {
-        writeln!(io.out, "{}: {problem}", file.display())?;
+        writeln!(io.out, "{shown}: {problem}")?;
     }
     for doc in &report.unchecked {
         writeln!(
             io.err,
-            "steward: warning: {}: {doc}: no CRD defines its kind; not checked",
-            file.display()
+            "steward: warning: {shown}: {doc}: no CRD defines its kind; not checked"
         )?;
     }
     let n = report.problems.len();
     writeln!(
         io.err,
-        "{}: {} document{}, {} problem{}",
-        file.display(),
+        "{shown}: {} document{}, {} problem{} (checked against {against})",
         report.documents,
         if report.documents == 1 { "" } else { "s" },
         n,
-        if n == 1 { "" } else { "s" }
+        if n == 1 { "" } else { "s" },
     )?;
     Ok(if n == 0 {
         ExitCode::SUCCESS

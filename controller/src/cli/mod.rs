@@ -79,6 +79,9 @@ pub enum CommandError {
     /// The controller answered with an error (already phrased for "failed to").
     #[error("{0}")]
     Controller(String),
+    /// Writing the file the user named failed.
+    #[error("write {}: {source}", path.display())]
+    WriteFile { path: PathBuf, source: io::Error },
     /// Writing our own output failed (a closed pipe is not reported).
     #[error("write the output: {0}")]
     Io(#[from] io::Error),

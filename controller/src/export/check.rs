@@ -7,6 +7,9 @@
 //! subdomain. The CRDs' CEL rules (`x-kubernetes-validations`) are not
 //! evaluated. Core `v1` Secrets and ConfigMaps get the checks of their
 //! metadata; a kind no CRD defines is reported as not checked.
+//!
+//! The CRDs are ToolHive [`TOOLHIVE_VERSION`]'s, built into the binary
+//! ([`Crds::embedded`]), or any directory of CRD files ([`Crds::load`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -137,16 +140,58 @@ fn structural(schema: &mut Value) {
     }
 }
 
+/// The ToolHive release whose CRDs `steward` carries.
+pub const TOOLHIVE_VERSION: &str = "v0.44.0";
+
+/// ToolHive's CRDs as `steward` carries them: copies of the release's
+/// `deploy/charts/operator-crds/files/crds/` (provenance and licence in
+/// `controller/assets/toolhive/README.md`).
+const EMBEDDED: [(&str, &str); 7] = [
+    (
+        "MCPExternalAuthConfig.yaml",
+        include_str!("../../assets/toolhive/v0.44.0/crds/MCPExternalAuthConfig.yaml"),
+    ),
+    (
+        "MCPGroup.yaml",
+        include_str!("../../assets/toolhive/v0.44.0/crds/MCPGroup.yaml"),
+    ),
+    (
+        "MCPRemoteProxy.yaml",
+        include_str!("../../assets/toolhive/v0.44.0/crds/MCPRemoteProxy.yaml"),
+    ),
+    (
+        "MCPServer.yaml",
+        include_str!("../../assets/toolhive/v0.44.0/crds/MCPServer.yaml"),
+    ),
+    (
+        "MCPServerEntry.yaml",
+        include_str!("../../assets/toolhive/v0.44.0/crds/MCPServerEntry.yaml"),
+    ),
+    (
+        "MCPToolConfig.yaml",
+        include_str!("../../assets/toolhive/v0.44.0/crds/MCPToolConfig.yaml"),
+    ),
+    (
+        "VirtualMCPServer.yaml",
+        include_str!("../../assets/toolhive/v0.44.0/crds/VirtualMCPServer.yaml"),
+    ),
+];
+
 impl Crds {
+    /// The CRDs of ToolHive [`TOOLHIVE_VERSION`], built into `steward`.
+    pub fn embedded() -> Result<Crds, CheckError> {
+        let origin = PathBuf::from(format!("(built-in ToolHive {TOOLHIVE_VERSION} CRDs)"));
+        Crds::from_files(
+            EMBEDDED
+                .iter()
+                .map(|(name, text)| (origin.join(name), (*text).to_owned())),
+            &origin,
+        )
+    }
+
     /// Every CRD in the `*.yaml` / `*.yml` files of `dir`.
     pub fn load(dir: &Path) -> Result<Crds, CheckError> {
-        let read = |path: &Path| {
-            std::fs::read_to_string(path).map_err(|source| CheckError::Read {
-                path: path.to_owned(),
-                source,
-            })
-        };
-        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
             .map_err(|source| CheckError::Read {
                 path: dir.to_owned(),
                 source,
@@ -154,13 +199,29 @@ impl Crds {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
             .collect();
-        files.sort();
+        paths.sort();
+        let mut files = Vec::with_capacity(paths.len());
+        for path in paths {
+            let text = std::fs::read_to_string(&path).map_err(|source| CheckError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            files.push((path, text));
+        }
+        Crds::from_files(files, dir)
+    }
+
+    /// Every CRD in `files` (path, text); `origin` names them all in errors.
+    fn from_files(
+        files: impl IntoIterator<Item = (PathBuf, String)>,
+        origin: &Path,
+    ) -> Result<Crds, CheckError> {
         let mut crds = Crds {
             schemas: BTreeMap::new(),
             list_maps: BTreeMap::new(),
         };
-        for path in files {
-            for doc in documents(&read(&path)?, &path)? {
+        for (path, text) in files {
+            for doc in documents(&text, &path)? {
                 if doc["kind"] != "CustomResourceDefinition" {
                     continue;
                 }
@@ -194,7 +255,7 @@ impl Crds {
             }
         }
         if crds.schemas.is_empty() {
-            return Err(CheckError::NoCrds(dir.to_owned()));
+            return Err(CheckError::NoCrds(origin.to_owned()));
         }
         Ok(crds)
     }

@@ -15,7 +15,7 @@
 //! either refused (the server is left out, with the reason and what to do)
 //! or dropped with a comment saying so.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use serde_json::{Map, Value, json};
@@ -50,14 +50,31 @@ pub struct Options {
     pub anonymous: bool,
     /// Remote servers as `MCPRemoteProxy` instead of `MCPServerEntry`.
     pub remote_proxy: bool,
+    /// The source of tool lists that was asked (none: none could be), for
+    /// the refusal of an `excludeTools` whose tool list is unknown.
+    pub tools_asked: Option<ToolSource>,
+}
+
+/// Where a server's tool list was read, as the output says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolSource {
+    /// The running controller's connection to the server (`steward tools`).
+    Controller,
+}
+
+impl std::fmt::Display for ToolSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ToolSource::Controller => "the running controller",
+        })
+    }
 }
 
 /// A server's tool list, and where it was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolList {
     pub tools: Vec<String>,
-    /// Said in the output: "the running controller", "the catalog cache".
-    pub source: String,
+    pub source: ToolSource,
 }
 
 /// One MCP server of the desired state.
@@ -209,6 +226,12 @@ pub fn export(servers: &[Server<'_>], options: &Options) -> Export {
     ));
     out.header
         .push("Create the Secrets below first (the stubs carry no data), then `kubectl apply -f` this file.".to_owned());
+    if !options.anonymous {
+        out.header.push(format!(
+            "It refers to the MCPOIDCConfig {}, which it does not hold: see the VirtualMCPServer.",
+            oidc_config_name(group)
+        ));
+    }
     let blocked: Vec<&Server<'_>> = servers.iter().filter(|s| s.blocked.is_some()).collect();
     if !blocked.is_empty() {
         out.header.push(String::new());
@@ -230,12 +253,14 @@ pub fn export(servers: &[Server<'_>], options: &Options) -> Export {
 
     let mut workloads = Vec::new();
     let mut secret_lines = Vec::new();
+    let mut secret_names = BTreeSet::new();
     let mut timeouts = Map::new();
     let mut aggregation_tools = Vec::new();
     for server in &exported {
         let workload = &names[server.name];
-        match convert(server, workload, options) {
+        match convert(server, workload, options, &secret_names) {
             Ok(converted) => {
+                secret_names.extend(converted.secret_names);
                 secret_lines.extend(converted.secret_lines);
                 if let Some(ms) = server.spec.timeout.filter(|ms| *ms > 0) {
                     timeouts.insert(workload.clone(), Value::String(duration(ms)));
@@ -301,6 +326,27 @@ fn oidc_config_name(group: &str) -> String {
     format!("{group}-oidc")
 }
 
+/// The comment that names the MCPOIDCConfig to create (this file does not
+/// hold it: its issuer is the cluster's), with a sketch of it.
+fn oidc_placeholder(oidc: &str, options: &Options) -> Vec<String> {
+    let ns = options
+        .namespace
+        .as_ref()
+        .map(|ns| format!(", namespace: {ns}"))
+        .unwrap_or_default();
+    vec![
+        format!(
+            "incomingAuth: oidc through the MCPOIDCConfig {oidc}, a PLACEHOLDER this file does not hold:"
+        ),
+        "create it for your identity provider before applying, for example".to_owned(),
+        format!("  apiVersion: {API_VERSION}"),
+        "  kind: MCPOIDCConfig".to_owned(),
+        format!("  metadata: {{name: {oidc}{ns}}}"),
+        "  spec: {type: inline, inline: {issuer: \"https://issuer.example.com\"}}".to_owned(),
+        "or export with --anonymous.".to_owned(),
+    ]
+}
+
 fn virtual_server(
     group: &str,
     options: &Options,
@@ -315,9 +361,7 @@ fn virtual_server(
         json!({ "type": "anonymous" })
     } else {
         let oidc = oidc_config_name(group);
-        comments.push(format!(
-            "incomingAuth: oidc. PLACEHOLDER: create the MCPOIDCConfig {oidc} (your issuer) before applying, or export with --anonymous."
-        ));
+        comments.extend(oidc_placeholder(&oidc, options));
         json!({ "type": "oidc", "oidcConfigRef": { "name": oidc, "audience": group } })
     };
     let mut aggregation = json!({
@@ -385,10 +429,16 @@ fn secret_stub(name: &str, server: &str, key: &str, options: &Options) -> Docume
 
 /// The `kubectl create secret` line for one value: the variable it came
 /// from when it was a whole `${VAR}`, else a placeholder. Never the value.
-fn secret_line(name: &str, key: &str, written: Option<&str>, options: &Options) -> String {
+fn secret_line(
+    name: &str,
+    key: &str,
+    written: Option<&str>,
+    placeholder: &str,
+    options: &Options,
+) -> String {
     let source = written
         .and_then(whole_reference)
-        .map_or_else(|| format!("'<{key}>'"), |var| format!("\"${var}\""));
+        .map_or_else(|| format!("'{placeholder}'"), |var| format!("\"${var}\""));
     let ns = options
         .namespace
         .as_ref()
@@ -413,6 +463,7 @@ fn whole_reference(s: &str) -> Option<&str> {
 /// One server's documents.
 struct Converted {
     documents: Vec<Document>,
+    secret_names: Vec<String>,
     secret_lines: Vec<String>,
     /// An MCPServerEntry's allow-list, applied by the VirtualMCPServer.
     entry_tool_config: bool,
@@ -427,7 +478,10 @@ fn refuse(server: &Server<'_>, reason: impl Into<String>, fix: impl Into<String>
 }
 
 /// The allow-list ToolHive should apply, and where it came from.
-fn allow_list(server: &Server<'_>) -> Result<Option<(Vec<String>, String)>, Refusal> {
+fn allow_list(
+    server: &Server<'_>,
+    asked: Option<ToolSource>,
+) -> Result<Option<(Vec<String>, String)>, Refusal> {
     let spec = server.spec;
     let list = match (&spec.include_tools, &spec.exclude_tools, server.tools) {
         (None, None, _) => return Ok(None),
@@ -449,11 +503,20 @@ fn allow_list(server: &Server<'_>) -> Result<Option<(Vec<String>, String)>, Refu
             ),
         ),
         (None, Some(_), None) => {
-            return Err(refuse(
-                server,
-                "excludeTools needs the server's tool list (ToolHive filters by allow-list only) and none is known",
-                "run `steward run` in the workspace until the server is Ready, then export again; or replace excludeTools with includeTools",
-            ));
+            const WHY: &str =
+                "excludeTools needs the server's tool list (ToolHive filters by allow-list only)";
+            return Err(match asked {
+                None => refuse(
+                    server,
+                    format!("{WHY}, and no controller runs for this workspace to give it"),
+                    "start `steward run` in the workspace, wait until the server is Ready and export again; or replace excludeTools with includeTools",
+                ),
+                Some(source) => refuse(
+                    server,
+                    format!("{WHY}, and {source} has none (the server is not Ready)"),
+                    "wait until `steward status` shows the server Ready and export again; or replace excludeTools with includeTools",
+                ),
+            });
         }
     };
     if list.0.is_empty() {
@@ -505,8 +568,13 @@ fn dropped_fields(spec: &McpServerSpec) -> Vec<String> {
     dropped
 }
 
-fn convert(server: &Server<'_>, workload: &str, options: &Options) -> Result<Converted, Refusal> {
-    let allow = allow_list(server)?;
+fn convert(
+    server: &Server<'_>,
+    workload: &str,
+    options: &Options,
+    taken: &BTreeSet<String>,
+) -> Result<Converted, Refusal> {
+    let allow = allow_list(server, options.tools_asked)?;
     let mut comments = Vec::new();
     if workload != server.name {
         comments.push(format!(
@@ -524,35 +592,102 @@ fn convert(server: &Server<'_>, workload: &str, options: &Options) -> Result<Con
         comments.push(format!("Dropped: {d}."));
     }
     match server.spec.transport {
-        McpTransport::Stdio => stdio(server, workload, options, allow, comments),
+        McpTransport::Stdio => stdio(server, workload, options, allow, comments, taken),
         McpTransport::Http | McpTransport::Sse => {
-            remote(server, workload, options, allow, comments)
+            remote(server, workload, options, allow, comments, taken)
+        }
+    }
+}
+
+/// What a Secret holds: one value of a server.
+#[derive(Debug, Clone, Copy)]
+enum Slot<'a> {
+    /// The value of an environment variable.
+    Env(&'a str),
+    /// The value of a header.
+    Header(&'a str),
+    /// The token of an `Authorization: Bearer` header.
+    Bearer,
+}
+
+impl Slot<'_> {
+    /// What the Secret's name says after the workload's.
+    fn suffix(&self) -> String {
+        match self {
+            Slot::Env(name) => format!("env-{name}"),
+            Slot::Header(name) => format!("header-{name}"),
+            Slot::Bearer => "bearer".to_owned(),
+        }
+    }
+
+    /// The Secret's key.
+    fn key(&self) -> &'static str {
+        match self {
+            Slot::Env(_) | Slot::Header(_) => "value",
+            Slot::Bearer => "token",
+        }
+    }
+
+    /// What the `kubectl create secret` line asks for when no variable
+    /// holds the value.
+    fn placeholder(&self) -> String {
+        match self {
+            Slot::Env(name) => format!("<value of {name}>"),
+            Slot::Header(name) => format!("<value of the {name} header>"),
+            Slot::Bearer => "<bearer token>".to_owned(),
         }
     }
 }
 
 /// Secrets gathered for one workload.
-#[derive(Default)]
-struct Secrets {
+struct Secrets<'t> {
+    /// Secret names other workloads took.
+    taken: &'t BTreeSet<String>,
+    names: Vec<String>,
     stubs: Vec<Document>,
     lines: Vec<String>,
 }
 
-impl Secrets {
-    /// A Secret for `key`, named after the workload and `what`.
+impl<'t> Secrets<'t> {
+    fn new(taken: &'t BTreeSet<String>) -> Self {
+        Secrets {
+            taken,
+            names: Vec::new(),
+            stubs: Vec::new(),
+            lines: Vec::new(),
+        }
+    }
+
+    /// A Secret for `slot`, named after the workload and the slot (with a
+    /// stable suffix when that name is taken).
     fn add(
         &mut self,
         server: &Server<'_>,
         workload: &str,
-        what: &str,
-        key: &str,
+        slot: Slot<'_>,
         written: Option<&str>,
         options: &Options,
     ) -> String {
-        let name = dns_label(&format!("{workload}-{what}"), 63);
+        let suffix = slot.suffix();
+        let mut name = dns_label(&format!("{workload}-{suffix}"), 63);
+        if self.taken.contains(&name) || self.names.contains(&name) {
+            let base = dns_label(&name, 63 - 7);
+            name = format!(
+                "{base}-{}",
+                stable_suffix(&format!("{}/{suffix}", server.name))
+            );
+        }
+        let key = slot.key();
         self.stubs
             .push(secret_stub(&name, server.name, key, options));
-        self.lines.push(secret_line(&name, key, written, options));
+        self.lines.push(secret_line(
+            &name,
+            key,
+            written,
+            &slot.placeholder(),
+            options,
+        ));
+        self.names.push(name.clone());
         name
     }
 }
@@ -577,6 +712,8 @@ struct Launch {
     /// host's variable is passed through.
     docker_env: Vec<(String, Option<String>)>,
     dropped_options: Vec<String>,
+    /// What `--image` replaced, said in a comment.
+    replaced: Option<String>,
 }
 
 /// `docker run` options that take a value (as the next argument).
@@ -631,6 +768,7 @@ fn docker_launch(server: &Server<'_>, args: &[String]) -> Result<Launch, Refusal
         args: Vec::new(),
         docker_env: Vec::new(),
         dropped_options: Vec::new(),
+        replaced: None,
     };
     while let Some(arg) = it.next() {
         if !arg.starts_with('-') {
@@ -737,6 +875,7 @@ fn runner_launch(
             args: rest,
             docker_env: Vec::new(),
             dropped_options: Vec::new(),
+            replaced: Some(format!("`{runner} {package}`")),
         });
     }
     let (name, version) = if npx {
@@ -779,6 +918,19 @@ fn looks_local(path: &str) -> bool {
         || path.starts_with('~')
 }
 
+/// The script an interpreter runs: its first operand, unless a module
+/// (`python -m pkg.mod`) or inline code (`-c`, `-e`) comes first.
+fn script_arg(args: &[String]) -> Option<&str> {
+    for arg in args {
+        match arg.as_str() {
+            "-m" | "-c" | "-e" | "--eval" => return None,
+            a if a.starts_with('-') => continue,
+            a => return Some(a),
+        }
+    }
+    None
+}
+
 fn launch(server: &Server<'_>, args: &[String], options: &Options) -> Result<Launch, Refusal> {
     let command = server.spec.command.as_deref().unwrap_or_default();
     let image = options.images.get(server.name);
@@ -787,6 +939,7 @@ fn launch(server: &Server<'_>, args: &[String], options: &Options) -> Result<Lau
         "docker" | "podman" => {
             let mut l = docker_launch(server, args)?;
             if let Some(image) = image {
+                l.replaced = Some(format!("the image {}", l.image));
                 l.image = image.clone();
             }
             return Ok(l);
@@ -802,7 +955,7 @@ fn launch(server: &Server<'_>, args: &[String], options: &Options) -> Result<Lau
         ));
     }
     if INTERPRETERS.contains(&base)
-        && let Some(script) = args.iter().find(|a| !a.starts_with('-'))
+        && let Some(script) = script_arg(args)
         && (looks_local(script) || script.contains('/') || script.contains('.'))
     {
         return Err(refuse(
@@ -819,6 +972,7 @@ fn launch(server: &Server<'_>, args: &[String], options: &Options) -> Result<Lau
             args: args.to_vec(),
             docker_env: Vec::new(),
             dropped_options: Vec::new(),
+            replaced: Some(format!("`{command}`")),
         }),
         None => Err(refuse(
             server,
@@ -837,6 +991,7 @@ fn stdio(
     options: &Options,
     allow: Option<(Vec<String>, String)>,
     mut comments: Vec<String>,
+    taken: &BTreeSet<String>,
 ) -> Result<Converted, Refusal> {
     let spec = server.spec;
     // As written: an expanded `${TOKEN}` is the token itself.
@@ -855,6 +1010,11 @@ fn stdio(
             "pass the value through `env` instead (it becomes a Secret)",
         ));
     }
+    if let Some(replaced) = &launch.replaced {
+        comments.push(format!(
+            "The image of --image stands for {replaced}: its entrypoint must run it; the entry's arguments after it follow."
+        ));
+    }
     if !launch.dropped_options.is_empty() {
         comments.push(format!(
             "Dropped docker options: {} (the operator runs the container).",
@@ -862,7 +1022,7 @@ fn stdio(
         ));
     }
 
-    let mut secrets = Secrets::default();
+    let mut secrets = Secrets::new(taken);
     let mut env = Vec::new();
     let mut secret_refs = Vec::new();
     let written_env = spec.as_written.env.clone();
@@ -888,8 +1048,7 @@ fn stdio(
             let secret = secrets.add(
                 server,
                 workload,
-                &format!("env-{name}"),
-                "value",
+                Slot::Env(name),
                 written.as_deref(),
                 options,
             );
@@ -925,6 +1084,7 @@ fn stdio(
     });
     Ok(Converted {
         documents,
+        secret_names: secrets.names,
         secret_lines: secrets.lines,
         entry_tool_config: false,
     })
@@ -988,6 +1148,7 @@ fn remote(
     options: &Options,
     allow: Option<(Vec<String>, String)>,
     comments: Vec<String>,
+    taken: &BTreeSet<String>,
 ) -> Result<Converted, Refusal> {
     let spec = server.spec;
     let (url, written) = match spec.transport {
@@ -1023,7 +1184,7 @@ fn remote(
         _ => "streamable-http",
     };
 
-    let mut secrets = Secrets::default();
+    let mut secrets = Secrets::new(taken);
     let mut documents = Vec::new();
     let mut from_secret = Vec::new();
     let mut auth_ref = None;
@@ -1035,7 +1196,7 @@ fn remote(
             .then(|| written.and_then(strip_bearer))
             .flatten();
         if let (Some(token), None) = (bearer, &auth_ref) {
-            let secret = secrets.add(server, workload, "bearer", "token", Some(token), options);
+            let secret = secrets.add(server, workload, Slot::Bearer, Some(token), options);
             let auth = format!("{workload}-bearer");
             documents.push(Document {
                 comments: vec![format!("The {name}: Bearer header, its token in the Secret {secret}.")],
@@ -1050,14 +1211,7 @@ fn remote(
             auth_ref = Some(auth);
         } else {
             // Any header value may be a credential (status redacts them all).
-            let secret = secrets.add(
-                server,
-                workload,
-                &format!("header-{name}"),
-                "value",
-                written,
-                options,
-            );
+            let secret = secrets.add(server, workload, Slot::Header(name), written, options);
             from_secret.push(
                 json!({ "headerName": name, "valueSecretRef": { "name": secret, "key": "value" } }),
             );
@@ -1102,6 +1256,7 @@ fn remote(
     });
     Ok(Converted {
         documents: all,
+        secret_names: secrets.names,
         secret_lines: secrets.lines,
         entry_tool_config,
     })
@@ -1109,8 +1264,6 @@ fn remote(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
     use super::*;
 
     #[test]
@@ -1162,6 +1315,17 @@ mod tests {
             assert!(unreachable_url(url).is_some(), "{url}");
         }
         assert!(unreachable_url("https://mcp.example.com/mcp").is_none());
+    }
+
+    #[test]
+    fn modules_and_inline_code_are_not_scripts() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            script_arg(&args(&["-u", "./server.py"])),
+            Some("./server.py")
+        );
+        assert_eq!(script_arg(&args(&["-m", "pkg.server"])), None);
+        assert_eq!(script_arg(&args(&["-e", "require('x')"])), None);
     }
 
     #[test]
