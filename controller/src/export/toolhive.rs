@@ -898,7 +898,10 @@ fn runner_launch(
     };
     Err(refuse(
         server,
-        format!("a `{runner}` server needs a container image, and none was given"),
+        format!(
+            "{} `{runner}` server needs a container image, and none was given",
+            if npx { "an" } else { "a" }
+        ),
         format!(
             "build one with `thv build --tag REF {runner}://{name}@{version}` and pass --image {}=REF",
             server.name
@@ -918,19 +921,25 @@ fn looks_local(path: &str) -> bool {
         || path.starts_with('~')
 }
 
-/// The script an interpreter runs: its first operand, unless a module
-/// (`python -m pkg.mod`) or inline code (`-c`, `-e`) comes first.
-fn script_arg(args: &[String]) -> Option<&str> {
-    for arg in args {
+/// What an interpreter runs: the index of its program operand and whether
+/// that is a file (a script) rather than a module (`python -m pkg.mod`);
+/// none for inline code (`-c`, `-e`) or no operand.
+fn program(args: &[String]) -> Option<(usize, bool)> {
+    let mut it = args.iter().enumerate();
+    while let Some((i, arg)) = it.next() {
         match arg.as_str() {
-            "-m" | "-c" | "-e" | "--eval" => return None,
+            "-m" => return it.next().map(|(j, _)| (j, false)),
+            "-c" | "-e" | "--eval" => return None,
             a if a.starts_with('-') => continue,
-            a => return Some(a),
+            _ => return Some((i, true)),
         }
     }
     None
 }
 
+/// The image and args of a stdio server that is neither `docker run` nor a
+/// package runner: `--image` stands for the command (with an
+/// interpreter's program); without it, the refusal says what is missing.
 fn launch(server: &Server<'_>, args: &[String], options: &Options) -> Result<Launch, Refusal> {
     let command = server.spec.command.as_deref().unwrap_or_default();
     let image = options.images.get(server.name);
@@ -947,42 +956,61 @@ fn launch(server: &Server<'_>, args: &[String], options: &Options) -> Result<Lau
         "npx" | "uvx" => return runner_launch(server, base, args, image),
         _ => {}
     }
+    let interpreted = if INTERPRETERS.contains(&base) {
+        program(args)
+    } else {
+        None
+    };
+    if let Some(image) = image {
+        let (stands_for, rest) = match interpreted {
+            Some((i, _)) => (
+                std::iter::once(command)
+                    .chain(args[..=i].iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                args[i + 1..].to_vec(),
+            ),
+            None => (command.to_owned(), args.to_vec()),
+        };
+        return Ok(Launch {
+            image: image.clone(),
+            args: rest,
+            docker_env: Vec::new(),
+            dropped_options: Vec::new(),
+            replaced: Some(format!("`{stands_for}`")),
+        });
+    }
+    let fix = format!(
+        "package the server as an image and pass --image {}=REF, or publish it to npm/PyPI and use npx/uvx",
+        server.name
+    );
     if looks_local(command) || command.contains('/') {
         return Err(refuse(
             server,
             format!("it runs the local executable {command}, which no container image holds"),
-            "package the server as an image (or publish it to npm/PyPI and use npx/uvx) and point the entry at it",
+            fix,
         ));
     }
-    if INTERPRETERS.contains(&base)
-        && let Some(script) = script_arg(args)
-        && (looks_local(script) || script.contains('/') || script.contains('.'))
-    {
-        return Err(refuse(
-            server,
-            format!(
-                "it runs the local script {script} with {base}, which no container image holds"
-            ),
-            "package the server as an image and pass --image NAME=REF, or publish it and use npx/uvx",
-        ));
+    if let Some((i, true)) = interpreted {
+        let script = &args[i];
+        if looks_local(script) || script.contains('/') || script.contains('.') {
+            return Err(refuse(
+                server,
+                format!(
+                    "it runs the local script {script} with {base}, which no container image holds"
+                ),
+                fix,
+            ));
+        }
     }
-    match image {
-        Some(image) => Ok(Launch {
-            image: image.clone(),
-            args: args.to_vec(),
-            docker_env: Vec::new(),
-            dropped_options: Vec::new(),
-            replaced: Some(format!("`{command}`")),
-        }),
-        None => Err(refuse(
-            server,
-            format!("the command {command} needs a container image, and none was given"),
-            format!(
-                "build an image that runs it and pass --image {}=REF",
-                server.name
-            ),
-        )),
-    }
+    Err(refuse(
+        server,
+        format!("the command {command} needs a container image, and none was given"),
+        format!(
+            "build an image that runs it and pass --image {}=REF",
+            server.name
+        ),
+    ))
 }
 
 fn stdio(
@@ -1321,11 +1349,15 @@ mod tests {
     fn modules_and_inline_code_are_not_scripts() {
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            script_arg(&args(&["-u", "./server.py"])),
-            Some("./server.py")
+            program(&args(&["-u", "./server.py", "-v"])),
+            Some((1, true))
         );
-        assert_eq!(script_arg(&args(&["-m", "pkg.server"])), None);
-        assert_eq!(script_arg(&args(&["-e", "require('x')"])), None);
+        assert_eq!(
+            program(&args(&["-m", "pkg.server", "-v"])),
+            Some((1, false))
+        );
+        assert_eq!(program(&args(&["-e", "require('x')"])), None);
+        assert_eq!(program(&args(&["--version"])), None);
     }
 
     #[test]
