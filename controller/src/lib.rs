@@ -94,6 +94,12 @@
 //!   server that is not live is answered from the status store: why, and what
 //!   to do. The gateway never enqueues work, and reconcile never waits on a
 //!   client.
+//! - **Export is a reader at the end, too** ([`export`]). `steward export
+//!   --format toolhive` maps the desired state and admission (loaded as
+//!   `status --offline` loads them) to ToolHive operator resources with a
+//!   pure function, asking a running controller only for tool lists, and
+//!   checks manifests against the CRDs it carries. It writes nothing the
+//!   controller reads.
 // The public surface: what the binaries (`cli::main`) and the integration
 // tests and benchmarks of steward-tests use (the control client, the stores
 // they drive directly, the runtime, paths). The engine and the gateway are

@@ -6,7 +6,9 @@
 //! the other servers are still written; no secret value, header value or
 //! token ever appears; snapshots of the YAML.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
@@ -764,6 +766,26 @@ fn toolhive_examples_validate() {
             run.stderr
         );
     }
+    // --crds DIR reads CRD files instead of the built-in ones.
+    let crds_dir = toolhive_dir().join("crds");
+    let run = sb.run(&[
+        "export",
+        "--format",
+        "toolhive",
+        "--check",
+        files[0].to_str().unwrap(),
+        "--crds",
+        crds_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "checked against the CRDs in {}",
+            crds_dir.display()
+        )),
+        "{}",
+        run.stderr
+    );
 }
 
 /// A broken copy of an example fails, each problem with its document and
@@ -831,4 +853,27 @@ fn a_broken_example_fails_with_document_and_path() {
         run.stdout
     );
     assert!(run.stderr.contains("7 documents"), "{}", run.stderr);
+
+    // `--check -` reads the manifest from stdin.
+    let mut child = sb
+        .cli(&["export", "--format", "toolhive", "--check", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(broken.as_bytes())
+        .unwrap();
+    let run = Run::from(child.wait_with_output().unwrap());
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .starts_with("(stdin): document 2 (MCPServer/yardstick-sse): .spec"),
+        "{}",
+        run.stdout
+    );
 }
