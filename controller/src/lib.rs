@@ -98,7 +98,16 @@
 //!   (per `configHash`, written off the reconcile path); the next
 //!   controller lists the admitted servers' cached catalogs before any
 //!   client attaches, as `Cached` registry slots that calls wait on until
-//!   the live connection replaces them.
+//!   the live connection replaces them. A stopping controller hands each
+//!   handed-over stdio session back to its `steward mcp` ([`gateway::resume`])
+//!   after the requests it read are answered; HTTP session ids outlive it
+//!   ([`gateway::http_sessions`]).
+//! - **Export is a reader at the end, too** ([`export`]). `steward export
+//!   --format toolhive` maps the desired state and admission (loaded as
+//!   `status --offline` loads them) to ToolHive operator resources with a
+//!   pure function, asking a running controller only for tool lists, and
+//!   checks manifests against the CRDs it carries. It writes nothing the
+//!   controller reads.
 // The public surface: what the binaries (`cli::main`) and the integration
 // tests and benchmarks of steward-tests use (the control client, the stores
 // they drive directly, the runtime, paths). The engine and the gateway are
@@ -107,6 +116,7 @@ pub mod cli;
 pub mod control;
 pub mod desired;
 pub(crate) mod engine;
+pub mod export;
 pub(crate) mod gateway;
 pub mod observe;
 pub mod runtime;

@@ -295,6 +295,51 @@ Examples:
   steward tools -o json | jq '.listed'")]
     Tools(ToolsArgs),
 
+    /// Write the workspace's MCP servers as ToolHive operator resources
+    #[command(long_about = "\
+Write the workspace's admitted MCP servers as Kubernetes resources for the ToolHive operator \
+(toolhive.stacklok.dev/v1beta1), one multi-document YAML, from the files alone (as `status \
+--offline` sees them). One MCPGroup holds them and one VirtualMCPServer serves them together, \
+prefixing tools with `{workload}__`, so agents keep the `server__tool` names `steward mcp` gives.
+
+How each entry maps:
+  docker run … IMAGE ARGS    MCPServer (stdio behind a streamable-http proxy), image and args
+  npx / uvx PKG@VERSION      MCPServer with the image of --image NAME=REF; without it the server
+                             is refused with the `thv build --tag REF npx://PKG@VERSION` to run
+                             (an unpinned package is refused: pin a version)
+  local script, /abs/path    refused: no image holds it
+  httpUrl, url (SSE)         MCPServerEntry in the group (MCPRemoteProxy with --remote-proxy);
+                             loopback, private and cluster-local URLs are refused
+  env                        literals in env; ${VAR} references and credential-looking names in
+                             a Secret stub each (no data) with the `kubectl create secret` line
+  headers                    Authorization: Bearer → MCPExternalAuthConfig (bearerToken); any
+                             other header → headerForward from a Secret
+  includeTools/excludeTools  an MCPToolConfig allow-list; excludeTools needs the server's tool
+                             list, read from the running controller (`steward run`); a comment
+                             says where each allow-list came from
+  timeout                    the VirtualMCPServer's operational.timeouts.perWorkload
+  trust, cwd, oauth          dropped, with a comment saying why
+
+Blocked servers are listed in a comment (--include-blocked exports them). Names become lowercase \
+DNS labels of at most 46 characters (a stable hash suffix on collision), the original in the \
+annotation steward.dev/server. No secret value is ever written.
+
+Exit codes: 0 every admitted server exported; 1 some refused (one line each on stderr: server, \
+reason, what to do), the others still written.
+
+--check FILE validates a manifest (`-`: stdin) against the CRDs of ToolHive v0.44.0, built \
+into steward (or the YAML files of the operator-crds chart in --crds DIR), as the API server \
+would: types, enums, required fields, patterns, unknown fields, duplicate list keys; each \
+problem on stdout with its document number and JSON path, exit 1 when there is one. CEL \
+rules (x-kubernetes-validations) are not evaluated.
+
+Examples:
+  steward export --format toolhive --image github=ghcr.io/github/github-mcp-server:v1.0.0 --out mcp.yaml
+  steward export --format toolhive --namespace agents --anonymous | kubectl apply -f -
+  steward export --format toolhive --check mcp.yaml
+  steward export --format toolhive | steward export --format toolhive --check -")]
+    Export(ExportArgs),
+
     /// Stop and start servers once (they stay configured, unlike `stop`)
     #[command(long_about = "\
 Restart servers: stop each one's process (or connection) and start it again once, keeping it \
@@ -658,6 +703,70 @@ pub struct ValidateArgs {
 
     #[command(flatten)]
     pub desired: DesiredArgs,
+}
+
+/// What `steward export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// ToolHive operator resources (toolhive.stacklok.dev/v1beta1)
+    Toolhive,
+}
+
+/// `steward export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The format to write
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+
+    /// metadata.namespace of every resource (default: none, kubectl's current namespace)
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+
+    /// The MCPGroup's and VirtualMCPServer's name (default: the workspace directory's name)
+    #[arg(long = "name", value_name = "GROUP")]
+    pub group: Option<String>,
+
+    /// The container image of a stdio server; repeatable
+    #[arg(long = "image", value_name = "SERVER=REF", value_parser = parse_image)]
+    pub images: Vec<(String, String)>,
+
+    /// Where to write the YAML (default or `-`: stdout)
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    /// Export blocked servers too (they are listed in a comment otherwise)
+    #[arg(long)]
+    pub include_blocked: bool,
+
+    /// incomingAuth: anonymous on the VirtualMCPServer (default: oidc, with a placeholder MCPOIDCConfig to create)
+    #[arg(long)]
+    pub anonymous: bool,
+
+    /// Remote servers as MCPRemoteProxy (a proxy in the cluster) instead of MCPServerEntry
+    #[arg(long)]
+    pub remote_proxy: bool,
+
+    /// Validate the manifest FILE (`-`: stdin) against the CRDs instead of exporting
+    #[arg(long, value_name = "FILE")]
+    pub check: Option<PathBuf>,
+
+    /// With --check: the CRDs' YAML files in DIR instead of the built-in ToolHive v0.44.0 ones
+    #[arg(long, value_name = "DIR", requires = "check")]
+    pub crds: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub desired: DesiredArgs,
+}
+
+/// `SERVER=REF` of `--image`.
+fn parse_image(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((server, image)) if !server.is_empty() && !image.is_empty() => {
+            Ok((server.to_owned(), image.to_owned()))
+        }
+        _ => Err(format!("expected SERVER=IMAGE, got {value:?}")),
+    }
 }
 
 /// `steward status`.

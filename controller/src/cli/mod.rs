@@ -15,6 +15,7 @@ mod approve;
 mod client;
 mod describe;
 mod events;
+mod export;
 mod logs;
 mod lsp;
 mod mcp;
@@ -71,9 +72,16 @@ pub enum CommandError {
     Control(#[from] crate::control::ControlError),
     #[error(transparent)]
     Run(#[from] crate::engine::RunError),
+    #[error(transparent)]
+    Check(#[from] crate::export::check::CheckError),
+    #[error(transparent)]
+    Render(#[from] crate::export::toolhive::RenderError),
     /// The controller answered with an error (already phrased for "failed to").
     #[error("{0}")]
     Controller(String),
+    /// Writing the file the user named failed.
+    #[error("write {}: {source}", path.display())]
+    WriteFile { path: PathBuf, source: io::Error },
     /// Writing our own output failed (a closed pipe is not reported).
     #[error("write the output: {0}")]
     Io(#[from] io::Error),
@@ -187,6 +195,10 @@ pub fn run(
             describe::run(&paths, &args, env, now(env)?, io)
         }
         Command::Logs(args) => logs::run(&resolve_paths(&workspace, env)?, &args, io),
+        Command::Export(args) => {
+            let paths = resolve_paths(&workspace, env)?;
+            export::run(&paths, &args, env, io)
+        }
         Command::Tools(args) => tools::run(&resolve_paths(&workspace, env)?, &args, io),
         Command::Events(args) => {
             events::run(&resolve_paths(&workspace, env)?, &args, now(env)?, io)

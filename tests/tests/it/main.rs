@@ -17,6 +17,7 @@ mod real_clients;
 mod approve;
 mod cli;
 mod crds;
+mod export;
 mod secrets;
 mod status;
 mod validate;
