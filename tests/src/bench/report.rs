@@ -382,6 +382,16 @@ pub fn bench(opts: Opts) -> Result<()> {
         };
     }
 
+    if on("restarts") {
+        out["restarts"] = match run_scenario("restarts", || restarts::restarts(&ctx)) {
+            Ok((json, t)) => {
+                more_targets.extend(t);
+                json
+            }
+            Err(e) => e,
+        };
+    }
+
     if on("first-list") {
         out["firstList"] = match run_scenario("first-list", || first_list::first_list(&ctx)) {
             Ok((json, t)) => {

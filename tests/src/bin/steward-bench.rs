@@ -8,7 +8,7 @@
 //! cargo build --release -p steward-tests --bins
 //! target/release/steward-bench [--quick]
 //!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway,search,storm,
-//!            first-list]
+//!            first-list,restarts]
 //!     [--observe watch|poll] [--edits N] [--debounce-ms MS] [--mcp-hub PATH | --no-mcp-hub]
 //!     [--reload-ns 1,10,100] [--cost-ns 10,50,500] [--controller-arg ARG]... [--out FILE]
 //!     [--cold-ns 10,100,500] [--init-delay-ms 300] [--start-cpu-ms 10]
@@ -23,8 +23,10 @@
 //! `storm` (a server announcing `tools/list_changed` 1000 times a second
 //! for 10 s: the controller's CPU and how often it re-lists) in `storm.rs`,
 //! and `first-list` (an agent's launch → first `tools/list`, cold vs warm
-//! catalog cache, ten real servers) in `first_list.rs`; the module docs of
-//! those say how they measure.
+//! catalog cache, ten real servers) in `first_list.rs`, and `restarts`
+//! (calls lost by an agent's session over graceful restarts and kills of
+//! the controller) in `restarts.rs`; the module docs of those say how they
+//! measure.
 //!
 //! `--quick` (about 25 s) runs every scenario at small sizes; it is meant for
 //! a smoke test (no errors, no churn, at most 2 restarts for the burst), not
@@ -114,6 +116,8 @@ mod readiness;
 mod reload;
 #[path = "../bench/report.rs"]
 mod report;
+#[path = "../bench/restarts.rs"]
+mod restarts;
 #[path = "../bench/storm.rs"]
 mod storm;
 
