@@ -41,6 +41,13 @@ fn idle(s: &WorkspaceStatus, name: &str, reason: Reason) -> bool {
     })
 }
 
+/// Poll the status of whichever controller serves the workspace until
+/// `pred` holds.
+fn wait_status(env: &Env, what: &str, pred: impl Fn(&WorkspaceStatus) -> bool) -> WorkspaceStatus {
+    wait_until(what, || pred(&status_now(env)));
+    status_now(env)
+}
+
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         !stat
@@ -72,9 +79,12 @@ fn lazy_start_spawns_nothing_until_the_first_call_and_lists_from_the_cache() {
         ["a__ta", "a__ta2", "b__tb"],
         "listed before anything started"
     );
-    let s = status_now(&env);
+    let s = wait_status(&env, "both Idle, the start settled", |s| {
+        idle(s, "a", Reason::NotStarted)
+            && idle(s, "b", Reason::NotStarted)
+            && s.controller.last_reload.is_some()
+    });
     for name in ["a", "b"] {
-        assert_eq!(phase(&s, name), (Phase::Idle, Some(Reason::NotStarted)));
         let m = mcp(&s, name).unwrap();
         assert_eq!(
             m.status.catalog.map(|c| c.source),
