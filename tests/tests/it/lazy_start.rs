@@ -278,26 +278,28 @@ fn servers_rss_kib(s: &WorkspaceStatus) -> (usize, u64) {
 }
 
 /// Measurement (issue 16): the RSS of the server processes of a workspace
-/// of 20 servers of which 3 are called, eager vs `--start lazy`. Run with
-/// `cargo test -p steward-tests --test it lazy_start::measure -- --ignored --nocapture`.
-#[test]
-#[ignore = "a measurement, not a check"]
-fn measure_rss_of_20_servers_3_called_eager_vs_lazy() {
-    let env = Env::new();
-    let names: Vec<String> = (0..20).map(|i| format!("s{i:02}")).collect();
-    let servers: Vec<(&str, serde_json::Value)> = names
+/// of 20 servers of which 3 are called, eager vs `--start lazy` (a warm
+/// cache). Run with `cargo test -p steward-tests --test it
+/// lazy_start::measure -- --ignored --nocapture`.
+fn measure(
+    env: &Env,
+    servers: &[(String, serde_json::Value)],
+    tool: &str,
+    args: &serde_json::Value,
+) {
+    let entries: Vec<(&str, serde_json::Value)> = servers
         .iter()
-        .map(|n| (n.as_str(), fake(&env, n, &["t"])))
+        .map(|(n, e)| (n.as_str(), e.clone()))
         .collect();
-    settings(&env, &servers, &[]);
-    let all: Vec<&str> = names.iter().map(String::as_str).collect();
-    fill_cache(&env, &all);
-    for (mode, args) in [("eager", &[][..]), ("lazy", &["--start", "lazy"][..])] {
-        let mut c = env.start(args);
+    settings(env, &entries, &[]);
+    let names: Vec<&str> = servers.iter().map(|(n, _)| n.as_str()).collect();
+    fill_cache(env, &names);
+    for (mode, flags) in [("eager", &[][..]), ("lazy", &["--start", "lazy"][..])] {
+        let mut c = env.start(flags);
         c.wait_for("the start settled", |s| s.controller.last_reload.is_some());
-        let mut client = PyClient::stdio(&env, &steward_mcp_argv(&env));
+        let mut client = PyClient::stdio(env, &steward_mcp_argv(env));
         for n in &names[..3] {
-            let (result, _) = client.call(&format!("{n}__t"), json!({}));
+            let (result, _) = client.call(&format!("{n}__{tool}"), args.clone());
             assert_ne!(result["isError"], json!(true), "{result}");
         }
         let s = c.wait_for("the called servers Ready", |s| {
@@ -311,4 +313,41 @@ fn measure_rss_of_20_servers_3_called_eager_vs_lazy() {
         drop(client);
         c.terminate();
     }
+}
+
+#[test]
+#[ignore = "a measurement, not a check"]
+fn measure_rss_of_20_fake_servers_3_called_eager_vs_lazy() {
+    let env = Env::new();
+    let servers: Vec<(String, serde_json::Value)> = (0..20)
+        .map(|i| {
+            let name = format!("s{i:02}");
+            let entry = fake(&env, &name, &["t"]);
+            (name, entry)
+        })
+        .collect();
+    measure(&env, &servers, "t", &json!({}));
+}
+
+#[test]
+#[ignore = "a measurement, not a check"]
+fn measure_rss_of_20_mcp_server_time_3_called_eager_vs_lazy() {
+    let env = Env::new();
+    let time = crate::common::peer("mcp-server-time", "venv/bin/mcp-server-time");
+    let servers: Vec<(String, serde_json::Value)> = (0..20)
+        .map(|i| {
+            let entry = json!({
+                "command": time.to_string_lossy(),
+                "args": ["--local-timezone=UTC"],
+                "env": {"VERSION": i.to_string()},
+            });
+            (format!("time{i:02}"), entry)
+        })
+        .collect();
+    measure(
+        &env,
+        &servers,
+        "get_current_time",
+        &json!({"timezone": "UTC"}),
+    );
 }
