@@ -6,6 +6,8 @@
 //! in its record file; the agent is the PyPI SDK client through
 //! `steward mcp`.
 
+use std::time::Duration;
+
 use serde_json::json;
 use steward_schema::resource::{CatalogSource, Phase, Reason, WorkspaceStatus};
 use steward_tests::fake_mcp::read_record;
@@ -154,10 +156,15 @@ fn idle_stop_stops_an_unused_server_keeps_its_tools_listed_and_the_next_call_wak
         &[],
     );
     let c = env.start(&["--idle-stop", "1s"]);
-    let s = c.wait_for("both Ready", |s| {
-        phase(s, "a").0 == Phase::Ready && phase(s, "b").0 == Phase::Ready
-    });
-    let pid = mcp(&s, "a").unwrap().status.pid.expect("a runs");
+    // Its pid from its record: a Ready that lasts a second may fall
+    // between two looks at the status on a loaded machine.
+    wait_until("a started", || starts(&env, "a") == 1);
+    let pid = read_record(&env.record("a"))
+        .unwrap_or_default()
+        .iter()
+        .find(|e| e.event == "start")
+        .map(|e| e.pid)
+        .expect("a started");
     let s = c.wait_for("both IdleStopped", |s| {
         idle(s, "a", Reason::IdleStopped) && idle(s, "b", Reason::IdleStopped)
     });
@@ -293,10 +300,23 @@ fn measure(
         .collect();
     settings(env, &entries, &[]);
     let names: Vec<&str> = servers.iter().map(|(n, _)| n.as_str()).collect();
-    fill_cache(env, &names);
+    // Twenty real servers starting at once take longer than the usual
+    // deadline on a small machine.
+    let slow = Duration::from_secs(180);
+    let mut c = env.start(&[]);
+    c.wait_for_within("every server Ready", slow, |s| {
+        names.iter().all(|n| phase(s, n).0 == Phase::Ready)
+    });
+    wait_until("every catalog cached", || {
+        let text = std::fs::read_to_string(env.paths().catalog_cache_file()).unwrap_or_default();
+        names.iter().all(|n| text.contains(&format!("\"{n}\"")))
+    });
+    c.terminate();
     for (mode, flags) in [("eager", &[][..]), ("lazy", &["--start", "lazy"][..])] {
         let mut c = env.start(flags);
-        c.wait_for("the start settled", |s| s.controller.last_reload.is_some());
+        c.wait_for_within("the start settled", slow, |s| {
+            s.controller.last_reload.is_some()
+        });
         let mut client = PyClient::stdio(env, &steward_mcp_argv(env));
         for n in &names[..3] {
             let (result, _) = client.call(&format!("{n}__{tool}"), args.clone());
