@@ -858,6 +858,29 @@ mod tests {
     }
 
     #[test]
+    fn start_and_idle_stop_parse_on_run_and_mcp() {
+        let run = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Command::Run(r)) => Ok((r.start, r.idle_stop)),
+            Ok(Command::Mcp(m)) => Ok((m.run.start, m.run.idle_stop)),
+            Ok(_) => unreachable!(),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(run(&["steward", "run"]), Ok((StartWhen::Eager, None)));
+        assert_eq!(
+            run(&["steward", "run", "--start", "lazy", "--idle-stop", "10m"]),
+            Ok((StartWhen::Lazy, Some(Duration::from_secs(600))))
+        );
+        assert_eq!(
+            run(&["steward", "mcp", "--start", "lazy", "--idle-stop", "90s"]),
+            Ok((StartWhen::Lazy, Some(Duration::from_secs(90))))
+        );
+        let zero = run(&["steward", "run", "--idle-stop", "0s"]).unwrap_err();
+        assert!(zero.contains("more than zero"), "{zero}");
+        assert!(run(&["steward", "run", "--idle-stop", "soon"]).is_err());
+        assert!(run(&["steward", "run", "--start", "never"]).is_err());
+    }
+
+    #[test]
     fn allow_list_flags_split_and_empty_means_deny_all() {
         let cli = Cli::try_parse_from([
             "steward",

@@ -371,3 +371,31 @@ fn measure_rss_of_20_mcp_server_time_3_called_eager_vs_lazy() {
         &json!({"timezone": "UTC"}),
     );
 }
+
+#[test]
+fn a_prompt_get_wakes_a_lazy_server_too() {
+    let env = Env::new();
+    let entry = env.fake_mcp(
+        "a",
+        steward_tests::fake_mcp::FakeMcpConfig {
+            prompts: vec!["greet".to_owned()],
+            ..steward_tests::harness::fake_tools(&["ta"])
+        },
+    );
+    settings(&env, &[("a", entry)], &[]);
+    fill_cache(&env, &["a"]);
+    forget_starts(&env, &["a"]);
+    let c = env.start(&["--start", "lazy"]);
+    c.wait_for("a Idle", |s| idle(s, "a", Reason::NotStarted));
+    let mut client = PyClient::stdio(&env, &steward_mcp_argv(&env));
+    let prompts = client.list("list_prompts");
+    assert!(
+        prompts.iter().any(|p| p["name"] == "a__greet"),
+        "{prompts:?}"
+    );
+    assert_eq!(starts(&env, "a"), 0);
+    let got = client.run(json!({"op": "get_prompt", "name": "a__greet"}));
+    assert!(got.get("messages").is_some(), "{got}");
+    assert_eq!(starts(&env, "a"), 1);
+    c.wait_for("a Ready", |s| phase(s, "a") == (Phase::Ready, None));
+}
