@@ -98,7 +98,13 @@
 //!   (per `configHash`, written off the reconcile path); the next
 //!   controller lists the admitted servers' cached catalogs before any
 //!   client attaches, as `Cached` registry slots that calls wait on until
-//!   the live connection replaces them. A stopping controller hands each
+//!   the live connection replaces them. With `--start lazy` / `--idle-stop`
+//!   reconcile keeps such a server `Idle` (not started, or stopped after no
+//!   call used it for that long; the relay knows the last call) and its
+//!   `Cached` slot listed; a call that waits on it sends a *demand* on a
+//!   channel the event loop receives like a control request, which marks
+//!   the key wanted in the reconciler and enqueues it — the gateway still
+//!   enqueues nothing itself. A stopping controller hands each
 //!   handed-over stdio session back to its `steward mcp` ([`gateway::resume`])
 //!   after the requests it read are answered; HTTP session ids outlive it
 //!   ([`gateway::http_sessions`]).

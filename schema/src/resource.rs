@@ -346,6 +346,10 @@ pub enum Phase {
     /// Not admitted; `reason` says which gate.
     Blocked,
     Stopping,
+    /// Admitted and not running, its catalog listed from the cache; the
+    /// next call that needs it starts it (`--start lazy`, `--idle-stop`).
+    /// `reason` says which: `NotStarted` or `IdleStopped`.
+    Idle,
 }
 
 /// Why a server is not `Ready` (CamelCase; null when Ready).
@@ -374,6 +378,12 @@ pub enum Reason {
     InvalidSpec,
     /// An OAuth server without a usable stored token.
     AuthRequired,
+    // Idle
+    /// `--start lazy`: not started yet; the first call starts it.
+    NotStarted,
+    /// `--idle-stop`: stopped after no call used it for that long; the next
+    /// call starts it again.
+    IdleStopped,
 }
 
 impl Reason {
@@ -397,6 +407,8 @@ impl Reason {
             Reason::MaxRestartsExceeded => "MaxRestartsExceeded",
             Reason::InvalidSpec => "InvalidSpec",
             Reason::AuthRequired => "AuthRequired",
+            Reason::NotStarted => "NotStarted",
+            Reason::IdleStopped => "IdleStopped",
         }
     }
 }

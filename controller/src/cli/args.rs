@@ -4,6 +4,7 @@
 //!
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
@@ -621,6 +622,34 @@ pub struct RunArgs {
     /// them with `steward approve NAME --tools`)
     #[arg(long, value_enum, value_name = "WHICH", default_value_t = PinTools::All)]
     pub pin_tools: PinTools,
+
+    /// When MCP servers start: `eager` starts every admitted server at once;
+    /// `lazy` lists a server whose catalog is cached without starting it
+    /// (phase Idle) until a call needs it
+    #[arg(long = "start", value_enum, value_name = "WHEN", default_value_t = StartWhen::Eager)]
+    pub start: StartWhen,
+
+    /// Stop an MCP server no call has used for this long (e.g. `10m`); its
+    /// cached catalog stays listed and the next call starts it again
+    #[arg(long, value_name = "DURATION", value_parser = parse_idle_stop)]
+    pub idle_stop: Option<Duration>,
+}
+
+/// When MCP servers start (`--start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StartWhen {
+    /// Every admitted server, at once
+    Eager,
+    /// A server with a cached catalog, at its first call
+    Lazy,
+}
+
+fn parse_idle_stop(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{e} (e.g. 10m, 90s)"))?;
+    if d.is_zero() {
+        return Err("must be more than zero (leave it out to never stop)".to_owned());
+    }
+    Ok(d)
 }
 
 /// `steward schema`.
@@ -826,6 +855,29 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn start_and_idle_stop_parse_on_run_and_mcp() {
+        let run = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Command::Run(r)) => Ok((r.start, r.idle_stop)),
+            Ok(Command::Mcp(m)) => Ok((m.run.start, m.run.idle_stop)),
+            Ok(_) => unreachable!(),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(run(&["steward", "run"]), Ok((StartWhen::Eager, None)));
+        assert_eq!(
+            run(&["steward", "run", "--start", "lazy", "--idle-stop", "10m"]),
+            Ok((StartWhen::Lazy, Some(Duration::from_secs(600))))
+        );
+        assert_eq!(
+            run(&["steward", "mcp", "--start", "lazy", "--idle-stop", "90s"]),
+            Ok((StartWhen::Lazy, Some(Duration::from_secs(90))))
+        );
+        let zero = run(&["steward", "run", "--idle-stop", "0s"]).unwrap_err();
+        assert!(zero.contains("more than zero"), "{zero}");
+        assert!(run(&["steward", "run", "--idle-stop", "soon"]).is_err());
+        assert!(run(&["steward", "run", "--start", "never"]).is_err());
     }
 
     #[test]

@@ -7,9 +7,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::CommandError;
-use crate::cli::args::{LogFormat, PinTools, RunArgs};
+use crate::cli::args::{LogFormat, PinTools, RunArgs, StartWhen};
 use crate::engine::backoff::{BackoffConfig, CrashLoopConfig};
-use crate::engine::reconcile::ReconcileConfig;
+use crate::engine::reconcile::{ReconcileConfig, StartMode};
 use crate::engine::{self, GatewayOptions, RunOptions};
 use crate::gateway::GatewayConfig;
 use crate::gateway::pins::PinMode;
@@ -42,6 +42,11 @@ pub(super) fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOpt
                 initial: ms(args.crash_backoff_ms.max(1)),
                 ..CrashLoopConfig::default()
             },
+            start: match args.start {
+                StartWhen::Eager => StartMode::Eager,
+                StartWhen::Lazy => StartMode::Lazy,
+            },
+            idle_stop: args.idle_stop,
             ..ReconcileConfig::default()
         },
         hold_after_read: args.hold_after_read.clone(),

@@ -95,6 +95,20 @@ pub struct ReadyView {
     pub offer: Offer,
 }
 
+impl ReadyView {
+    /// When a forwarded call last began or ended, and how many are in
+    /// flight (an MCP server; read-only, for `--idle-stop`).
+    pub fn activity(&self) -> Option<(Instant, usize)> {
+        match &self.offer {
+            Offer::Mcp { handle, .. } => {
+                let relay = handle.relay();
+                Some((relay.last_call(), relay.in_flight()))
+            }
+            Offer::Lsp { .. } => None,
+        }
+    }
+}
+
 /// Where an instance is in its life.
 #[derive(Debug, Clone)]
 pub enum InstancePhase {

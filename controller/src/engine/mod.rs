@@ -377,6 +377,9 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         lsp.clone(),
         opts.gateway.config.clone(),
     );
+    // Calls that need an idle MCP server say so here (see the main loop).
+    let (demand_tx, mut demand_rx) = mpsc::unbounded_channel::<String>();
+    gateway.set_demand(demand_tx);
     let stopped = stopped::read(&paths.stopped_file());
     // Before any client can attach: servers with a cached catalog are
     // listed at once.
@@ -509,6 +512,12 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
                 shared.apply(&before, &applied, &mut tracker, &path.to_string_lossy());
             }
             Some(event) = event_rx.recv() => queue.add(event.key),
+            Some(name) = demand_rx.recv() => {
+                // A call waits for it: an idle server starts.
+                let key = Key::mcp(&name);
+                reconciler.demand(&key);
+                queue.add(key);
+            }
             Some(settled) = outcome_rx.recv() => {
                 if let Some(summary) = tracker.outcome(&settled) {
                     log_reload(&summary);

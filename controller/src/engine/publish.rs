@@ -24,6 +24,12 @@ pub trait Publish: Send + Sync {
     fn mcp_withdrawn(&self, name: &str);
     /// It left the configuration: forget everything about it.
     fn mcp_removed(&self, name: &str);
+    /// It is to be idle under `spec` (not running, `--start lazy` or
+    /// `--idle-stop`): list the catalog cached for its `configHash` in place
+    /// of any live one, calls waiting for it (and demanding its start). None
+    /// when nothing is cached for that hash: it must run to be known (a
+    /// stale cached listing is withdrawn).
+    fn mcp_idle(&self, name: &str, spec: &McpServerSpec) -> Option<IdleCatalog>;
 
     /// Language server `name`'s connection is ready: bring it up to date
     /// (replay the documents tracked for it), then route queries to it.
@@ -37,6 +43,15 @@ pub trait Publish: Send + Sync {
     fn lsp_removed(&self, name: &str);
 }
 
+/// What an idle server's cached catalog offers (for its status).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IdleCatalog {
+    /// The tools, by the server's names, before `includeTools` /
+    /// `excludeTools`.
+    pub tools: Vec<String>,
+    pub prompts: Vec<String>,
+}
+
 /// Publishes nowhere: for tests of the engine alone.
 #[cfg(test)]
 pub(crate) struct Nowhere;
@@ -48,6 +63,9 @@ impl Publish for Nowhere {
     fn mcp_stopping(&self, _: &str) {}
     fn mcp_withdrawn(&self, _: &str) {}
     fn mcp_removed(&self, _: &str) {}
+    fn mcp_idle(&self, _: &str, _: &McpServerSpec) -> Option<IdleCatalog> {
+        None
+    }
     fn lsp_ready<'a>(&'a self, _: &'a str, _: Arc<LspConnection>) -> BoxFuture<'a, ()> {
         Box::pin(async {})
     }

@@ -13,7 +13,15 @@
 //!   its calls first) and start the new spec once it has stopped, so there is
 //!   never a second process of one server; a handshake still running is
 //!   dropped at once;
-//! - nothing running → launch an instance, unless a backoff says "not yet".
+//! - nothing running → launch an instance, unless a backoff says "not yet",
+//!   or the server may stay `Idle`: `--start lazy` (never started) or
+//!   `--idle-stop` (stopped after no call used it for that long), no call
+//!   has demanded it since ([`Reconciler::demand`]), and the catalog cache
+//!   holds its catalog for the current `configHash` (listed instead; a
+//!   server without one must run once to be known, so a config edit of an
+//!   idle server starts it unless that hash was cached too);
+//! - a Ready MCP server with `--idle-stop` is looked at again at its idle
+//!   deadline (its relay knows the last call and the calls in flight).
 //!
 //! Nothing here awaits a process: handshakes, drains, grace periods and
 //! reaping run in the instances' tasks, whose phase changes come back as
@@ -28,7 +36,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use steward_schema::admission::Blocked;
-use steward_schema::resource::{ConditionStatus, Phase, Reason, ResourceKind, ServerStatus};
+use steward_schema::resource::{
+    ConditionStatus, McpServerSpec, Phase, Reason, ResourceKind, ServerStatus,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -41,7 +51,7 @@ use crate::engine::instance::{
     Instance, InstanceContext, InstancePhase, InstanceSpec, Offer, ReadyView, RuntimeEvent,
     StopMode,
 };
-use crate::engine::publish::Publish;
+use crate::engine::publish::{IdleCatalog, Publish};
 use crate::engine::queue::Requeue;
 use crate::observe::clock::{now_rfc3339, rfc3339};
 use crate::observe::status::{StatusStore, set_condition};
@@ -60,6 +70,20 @@ pub struct ReconcileConfig {
     pub stop_grace: Duration,
     pub backoff: BackoffConfig,
     pub crash: CrashLoopConfig,
+    /// When MCP servers start (`--start`).
+    pub start: StartMode,
+    /// Stop an MCP server no call has used for this long (`--idle-stop`).
+    pub idle_stop: Option<Duration>,
+}
+
+/// When MCP servers start (`--start`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StartMode {
+    /// Every admitted server at once (today's behaviour).
+    #[default]
+    Eager,
+    /// A server with a cached catalog at the first call that needs it.
+    Lazy,
 }
 
 impl Default for ReconcileConfig {
@@ -70,6 +94,8 @@ impl Default for ReconcileConfig {
             stop_grace: Duration::from_secs(3),
             backoff: BackoffConfig::default(),
             crash: CrashLoopConfig::default(),
+            start: StartMode::Eager,
+            idle_stop: None,
         }
     }
 }
@@ -83,6 +109,8 @@ pub enum Outcome {
     Removed,
     Failed,
     Skipped(Reason),
+    /// Admitted and idle (`NotStarted`, `IdleStopped`): settled, not failed.
+    Idle,
 }
 
 /// An outcome and the snapshot it was decided on (an outcome of an older
@@ -109,11 +137,17 @@ struct Slot {
     restart: bool,
     /// The next instance replaces a stopped one (a restart, not an add).
     replacing: bool,
+    /// Stopped by `--idle-stop`: stays idle until a call demands it.
+    idle_stopped: bool,
 }
 
 impl Slot {
     fn is_empty(&self) -> bool {
-        self.current.is_none() && self.retiring.is_empty() && !self.retrying && !self.restart
+        self.current.is_none()
+            && self.retiring.is_empty()
+            && !self.retrying
+            && !self.restart
+            && !self.idle_stopped
     }
 }
 
@@ -135,6 +169,11 @@ pub struct Reconciler {
     /// Where live connections go (the agent endpoint).
     publish: Arc<dyn Publish>,
     next_id: AtomicU64,
+    /// MCP servers that run or must run: launched, or demanded by a call
+    /// (see [`Self::demand`]); an idle stop forgets the key.
+    wanted: Mutex<BTreeSet<Key>>,
+    start: StartMode,
+    idle_stop: Option<Duration>,
     outcomes: mpsc::UnboundedSender<Settled>,
     cancel: CancellationToken,
 }
@@ -202,6 +241,7 @@ impl Reconciler {
             events,
             status: status.clone(),
         });
+        let (start, idle_stop) = (config.start, config.idle_stop);
         Reconciler {
             store,
             status,
@@ -214,6 +254,9 @@ impl Reconciler {
             lsp_crashes: Mutex::new(LspRestarts::default()),
             publish,
             next_id: AtomicU64::new(1),
+            wanted: Mutex::new(BTreeSet::new()),
+            start,
+            idle_stop,
             outcomes,
             cancel,
         }
@@ -223,7 +266,14 @@ impl Reconciler {
     /// starts it again (a failed server is retried at once).
     pub fn request_restart(&self, key: &Key) {
         self.retry_now(key);
+        lock(&self.wanted).insert(key.clone());
         lock(&self.slots).entry(key.clone()).or_default().restart = true;
+    }
+
+    /// A call needs MCP server `key` (the agent endpoint's demand, through
+    /// the main loop): an idle server is started by its next reconcile.
+    pub fn demand(&self, key: &Key) {
+        lock(&self.wanted).insert(key.clone());
     }
 
     /// Forget any backoff of `key`: its spec changed, or its source was
@@ -323,6 +373,8 @@ impl Reconciler {
         let Some(desired) = snap.get(key) else {
             self.retire(key, slot, StopMode::Now);
             slot.retrying = false;
+            slot.idle_stopped = false;
+            lock(&self.wanted).remove(key);
             self.retry_now(key);
             match key.kind {
                 ResourceKind::McpServer => self.publish.mcp_removed(&key.name),
@@ -348,7 +400,11 @@ impl Reconciler {
         });
         if let Some(b) = blocked {
             self.retire(key, slot, StopMode::Now);
+            // An idle server's cached listing goes too (blocked wins).
+            self.withdraw(key);
             slot.retrying = false;
+            slot.idle_stopped = false;
+            lock(&self.wanted).remove(key);
             self.set_blocked(key, &b);
             return (Requeue::No, Some(Outcome::Skipped(b.reason)));
         }
@@ -384,18 +440,25 @@ impl Reconciler {
                     let replaces = current.replaces;
                     self.publish_ready(key, &desired, current, &view);
                     lock(&self.crash).running(key, &hash, view.started_at, Instant::now());
-                    if first {
+                    let outcome = if first {
                         slot.published = Some(current.id);
                         slot.retrying = false;
                         lock(&self.backoff).succeeded(key);
-                        let outcome = if replaces {
+                        if replaces {
                             Outcome::Restarted
                         } else {
                             Outcome::Added
-                        };
-                        return (Requeue::No, Some(outcome));
-                    }
-                    return (Requeue::No, Some(Outcome::Unchanged));
+                        }
+                    } else {
+                        Outcome::Unchanged
+                    };
+                    let requeue = match (&desired, self.idle_stop) {
+                        (Desired::Mcp(d), Some(idle)) => {
+                            self.idle_check(key, &d.spec, slot, &view, idle)
+                        }
+                        _ => Requeue::No,
+                    };
+                    return (requeue, Some(outcome));
                 }
                 InstancePhase::Failed(error) => {
                     let attempted_at = Instant::now();
@@ -435,7 +498,113 @@ impl Reconciler {
             });
             return (Requeue::No, None);
         }
+        if let Desired::Mcp(d) = &desired
+            && let Some(reason) = self.stays_idle(key, slot)
+            && let Some(catalog) = self.publish.mcp_idle(&key.name, &d.spec)
+        {
+            self.set_idle(key, reason, &d.spec, &catalog);
+            return (Requeue::No, Some(Outcome::Idle));
+        }
         self.launch(key, &desired, &hash, generation, slot)
+    }
+
+    /// Why MCP server `key`, not running, may stay idle (if its catalog is
+    /// cached): no call demanded it since it was stopped for being idle, or
+    /// since the controller started with `--start lazy`.
+    fn stays_idle(&self, key: &Key, slot: &Slot) -> Option<Reason> {
+        if lock(&self.wanted).contains(key) {
+            return None;
+        }
+        if slot.idle_stopped {
+            Some(Reason::IdleStopped)
+        } else if self.start == StartMode::Lazy {
+            Some(Reason::NotStarted)
+        } else {
+            None
+        }
+    }
+
+    /// `--idle-stop`: a Ready MCP server no call has used for `idle` (and
+    /// none in flight) is stopped, its cached catalog listed in place of the
+    /// live one; otherwise look again at its idle deadline.
+    fn idle_check(
+        &self,
+        key: &Key,
+        spec: &Arc<McpServerSpec>,
+        slot: &mut Slot,
+        view: &ReadyView,
+        idle: Duration,
+    ) -> Requeue {
+        let Some((last_call, in_flight)) = view.activity() else {
+            return Requeue::No;
+        };
+        let now = Instant::now();
+        if in_flight > 0 {
+            return Requeue::At(now + idle);
+        }
+        let due = last_call.max(view.started_at) + idle;
+        if now < due {
+            return Requeue::At(due);
+        }
+        // Listed from the cache first, so new calls wait for (and demand)
+        // the next start instead of reaching the stopping connection.
+        if self.publish.mcp_idle(&key.name, spec).is_none() {
+            // Nothing cached to list in its place: it keeps running.
+            return Requeue::At(now + idle);
+        }
+        let Some(mut instance) = slot.current.take() else {
+            return Requeue::No;
+        };
+        tracing::info!(server = %key, idle = %humantime::format_duration(idle), "stopping an idle server");
+        self.set_status(key, |s| s.phase = Phase::Stopping);
+        // A call that took the connection just before still finishes.
+        instance.stop(StopMode::Drain(spec.call_timeout()));
+        slot.retiring.push(instance);
+        slot.published = None;
+        slot.idle_stopped = true;
+        lock(&self.wanted).remove(key);
+        Requeue::No
+    }
+
+    /// Status `Idle` for `reason`, with the cached catalog's tools.
+    fn set_idle(&self, key: &Key, reason: Reason, spec: &McpServerSpec, catalog: &IdleCatalog) {
+        let message = match (reason, self.idle_stop) {
+            (Reason::IdleStopped, Some(idle)) => format!(
+                "stopped after {} without a call; its cached catalog is listed and the next call starts it",
+                humantime::format_duration(idle)
+            ),
+            _ => "not started (--start lazy); its cached catalog is listed and the first call starts it"
+                .to_owned(),
+        };
+        let tools = spec.exposed_tools(catalog.tools.iter().map(String::as_str));
+        let now_s = now_rfc3339();
+        self.set_status(key, |s| {
+            s.phase = Phase::Idle;
+            s.reason = Some(reason);
+            s.message = Some(message.clone());
+            s.stderr_tail.clear();
+            s.pid = None;
+            s.next_retry_at = None;
+            s.started_at = None;
+            s.tools = Some(tools);
+            s.prompts = Some(catalog.prompts.clone());
+            set_condition(
+                &mut s.conditions,
+                "Admitted",
+                ConditionStatus::True,
+                Some("Admitted"),
+                None,
+                &now_s,
+            );
+            set_condition(
+                &mut s.conditions,
+                "Ready",
+                ConditionStatus::False,
+                Some(reason.as_str()),
+                Some(&message),
+                &now_s,
+            );
+        });
     }
 
     /// Ask the current instance to stop (`mode`) and keep it until it has.
@@ -553,6 +722,12 @@ impl Reconciler {
                 .is_some_and(|observed| observed != hash);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let retry = slot.retrying;
+        // Running now: it stays wanted (restarted after a crash, say) until
+        // an idle stop.
+        slot.idle_stopped = false;
+        if key.kind == ResourceKind::McpServer {
+            lock(&self.wanted).insert(key.clone());
+        }
         let now_s = now_rfc3339();
         self.set_status(key, |s| {
             s.phase = Phase::Starting;

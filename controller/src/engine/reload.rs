@@ -85,7 +85,8 @@ impl ReloadTracker {
             Outcome::Restarted => summary.restarted.push(name),
             Outcome::Removed => summary.removed.push(name),
             Outcome::Failed => summary.failed.push(name),
-            Outcome::Unchanged => summary.unchanged.push(name),
+            // Idle is settled: admitted, listed, started by the next call.
+            Outcome::Unchanged | Outcome::Idle => summary.unchanged.push(name),
             Outcome::Skipped(reason) => summary.skipped.push(Skipped {
                 kind: key.kind,
                 name,

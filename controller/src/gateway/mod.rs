@@ -43,11 +43,11 @@ use rmcp::{Peer, RoleServer};
 use steward_schema::resource::{
     GatewaySession, GatewayStatus, Item, McpServerSpec, Phase, WorkspaceStatus,
 };
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::desired::snapshot::{DesiredStore, Key};
-use crate::engine::publish::Publish;
+use crate::engine::publish::{IdleCatalog, Publish};
 use crate::gateway::lsp::LspService;
 use crate::observe::clock::now_rfc3339;
 use crate::observe::status::StatusStore;
@@ -187,6 +187,9 @@ pub struct Gateway {
     draining: watch::Sender<bool>,
     /// Handed-over sessions not yet handed back.
     handing: watch::Sender<usize>,
+    /// Where a call that needs an MCP server that is not live says so (the
+    /// engine's main loop starts an idle server; see [`Self::demand`]).
+    demand: OnceLock<mpsc::UnboundedSender<String>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -232,6 +235,7 @@ impl Gateway {
             offered: Mutex::new(BTreeMap::new()),
             draining: watch::Sender::new(false),
             handing: watch::Sender::new(0),
+            demand: OnceLock::new(),
         })
     }
 
@@ -256,6 +260,20 @@ impl Gateway {
                 gateway.broadcast(notification);
             }
         })
+    }
+
+    /// Where calls send the names of the MCP servers they wait for (the
+    /// engine receives them like control requests; the first set wins).
+    pub fn set_demand(&self, demand: mpsc::UnboundedSender<String>) {
+        let _ = self.demand.set(demand);
+    }
+
+    /// A call waits for MCP server `name`, which is not live: ask the
+    /// engine to start it if it is idle (nothing for one already starting).
+    fn demand(&self, name: &str) {
+        if let Some(demand) = self.demand.get() {
+            let _ = demand.send(name.to_owned());
+        }
     }
 
     /// The streamable-HTTP address, for status.
@@ -578,6 +596,27 @@ impl Publish for Gateway {
         lock(&self.offered).remove(name);
         self.registry.forget(name);
         self.cache.remove(name, true);
+    }
+
+    fn mcp_idle(&self, name: &str, spec: &McpServerSpec) -> Option<IdleCatalog> {
+        let screened = self
+            .cache
+            .get(name, &spec.config_hash)
+            .and_then(|entry| Some((self.pins.screen(name, &entry.lists(), spec)?, entry)));
+        let Some((lists, entry)) = screened else {
+            self.registry.withdraw_cached(name);
+            return None;
+        };
+        lock(&self.offered).insert(name.to_owned(), Arc::new(lists.tools.clone()));
+        let catalog = ServerCatalog {
+            instructions: entry.instructions.clone(),
+            ..ServerCatalog::filtered(&lists, spec)
+        };
+        self.registry.idle(name, catalog, &spec.config_hash);
+        Some(IdleCatalog {
+            tools: lists.tools.iter().map(|t| t.name.to_string()).collect(),
+            prompts: lists.prompts.iter().map(|p| p.name.clone()).collect(),
+        })
     }
 
     fn lsp_ready<'a>(&'a self, name: &'a str, conn: Arc<LspConnection>) -> BoxFuture<'a, ()> {

@@ -7,9 +7,11 @@
 //! - `Restarting`: its configuration changed and a new process is on its
 //!   way; new calls wait for it, and the old catalog stays listed so that a
 //!   restart that yields the same tools changes nothing an agent sees;
-//! - `Cached`: the controller just started and the server is starting; what
-//!   it offered the last time it ran this configuration (the catalog cache,
-//!   [`super::cache`]) is listed, and calls wait for it as for a restart.
+//! - `Cached`: the controller just started and the server is starting, or
+//!   the server is idle (`--start lazy`, `--idle-stop`); what it offered the
+//!   last time it ran this configuration (the catalog cache,
+//!   [`super::cache`]) is listed, and calls wait for it as for a restart
+//!   (an idle server is started by their demand).
 //!
 //! No slot means not live: the status store says why (starting, failed,
 //! blocked, removed). Every change bumps a version that waiting callers and
@@ -514,6 +516,33 @@ impl Registry {
             },
         );
         inner.rebuild();
+        drop(inner);
+        self.bump();
+    }
+
+    /// `server` is idle under `config_hash`: `catalog` (from the catalog
+    /// cache) is listed in place of whatever it had, live or not; calls wait
+    /// for its next [`publish`](Self::publish).
+    pub fn idle(&self, server: &str, catalog: ServerCatalog, config_hash: &str) {
+        let mut inner = self.lock();
+        let changed = match inner.slots.get(server) {
+            Some(Slot::Cached {
+                catalog: c,
+                config_hash: h,
+            }) if **c == catalog && h == config_hash => return,
+            Some(slot) => **slot.catalog() != catalog,
+            None => true,
+        };
+        inner.slots.insert(
+            server.to_owned(),
+            Slot::Cached {
+                catalog: Arc::new(catalog),
+                config_hash: config_hash.to_owned(),
+            },
+        );
+        if changed {
+            inner.rebuild();
+        }
         drop(inner);
         self.bump();
     }

@@ -136,7 +136,7 @@ impl Gateway {
                 None => Availability::Wait,
             },
             Some(s) => match s.phase {
-                Phase::Pending | Phase::Starting | Phase::Stopping | Phase::Ready => {
+                Phase::Pending | Phase::Starting | Phase::Stopping | Phase::Ready | Phase::Idle => {
                     Availability::Wait
                 }
                 Phase::Failed | Phase::Blocked => Availability::Down(explain(server, &s)),
@@ -174,6 +174,7 @@ impl Gateway {
     ) -> Result<(Arc<Upstream>, String), Refusal> {
         let deadline = Instant::now() + self.config.start_wait;
         let mut changes = self.registry.subscribe();
+        let mut demanded = false;
         loop {
             changes.borrow_and_update();
             let union = self.registry.union_for(max_name_len);
@@ -220,6 +221,9 @@ impl Gateway {
                 // being rebuilt; look again.
             } else if let Availability::Down(why) = self.availability(&server) {
                 return Err(Refusal::Unavailable { server, why });
+            } else if !std::mem::replace(&mut demanded, true) {
+                // An idle server starts for it; one starting goes on.
+                self.demand(&server);
             }
             let waited = tokio::time::timeout_at(deadline, changes.changed()).await;
             let why = match waited {
@@ -240,6 +244,7 @@ impl Gateway {
     async fn resource_upstream(&self, uri: &str) -> Result<Arc<Upstream>, ErrorData> {
         let deadline = Instant::now() + self.config.start_wait;
         let mut changes = self.registry.subscribe();
+        let mut demanded = false;
         loop {
             changes.borrow_and_update();
             let union = self.registry.union();
@@ -254,6 +259,9 @@ impl Gateway {
             }
             if let Availability::Down(why) = self.availability(server) {
                 return Err(ErrorData::resource_not_found(why, None));
+            }
+            if !std::mem::replace(&mut demanded, true) {
+                self.demand(server);
             }
             let why = match tokio::time::timeout_at(deadline, changes.changed()).await {
                 Ok(Ok(())) => continue,

@@ -249,6 +249,15 @@ pub fn transition(before: Option<&ServerStatus>, after: &ServerStatus) -> Option
             };
             NewEvent::new(EventType::Normal, "Started", message)
         }
+        Phase::Idle => NewEvent::new(
+            EventType::Normal,
+            "Idle",
+            format!(
+                "{}: {}",
+                after.reason.map_or("Idle", Reason::as_str),
+                message()
+            ),
+        ),
         Phase::Stopping => NewEvent::new(
             EventType::Normal,
             "Stopping",

@@ -19,7 +19,7 @@ use steward_tests::harness::{Env, fake_tools, mcp, ready, wait_until, with_versi
 use crate::real_clients::{CLIENT_DEADLINE, PyClient, steward_mcp_argv, text_of};
 
 /// The fake `name` offering `tools`, reading its overlay file at start.
-fn fake(env: &Env, name: &str, tools: &[&str]) -> Value {
+pub fn fake(env: &Env, name: &str, tools: &[&str]) -> Value {
     env.fake_mcp(
         name,
         FakeMcpConfig {
@@ -39,7 +39,7 @@ fn overlay(env: &Env, name: &str, keys: Value) {
 }
 
 /// User settings (not gated) with `servers` and, when given, `mcp.excluded`.
-fn settings(env: &Env, servers: &[(&str, Value)], excluded: &[&str]) {
+pub fn settings(env: &Env, servers: &[(&str, Value)], excluded: &[&str]) {
     let servers: serde_json::Map<String, Value> = servers
         .iter()
         .map(|(k, v)| ((*k).to_owned(), v.clone()))
@@ -76,7 +76,7 @@ fn cached_tools(entry: &Value) -> Vec<String> {
 
 /// Run `steward run` until `servers` are Ready and cached under their
 /// current `configHash`, then stop it.
-fn fill_cache(env: &Env, servers: &[&str]) {
+pub fn fill_cache(env: &Env, servers: &[&str]) {
     let mut c = env.start(&[]);
     let s = c.wait_for("every server Ready", |s| {
         servers.iter().all(|name| ready(s, name))
@@ -125,14 +125,14 @@ fn initialize_answered(env: &Env, name: &str) -> bool {
     })
 }
 
-fn sorted(mut names: Vec<String>) -> Vec<String> {
+pub fn sorted(mut names: Vec<String>) -> Vec<String> {
     names.sort();
     names
 }
 
 /// The agent has left: wait for the `steward mcp` controller to be gone,
 /// so the next one starts afresh.
-fn wait_gone(env: &Env) {
+pub fn wait_gone(env: &Env) {
     let socket = env.paths().socket_path();
     wait_until("the controller to stop", || !socket.exists());
 }

@@ -32,6 +32,7 @@ mod gateway_real_clients;
 mod gateway_views;
 mod honest_status;
 mod kubectl;
+mod lazy_start;
 mod lsp_controller;
 mod lsp_faults;
 mod lsp_more;

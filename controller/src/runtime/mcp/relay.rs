@@ -108,6 +108,9 @@ pub struct Relay {
     /// When the server last sent anything (ms since [`clock_base`]): a
     /// server that talks needs no ping.
     last_heard: std::sync::atomic::AtomicU64,
+    /// When a forwarded call last began or ended (ms since [`clock_base`];
+    /// the relay's creation before any): `--idle-stop` reads it.
+    last_call: std::sync::atomic::AtomicU64,
 }
 
 /// The base of the relay's millisecond clock.
@@ -138,6 +141,7 @@ impl Relay {
             progress_handled: Notify::new(),
             root: root.to_owned(),
             last_heard: std::sync::atomic::AtomicU64::new(millis(tokio::time::Instant::now())),
+            last_call: std::sync::atomic::AtomicU64::new(millis(tokio::time::Instant::now())),
         })
     }
 
@@ -170,6 +174,17 @@ impl Relay {
     /// Requests in flight now.
     pub fn in_flight(&self) -> usize {
         *self.in_flight.borrow()
+    }
+
+    /// When a forwarded call last began or ended (the connection's start
+    /// before any): with [`Self::in_flight`], whether the server is idle.
+    pub fn last_call(&self) -> tokio::time::Instant {
+        clock_base() + Duration::from_millis(self.last_call.load(Ordering::Relaxed))
+    }
+
+    fn used(&self) {
+        self.last_call
+            .fetch_max(millis(tokio::time::Instant::now()), Ordering::Relaxed);
     }
 
     /// Resolves once no request is in flight.
@@ -268,6 +283,7 @@ impl Relay {
             calls.insert(id, call);
             calls.len()
         };
+        self.used();
         self.in_flight.send_replace(n);
         id
     }
@@ -284,6 +300,7 @@ impl Relay {
             calls.remove(&id);
             calls.len()
         };
+        self.used();
         self.in_flight.send_replace(n);
     }
 }
