@@ -33,6 +33,8 @@ pub fn run(workspace: &std::path::Path, args: McpArgs) -> Result<ExitCode, Comma
     opts.gateway.stdio = Some(profile);
     with_controller_runtime(|shutdown| async move {
         let socket = paths.mcp_socket_path();
+        let own_policy =
+            args.run.start != crate::cli::args::StartWhen::Eager || args.run.idle_stop.is_some();
         // The session as the last controller left it, once one did.
         let mut resume: Option<Resume> = None;
         let mut moved = false;
@@ -44,6 +46,11 @@ pub fn run(workspace: &std::path::Path, args: McpArgs) -> Result<ExitCode, Comma
             let stream = loop {
                 if let Ok(stream) = tokio::net::UnixStream::connect(&socket).await {
                     tracing::info!(socket = %socket.display(), "attached to the running controller");
+                    if own_policy {
+                        tracing::warn!(
+                            "--start and --idle-stop apply when steward mcp becomes the controller; the running controller keeps its own"
+                        );
+                    }
                     break stream;
                 }
                 let mut opts = opts.clone();
