@@ -10,7 +10,7 @@ use super::CommandError;
 use crate::cli::args::{LogFormat, PinTools, RunArgs};
 use crate::engine::backoff::{BackoffConfig, CrashLoopConfig};
 use crate::engine::reconcile::ReconcileConfig;
-use crate::engine::{self, GatewayOptions, RunOptions};
+use crate::engine::{self, GatewayOptions, MetricsOptions, RunOptions};
 use crate::gateway::GatewayConfig;
 use crate::gateway::pins::PinMode;
 use crate::runtime::mcp::McpTimeouts;
@@ -66,6 +66,11 @@ pub(super) fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOpt
                     .map(|v| v as u64),
                 ..GatewayConfig::default()
             },
+        },
+        metrics: MetricsOptions {
+            listen: args.metrics_listen.clone(),
+            token_file: args.metrics_token_file.clone(),
+            tool_labels: args.metrics_tool_labels,
         },
     }
 }

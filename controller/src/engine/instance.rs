@@ -34,6 +34,7 @@ use tokio::time::Instant;
 
 use crate::desired::snapshot::Key;
 use crate::engine::publish::Publish;
+use crate::observe::metrics::metrics;
 use crate::observe::status::StatusStore;
 use crate::runtime::lsp::{LspConnection, LspEvent};
 use crate::runtime::mcp::{Broadcast, McpConnection, McpEvent, McpHandle, McpLists, McpTimeouts};
@@ -257,6 +258,7 @@ async fn run(
 
     // Starting: spawn, handshake, discovery. The pid is published as soon as
     // the process exists; a stop now drops the attempt (killing the group).
+    let launched = Instant::now();
     let (pid_tx, mut pid_rx) = watch::channel(None);
     let connect = SPAWNED_PID.scope(pid_tx, connect(&context, &key, &spec, happened_tx));
     tokio::pin!(connect);
@@ -294,6 +296,7 @@ async fn run(
         }))
     };
     tracing::info!(server = %key, pid = conn.pid(), "ready");
+    metrics().started(key.kind, launched.elapsed());
     set(ready(&conn));
 
     // Ready: until asked to stop or the server dies.

@@ -44,6 +44,7 @@ use crate::engine::instance::{
 use crate::engine::publish::Publish;
 use crate::engine::queue::Requeue;
 use crate::observe::clock::{now_rfc3339, rfc3339};
+use crate::observe::metrics::metrics;
 use crate::observe::status::{StatusStore, set_condition};
 use crate::runtime::mcp::{Broadcast, McpTimeouts};
 use crate::runtime::process::Spawner;
@@ -300,6 +301,13 @@ impl Reconciler {
         let mut slot = lock(&self.slots).remove(&key).unwrap_or_default();
         slot.retiring.retain(|i| !i.phase().is_finished());
         let (requeue, outcome) = self.decide(&key, &snap, &mut slot);
+        let failed = outcome == Some(Outcome::Failed);
+        let result = match requeue {
+            _ if failed => "error",
+            Requeue::No => "success",
+            Requeue::After(_) | Requeue::At(_) => "requeue",
+        };
+        metrics().reconciled(key.kind, result, failed);
         if !slot.is_empty() {
             lock(&self.slots).insert(key.clone(), slot);
         }
@@ -553,6 +561,9 @@ impl Reconciler {
                 .is_some_and(|observed| observed != hash);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let retry = slot.retrying;
+        if retry {
+            metrics().restarted(key.kind, &key.name);
+        }
         let now_s = now_rfc3339();
         self.set_status(key, |s| {
             s.phase = Phase::Starting;
