@@ -40,6 +40,7 @@ mod mcp_controller;
 mod mcp_more;
 mod mcp_real_peers;
 mod mcp_remote;
+mod metrics;
 mod pins;
 mod qwen_parity;
 mod robust;

@@ -73,7 +73,7 @@ impl Collector for ObservedCollector {
         }
         let mut family = encoder.encode_descriptor(
             "steward_servers",
-            "Servers by kind, phase and reason (empty when none), as `steward status` shows them",
+            "Servers by kind, phase and reason (empty when none), as `steward status` shows them.",
             None,
             MetricType::Gauge,
         )?;
@@ -84,7 +84,7 @@ impl Collector for ObservedCollector {
 
         let mut family = encoder.encode_descriptor(
             "steward_server_up",
-            "1 when the server is Ready, else 0, by kind and name",
+            "1 when the server is Ready, else 0, by kind and name.",
             None,
             MetricType::Gauge,
         )?;
@@ -96,7 +96,7 @@ impl Collector for ObservedCollector {
 
         let mut family = encoder.encode_descriptor(
             "steward_source_valid",
-            "1 when the source's content is in force (valid or absent), 0 when its last edit was rejected",
+            "1 when the source's content is in force (valid or absent), 0 when its last edit was rejected.",
             None,
             MetricType::Gauge,
         )?;
@@ -112,7 +112,7 @@ impl Collector for ObservedCollector {
         let depth = (observed.queue_depth)() as i64;
         let family = encoder.encode_descriptor(
             "steward_workqueue_depth",
-            "Keys waiting in the work queue for a worker",
+            "Keys waiting in the work queue for a worker.",
             None,
             MetricType::Gauge,
         )?;

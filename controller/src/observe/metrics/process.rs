@@ -103,7 +103,7 @@ impl Collector for ProcessCollector {
         {
             let family = encoder.encode_descriptor(
                 "process_cpu_seconds",
-                "Total user and system CPU time spent in seconds",
+                "Total user and system CPU time spent in seconds.",
                 None,
                 MetricType::Counter,
             )?;
@@ -111,13 +111,13 @@ impl Collector for ProcessCollector {
             gauge(
                 &mut encoder,
                 "process_resident_memory_bytes",
-                "Resident memory size in bytes",
+                "Resident memory size in bytes.",
                 stat.resident_bytes as f64,
             )?;
             gauge(
                 &mut encoder,
                 "process_virtual_memory_bytes",
-                "Virtual memory size in bytes",
+                "Virtual memory size in bytes.",
                 stat.virtual_bytes as f64,
             )?;
         }
@@ -127,7 +127,7 @@ impl Collector for ProcessCollector {
             gauge(
                 &mut encoder,
                 "process_open_fds",
-                "Number of open file descriptors",
+                "Number of open file descriptors.",
                 open as f64,
             )?;
         }
@@ -138,7 +138,7 @@ impl Collector for ProcessCollector {
             gauge(
                 &mut encoder,
                 "process_max_fds",
-                "Maximum number of open file descriptors",
+                "Maximum number of open file descriptors.",
                 max as f64,
             )?;
         }
@@ -146,7 +146,7 @@ impl Collector for ProcessCollector {
             gauge(
                 &mut encoder,
                 "process_start_time_seconds",
-                "Start time of the process since unix epoch in seconds",
+                "Start time of the process since unix epoch in seconds.",
                 start,
             )?;
         }
