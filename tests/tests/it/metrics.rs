@@ -496,3 +496,119 @@ fn a_non_loopback_metrics_address_needs_a_private_token_and_scrapes_present_it()
     assert_eq!(status, 200);
     assert!(body.contains("steward_servers{"), "{body}");
 }
+
+/// `examples/observability/`.
+fn observability_example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .join("examples/observability")
+}
+
+/// The metric names a PromQL expression reads (`steward_*`, `process_*`),
+/// a histogram's series named by their family.
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut word = String::new();
+    for ch in expr.chars().chain(std::iter::once(' ')) {
+        if ch.is_ascii_alphanumeric() || ch == '_' || ch == ':' {
+            word.push(ch);
+            continue;
+        }
+        if word.starts_with("steward_") || word.starts_with("process_") {
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| word.strip_suffix(suffix))
+                .filter(|base| FAMILIES.contains(base))
+                .unwrap_or(&word);
+            names.insert(family.to_owned());
+        }
+        word.clear();
+    }
+    names
+}
+
+#[test]
+fn the_example_scrape_config_passes_promtool_and_the_dashboard_and_alerts_read_only_exposed_metrics()
+ {
+    let dir = observability_example();
+    let promtool = on_path("promtool", "prometheus (Debian)");
+    let out = Command::new(promtool)
+        .arg("check")
+        .arg("config")
+        .arg(dir.join("prometheus.yml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool refused the example:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("steward-dashboard.json")).unwrap())
+            .unwrap();
+    let dashboard_exprs: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().iter())
+        .map(|t| t["expr"].as_str().unwrap().to_owned())
+        .collect();
+    let alerts: Value =
+        yaml_serde::from_str(&std::fs::read_to_string(dir.join("alerts.yml")).unwrap()).unwrap();
+    let alert_exprs: Vec<String> = alerts["groups"][0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["expr"].as_str().unwrap().to_owned())
+        .collect();
+    let mut read = BTreeSet::new();
+    for expr in dashboard_exprs.iter().chain(&alert_exprs) {
+        let names = metric_names(expr);
+        assert!(
+            !names.is_empty() || expr.contains("up{"),
+            "reads no metric: {expr}"
+        );
+        read.extend(names);
+    }
+    let unknown: Vec<&String> = read
+        .iter()
+        .filter(|n| !FAMILIES.contains(&n.as_str()))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "the example reads what Steward does not expose: {unknown:?}"
+    );
+    for wanted in [
+        "steward_servers",
+        "steward_server_restarts_total",
+        "steward_reconcile_total",
+        "steward_workqueue_work_duration_seconds",
+        "steward_workqueue_depth",
+        "steward_tool_calls_total",
+        "steward_tool_call_duration_seconds",
+    ] {
+        assert!(read.contains(wanted), "the dashboard shows no {wanted}");
+    }
+
+    // Against a live controller, a real Prometheus evaluates every one.
+    let env = Env::new();
+    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["t1"])))]);
+    let c = env.start(&["--metrics-listen", "127.0.0.1:0"]);
+    c.wait_for("alpha Ready", |s| ready(s, "alpha"));
+    let answered = call_tool(&env, "alpha__t1");
+    assert_eq!(answered["isError"], json!(false), "{answered}");
+    let prom = Prometheus::start(env.root.path(), &metrics_addr(&|| c.log_text()));
+    prom.wait_value(
+        "the call scraped",
+        r#"steward_tool_calls_total{server="alpha",result="ok"}"#,
+        |v| v == 1.0,
+    );
+    for expr in dashboard_exprs.iter().chain(&alert_exprs) {
+        prom.query(expr);
+    }
+    let phases = prom.query("sum by (kind, phase) (steward_servers)");
+    assert_eq!(phases.len(), 12, "two kinds, six phases: {phases:?}");
+}
