@@ -13,6 +13,7 @@ use crate::engine::reconcile::ReconcileConfig;
 use crate::engine::{self, GatewayOptions, MetricsOptions, RunOptions};
 use crate::gateway::GatewayConfig;
 use crate::gateway::pins::PinMode;
+use crate::observe::trace;
 use crate::runtime::mcp::McpTimeouts;
 use crate::support::logging::{self, PanicFlag};
 
@@ -75,6 +76,22 @@ pub(super) fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOpt
     }
 }
 
+/// The log on stderr, and the trace export when the environment asks for
+/// one (`OTEL_EXPORTER_OTLP_ENDPOINT`): before any runtime is built.
+pub(super) fn install_logging(json: bool) {
+    match trace::Exporter::from_env() {
+        Ok(Some(exporter)) => {
+            logging::install_with(json, Some(exporter.layer()));
+            tracing::info!("exporting traces over OTLP/HTTP");
+        }
+        Ok(None) => logging::install(json),
+        Err(error) => {
+            logging::install(json);
+            tracing::warn!(%error, "traces are not exported");
+        }
+    }
+}
+
 /// SIGINT/SIGTERM cancel `shutdown`; a second signal exits at once.
 fn handle_signals(shutdown: CancellationToken) {
     tokio::spawn(async move {
@@ -121,6 +138,7 @@ where
         work(shutdown).await
     });
     drop(rt);
+    trace::shutdown();
     logging::flush(Duration::from_secs(1));
     let code = result?;
     if panicked.raised() {
@@ -134,7 +152,7 @@ where
 
 /// `steward run`: until SIGINT/SIGTERM; a second signal exits at once.
 pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, CommandError> {
-    logging::install(args.log_format == LogFormat::Json);
+    install_logging(args.log_format == LogFormat::Json);
     let opts = run_options(workspace, &args);
     with_controller_runtime(|shutdown| async move {
         engine::run(opts, shutdown).await?;

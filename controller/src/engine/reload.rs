@@ -12,6 +12,7 @@ use crate::desired::snapshot::{Key, Snapshot};
 use crate::engine::reconcile::{Outcome, Settled};
 use crate::observe::clock::now_rfc3339;
 use crate::observe::metrics::metrics;
+use crate::observe::trace::TARGET;
 
 /// A reload's trigger as a metric label: `start`, `file`, `resync`,
 /// `manual` (`steward reload`), `restart` (`steward restart`).
@@ -41,6 +42,8 @@ pub(super) struct ReloadTracker {
     current: Option<(ReloadSummary, BTreeMap<Key, u64>)>,
     /// When the current reload began, and its first trigger (for metrics).
     began: Option<(Instant, &'static str)>,
+    /// The current reload's span (exported as a trace).
+    span: Option<tracing::Span>,
     waiters: Vec<oneshot::Sender<ReloadSummary>>,
 }
 
@@ -70,6 +73,16 @@ impl ReloadTracker {
     ) {
         if self.current.is_none() {
             self.began = Some((Instant::now(), trigger_label(trigger)));
+            self.span = Some(tracing::trace_span!(
+                target: TARGET,
+                "reload",
+                trigger = trigger_label(trigger),
+                keys = changed.len(),
+                added = tracing::field::Empty,
+                restarted = tracing::field::Empty,
+                removed = tracing::field::Empty,
+                failed = tracing::field::Empty,
+            ));
         }
         let (summary, pending) = self.current.get_or_insert_with(|| {
             (
@@ -148,6 +161,12 @@ impl ReloadTracker {
                     "failed"
                 };
                 metrics().reloaded(trigger, result, Some(began.elapsed()));
+            }
+            if let Some(span) = self.span.take() {
+                span.record("added", summary.added.len());
+                span.record("restarted", summary.restarted.len());
+                span.record("removed", summary.removed.len());
+                span.record("failed", summary.failed.len());
             }
             for w in self.waiters.drain(..) {
                 let _ = w.send(summary.clone());

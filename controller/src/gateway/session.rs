@@ -32,6 +32,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler};
 use steward_schema::resource::{Phase, ResourceKind};
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use super::explain::{explain, explain_blocked};
 use super::pins::Definition;
@@ -40,6 +41,7 @@ use super::registry::{Union, Upstream};
 use super::{Gateway, Ticket, finder, instructions, lsp_tool, names, view};
 use crate::desired::snapshot::Key;
 use crate::observe::metrics::{CallResult, ToolCall};
+use crate::observe::trace;
 use crate::runtime::mcp::{CallError, Caller};
 use crate::support::sync::lock;
 
@@ -395,9 +397,15 @@ impl Session {
         params: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let span = trace::tool_call_span(&context.id);
+        trace::continue_from(&span, Some(&context.meta));
         let mut call = ToolCall::begin();
-        self.forward_tool_as(exposed, params, context, &mut call)
-            .await
+        let answer = self
+            .forward_tool_as(exposed, params, context, &mut call)
+            .instrument(span.clone())
+            .await;
+        trace::tool_call_ended(&span, &call);
+        answer
     }
 
     async fn forward_tool_as(
@@ -433,6 +441,8 @@ impl Session {
                 .take()
                 .unwrap_or_else(|| gateway.registry.counters(&up.server).begin());
             params.name = original.into();
+            // The call's trace context (or, not traced, its client's) goes on.
+            trace::pass_on(&tracing::Span::current(), &context.meta, &mut params.meta);
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             let idle = gateway
                 .store

@@ -44,6 +44,7 @@ mod metrics;
 mod pins;
 mod qwen_parity;
 mod robust;
+mod traces;
 
 // The runtime tests.
 mod runtime_common;

@@ -426,6 +426,16 @@ impl ToolCall {
     pub fn ended(&mut self, result: CallResult) {
         self.result = result;
     }
+
+    /// The server and tool it went to, once known.
+    pub fn target(&self) -> Option<(&str, &str)> {
+        self.target.as_ref().map(|(s, t)| (s.as_str(), t.as_str()))
+    }
+
+    /// How it ended (`Cancelled` until said otherwise).
+    pub fn result(&self) -> CallResult {
+        self.result
+    }
 }
 
 impl Drop for ToolCall {
