@@ -54,6 +54,7 @@ pub const SCENARIOS: &[&str] = &[
     "search",
     "storm",
     "first-list",
+    "observe",
 ];
 
 pub const USAGE: &str = "\
@@ -62,7 +63,7 @@ steward-bench: benchmarks of `steward run` with fake MCP servers (JSON on stdout
 Options:
   --quick               small smoke run (< 30 s)
   --only A,B            scenarios: reload, burst, cold, cost, mcp-hub, readiness, gate,
-                        gateway, search, storm, first-list (default: all)
+                        gateway, search, storm, first-list, observe (default: all)
   --observe watch|poll  how status is observed (default: watch stream)
   --edits N             edits per reload level (default 24; quick 4)
   --debounce-ms MS      passed to `steward run` (default 300, the product default)
