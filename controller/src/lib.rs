@@ -114,6 +114,13 @@
 //!   pure function, asking a running controller only for tool lists, and
 //!   checks manifests against the CRDs it carries. It writes nothing the
 //!   controller reads.
+//! - **Metrics and traces cost nothing unasked** ([`observe::metrics`],
+//!   [`observe::trace`]). Each step counts what it does into one registry
+//!   (an atomic add, a short lock for a histogram); what the status store
+//!   knows (servers by phase, sources, queue depth) is read only when
+//!   `/metrics` is scraped. Spans of reloads, reconciles, starts and
+//!   forwarded calls are built only when an OTLP endpoint is configured; a
+//!   call continues its client's `traceparent` and passes its own upstream.
 // The public surface: what the binaries (`cli::main`) and the integration
 // tests and benchmarks of steward-tests use (the control client, the stores
 // they drive directly, the runtime, paths). The engine and the gateway are

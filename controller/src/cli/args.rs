@@ -605,6 +605,21 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", requires = "mcp_listen")]
     pub mcp_token_file: Option<PathBuf>,
 
+    /// Serve Prometheus metrics at http://ADDR/metrics (loopback unless
+    /// --metrics-token-file is given)
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+
+    /// Bearer token scrapers must send (a file only you can read, mode
+    /// 0600); required to listen on a non-loopback address
+    #[arg(long, value_name = "FILE", requires = "metrics_listen")]
+    pub metrics_token_file: Option<PathBuf>,
+
+    /// Label tool-call metrics with the tool's name too (one series per
+    /// tool: mind the cardinality)
+    #[arg(long)]
+    pub metrics_tool_labels: bool,
+
     /// Items per page of the agent endpoint's lists (for tests)
     #[arg(long, value_name = "N", default_value_t = 100, hide = true)]
     pub mcp_page_size: usize,

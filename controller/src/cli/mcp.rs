@@ -8,13 +8,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use super::CommandError;
-use super::run::{run_options, with_controller_runtime};
+use super::run::{install_logging, run_options, with_controller_runtime};
 use crate::cli::args::{LogFormat, McpArgs};
 use crate::engine::{self};
 use crate::gateway::handover;
 use crate::gateway::profile::Profile;
 use crate::gateway::resume::{Attach, Back, Resume, frame, read_frame};
-use crate::support::logging::{self};
 /// How long `steward mcp` tries to reach (or become) the controller.
 const ATTACH_DEADLINE: Duration = Duration::from_secs(15);
 /// How long, after its controller went away, `steward mcp` waits for the
@@ -25,7 +24,7 @@ const STOPPING_DEADLINE: Duration = Duration::from_secs(60);
 
 /// `steward mcp`: bridge stdio to the workspace's controller, or become it.
 pub fn run(workspace: &std::path::Path, args: McpArgs) -> Result<ExitCode, CommandError> {
-    logging::install(args.run.log_format == LogFormat::Json);
+    install_logging(args.run.log_format == LogFormat::Json);
     let env = crate::support::paths::process_env();
     let paths = super::resolve_paths(workspace, &env)?;
     let profile = args.profile();

@@ -10,9 +10,10 @@ use super::CommandError;
 use crate::cli::args::{LogFormat, PinTools, RunArgs, StartWhen};
 use crate::engine::backoff::{BackoffConfig, CrashLoopConfig};
 use crate::engine::reconcile::{ReconcileConfig, StartMode};
-use crate::engine::{self, GatewayOptions, RunOptions};
+use crate::engine::{self, GatewayOptions, MetricsOptions, RunOptions};
 use crate::gateway::GatewayConfig;
 use crate::gateway::pins::PinMode;
+use crate::observe::trace;
 use crate::runtime::mcp::McpTimeouts;
 use crate::support::logging::{self, PanicFlag};
 
@@ -73,6 +74,27 @@ pub(super) fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOpt
                 ..GatewayConfig::default()
             },
         },
+        metrics: MetricsOptions {
+            listen: args.metrics_listen.clone(),
+            token_file: args.metrics_token_file.clone(),
+            tool_labels: args.metrics_tool_labels,
+        },
+    }
+}
+
+/// The log on stderr, and the trace export when the environment asks for
+/// one (`OTEL_EXPORTER_OTLP_ENDPOINT`): before any runtime is built.
+pub(super) fn install_logging(json: bool) {
+    match trace::Exporter::from_env() {
+        Ok(Some(exporter)) => {
+            logging::install_with(json, Some(exporter.layer()));
+            tracing::info!("exporting traces over OTLP/HTTP");
+        }
+        Ok(None) => logging::install(json),
+        Err(error) => {
+            logging::install(json);
+            tracing::warn!(%error, "traces are not exported");
+        }
     }
 }
 
@@ -122,6 +144,7 @@ where
         work(shutdown).await
     });
     drop(rt);
+    trace::shutdown();
     logging::flush(Duration::from_secs(1));
     let code = result?;
     if panicked.raised() {
@@ -135,7 +158,7 @@ where
 
 /// `steward run`: until SIGINT/SIGTERM; a second signal exits at once.
 pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, CommandError> {
-    logging::install(args.log_format == LogFormat::Json);
+    install_logging(args.log_format == LogFormat::Json);
     let opts = run_options(workspace, &args);
     with_controller_runtime(|shutdown| async move {
         engine::run(opts, shutdown).await?;

@@ -31,10 +31,13 @@ use steward_schema::resource::{LspServerSpec, McpServerSpec};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use crate::desired::snapshot::Key;
 use crate::engine::publish::Publish;
+use crate::observe::metrics::{kind_label, metrics};
 use crate::observe::status::StatusStore;
+use crate::observe::trace::TARGET;
 use crate::runtime::lsp::{LspConnection, LspEvent};
 use crate::runtime::mcp::{Broadcast, McpConnection, McpEvent, McpHandle, McpLists, McpTimeouts};
 use crate::runtime::process::{SPAWNED_PID, Spawner};
@@ -179,7 +182,24 @@ impl Instance {
         };
         let (phase_tx, phase) = watch::channel(InstancePhase::Starting { pid: None });
         let (stop, stop_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(context.clone(), key.clone(), spec, phase_tx, stop_rx));
+        // A child of the reconcile that launched it.
+        let start = tracing::trace_span!(
+            target: TARGET,
+            "server.start",
+            kind = kind_label(key.kind),
+            name = %key.name,
+            id,
+            pid = tracing::field::Empty,
+            result = tracing::field::Empty,
+        );
+        let task = tokio::spawn(run(
+            context.clone(),
+            key.clone(),
+            spec,
+            phase_tx,
+            stop_rx,
+            start,
+        ));
         Instance {
             id,
             hash,
@@ -259,6 +279,7 @@ async fn run(
     spec: InstanceSpec,
     phase: watch::Sender<InstancePhase>,
     mut stop: mpsc::UnboundedReceiver<StopMode>,
+    start: tracing::Span,
 ) {
     let notify = || {
         let _ = context.events.send(RuntimeEvent { key: key.clone() });
@@ -271,9 +292,13 @@ async fn run(
 
     // Starting: spawn, handshake, discovery. The pid is published as soon as
     // the process exists; a stop now drops the attempt (killing the group).
+    let launched = Instant::now();
     let (pid_tx, mut pid_rx) = watch::channel(None);
-    let connect = SPAWNED_PID.scope(pid_tx, connect(&context, &key, &spec, happened_tx));
-    tokio::pin!(connect);
+    let mut connect = Box::pin(
+        SPAWNED_PID
+            .scope(pid_tx, connect(&context, &key, &spec, happened_tx))
+            .instrument(start.clone()),
+    );
     let started = loop {
         tokio::select! {
             result = &mut connect => break result,
@@ -282,6 +307,7 @@ async fn run(
                 set(InstancePhase::Starting { pid });
             }
             _ = stop.recv() => {
+                start.record("result", "cancelled");
                 tracing::info!(server = %key, "start cancelled");
                 // Dropping the attempt kills the process group at once;
                 // its waiter reaps it.
@@ -290,9 +316,20 @@ async fn run(
             }
         }
     };
+    // The start's span ends here, not with the instance.
+    drop(connect);
     let conn = match started {
-        Ok(conn) => conn,
+        Ok(conn) => {
+            start.record("result", "ready");
+            if let Some(pid) = conn.pid() {
+                start.record("pid", pid);
+            }
+            drop(start);
+            conn
+        }
         Err(error) => {
+            start.record("result", error.reason.as_str());
+            drop(start);
             set(InstancePhase::Failed(error));
             return;
         }
@@ -308,6 +345,7 @@ async fn run(
         }))
     };
     tracing::info!(server = %key, pid = conn.pid(), "ready");
+    metrics().started(key.kind, launched.elapsed());
     set(ready(&conn));
 
     // Ready: until asked to stop or the server dies.

@@ -47,6 +47,8 @@ use crate::gateway::serve::{HttpEndpoint, ListenError};
 use crate::gateway::{Gateway, GatewayConfig, serve};
 use crate::observe::clock::{now_rfc3339, rfc3339};
 use crate::observe::events::{EventType, NewEvent, ObjectRef};
+use crate::observe::metrics::http::MetricsEndpoint;
+use crate::observe::metrics::{Observed, metrics};
 use crate::observe::status::{ControllerFacts, StatusStore};
 use crate::observe::view::StatusView;
 use crate::runtime::process::Spawner;
@@ -75,6 +77,19 @@ pub struct RunOptions {
     pub hold_after_read: Option<PathBuf>,
     /// The agent endpoint.
     pub gateway: GatewayOptions,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsOptions,
+}
+
+/// Options of the Prometheus endpoint (`--metrics-listen`).
+#[derive(Debug, Clone, Default)]
+pub struct MetricsOptions {
+    /// Serve `GET /metrics` at this address.
+    pub listen: Option<String>,
+    /// Bearer token scrapers must send (`--metrics-token-file`).
+    pub token_file: Option<PathBuf>,
+    /// Label tool calls with their tool too (`--metrics-tool-labels`).
+    pub tool_labels: bool,
 }
 
 /// Options of the agent endpoint (`steward mcp`, `run --mcp-listen`).
@@ -169,6 +184,9 @@ impl Shared {
             if old != new {
                 retry.insert(key.clone());
             }
+        }
+        if !applied.rejected.is_empty() {
+            reload::rejected(trigger);
         }
         for status in &applied.rejected {
             tracing::warn!(source = %status.path, error = status.error.as_deref().unwrap_or(""), "invalid source ignored; the previous content stays in force");
@@ -305,6 +323,13 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         }
         None => None,
     };
+    let scrapes = match &opts.metrics.listen {
+        Some(address) => {
+            Some(MetricsEndpoint::bind(address, opts.metrics.token_file.as_deref()).await?)
+        }
+        None => None,
+    };
+    metrics().set_tool_labels(opts.metrics.tool_labels);
 
     // Watch first, then read: a write after the watches are in place is
     // either seen by the cold start's read or reported afterwards (both,
@@ -396,7 +421,15 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         outcome_tx,
         cancel.clone(),
     ));
-    let queue = Arc::new(WorkQueue::<Key>::new());
+    let queue = Arc::new(WorkQueue::<Key>::instrumented(metrics().queue()));
+    metrics().attach(Observed {
+        status: status.clone(),
+        store: store.clone(),
+        queue_depth: {
+            let queue = Arc::downgrade(&queue);
+            Box::new(move || queue.upgrade().map_or(0, |q| q.depth()))
+        },
+    });
     let view = Arc::new(StatusView::new(
         store.clone(),
         status.clone(),
@@ -457,6 +490,15 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         gateway.set_listen(format!("http://{address}{}", serve::HTTP_PATH));
         tracing::info!(url = %format!("http://{address}{}", serve::HTTP_PATH), "agent endpoint listening");
         tokio::spawn(http.serve(gateway.clone(), gateway_cancel.clone()));
+    }
+    if let Some(scrapes) = scrapes {
+        let url = format!(
+            "http://{}{}",
+            scrapes.local_addr(),
+            crate::observe::metrics::http::PATH
+        );
+        tracing::info!(%url, "metrics endpoint listening");
+        tokio::spawn(scrapes.serve(gateway_cancel.clone()));
     }
     // `steward mcp` as the controller: shut down once no client is left.
     let idle = CancellationToken::new();

@@ -46,6 +46,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::observe::metrics::QueueInstruments;
+
 /// What a queue key must be: cheap to clone, hashable, ordered (delayed keys
 /// sort by deadline, then by insertion), and shareable across workers.
 pub trait QueueKey: Clone + Eq + Hash + Ord + Debug + Send + Sync + 'static {}
@@ -81,7 +83,8 @@ struct State<K> {
     ready: VecDeque<K>,
     /// Keys that need a run: those in `ready`, plus processing keys dirtied
     /// since they were handed out (re-queued by `done`). client-go's "dirty".
-    queued: HashSet<K>,
+    /// Each with the time it joined (for the queue-duration metric).
+    queued: HashMap<K, Instant>,
     /// Keys handed out and not yet `done`.
     processing: HashSet<K>,
     /// Pending delayed adds: key -> (deadline, sequence). Disjoint from
@@ -95,13 +98,15 @@ struct State<K> {
     shutdown: bool,
     /// Dirty keys that go to the front when their reconcile is done.
     urgent: HashSet<K>,
+    /// Where adds are counted.
+    instruments: Option<&'static QueueInstruments>,
 }
 
 impl<K: QueueKey> State<K> {
-    fn new() -> Self {
+    fn new(instruments: Option<&'static QueueInstruments>) -> Self {
         Self {
             ready: VecDeque::new(),
-            queued: HashSet::new(),
+            queued: HashMap::new(),
             processing: HashSet::new(),
             delayed: HashMap::new(),
             timeline: BTreeSet::new(),
@@ -109,16 +114,21 @@ impl<K: QueueKey> State<K> {
             timer: None,
             shutdown: false,
             urgent: HashSet::new(),
+            instruments,
         }
     }
 
-    /// Marks `key` as needing a run; returns whether it joined `ready`.
-    fn enqueue(&mut self, key: K) -> bool {
+    /// Marks `key` as needing a run (since `now`); returns whether it
+    /// joined `ready`.
+    fn enqueue(&mut self, key: K, now: Instant) -> bool {
         self.cancel_delay(&key);
-        if self.queued.contains(&key) {
+        if self.queued.contains_key(&key) {
             return false;
         }
-        self.queued.insert(key.clone());
+        self.queued.insert(key.clone(), now);
+        if let Some(m) = self.instruments {
+            m.added();
+        }
         if self.processing.contains(&key) {
             // Dirty: `done` puts it back.
             return false;
@@ -142,16 +152,17 @@ impl<K: QueueKey> State<K> {
                 break;
             };
             self.delayed.remove(&key);
-            any |= self.enqueue(key);
+            any |= self.enqueue(key, now);
         }
         any
     }
 
-    fn pop_ready(&mut self) -> Option<K> {
+    /// The next ready key, and when it joined the queue.
+    fn pop_ready(&mut self) -> Option<(K, Option<Instant>)> {
         let key = self.ready.pop_front()?;
-        self.queued.remove(&key);
+        let since = self.queued.remove(&key);
         self.processing.insert(key.clone());
-        Some(key)
+        Some((key, since))
     }
 
     fn earliest(&self) -> Option<Instant> {
@@ -170,11 +181,11 @@ impl<K: QueueKey> State<K> {
         );
         for k in &self.ready {
             assert!(
-                self.queued.contains(k) && !self.processing.contains(k),
+                self.queued.contains_key(k) && !self.processing.contains(k),
                 "{k:?}"
             );
         }
-        for k in &self.queued {
+        for k in self.queued.keys() {
             assert!(
                 ready.contains(k) || self.processing.contains(k),
                 "{k:?} lost"
@@ -200,6 +211,8 @@ pub struct WorkQueue<K> {
     /// Turns of the `next` loop, to prove idle waiters do not spin.
     #[cfg(test)]
     turns: std::sync::atomic::AtomicUsize,
+    /// Where adds, retries and durations are recorded (`None`: nowhere).
+    instruments: Option<&'static QueueInstruments>,
 }
 
 impl<K: QueueKey> Default for WorkQueue<K> {
@@ -211,12 +224,23 @@ impl<K: QueueKey> Default for WorkQueue<K> {
 impl<K: QueueKey> WorkQueue<K> {
     /// An empty queue. Needs no runtime until `next` is awaited.
     pub fn new() -> Self {
+        Self::with_instruments(None)
+    }
+
+    /// An empty queue that records its adds, retries, waits and work into
+    /// `instruments` (the controller's queue: [`metrics`]`().queue()`).
+    pub fn instrumented(instruments: &'static QueueInstruments) -> Self {
+        Self::with_instruments(Some(instruments))
+    }
+
+    fn with_instruments(instruments: Option<&'static QueueInstruments>) -> Self {
         Self {
-            state: Mutex::new(State::new()),
+            state: Mutex::new(State::new(instruments)),
             wakeup: Notify::new(),
             rearm: Notify::new(),
             #[cfg(test)]
             turns: std::sync::atomic::AtomicUsize::new(0),
+            instruments,
         }
     }
 
@@ -240,7 +264,7 @@ impl<K: QueueKey> WorkQueue<K> {
             return;
         }
         let promoted = st.promote_due(now);
-        let added = st.enqueue(key);
+        let added = st.enqueue(key, now);
         drop(st);
         if promoted || added {
             self.wakeup.notify_one();
@@ -255,17 +279,22 @@ impl<K: QueueKey> WorkQueue<K> {
         if st.shutdown {
             return;
         }
-        st.promote_due(Instant::now());
+        let now = Instant::now();
+        st.promote_due(now);
         st.cancel_delay(&key);
+        let added = !st.queued.contains_key(&key);
+        if added {
+            st.queued.insert(key.clone(), now);
+            if let Some(m) = st.instruments {
+                m.added();
+            }
+        }
         if st.processing.contains(&key) {
-            st.queued.insert(key.clone());
             st.urgent.insert(key);
             return;
         }
-        if st.queued.contains(&key) {
+        if !added {
             st.ready.retain(|k| *k != key);
-        } else {
-            st.queued.insert(key.clone());
         }
         st.ready.push_front(key);
         drop(st);
@@ -298,7 +327,7 @@ impl<K: QueueKey> WorkQueue<K> {
         }
         // Promote first: a due delayed entry of this key becomes `queued`.
         let promoted = st.promote_due(now);
-        if st.queued.contains(&key) || st.delayed.get(&key).is_some_and(|(old, _)| *old <= at) {
+        if st.queued.contains_key(&key) || st.delayed.get(&key).is_some_and(|(old, _)| *old <= at) {
             drop(st);
             if promoted {
                 self.wakeup.notify_one();
@@ -338,7 +367,7 @@ impl<K: QueueKey> WorkQueue<K> {
             return None;
         }
         st.promote_due(now);
-        let key = st.pop_ready();
+        let key = st.pop_ready().map(|(key, _)| key);
         let more = !st.ready.is_empty();
         drop(st);
         if more {
@@ -368,12 +397,16 @@ impl<K: QueueKey> WorkQueue<K> {
                 if st.shutdown {
                     return None;
                 }
-                st.promote_due(Instant::now());
-                if let Some(key) = st.pop_ready() {
+                let now = Instant::now();
+                st.promote_due(now);
+                if let Some((key, since)) = st.pop_ready() {
                     let more = !st.ready.is_empty();
                     drop(st);
                     if more {
                         self.wakeup.notify_one();
+                    }
+                    if let (Some(m), Some(since)) = (self.instruments, since) {
+                        m.taken(now.saturating_duration_since(since));
                     }
                     return Some(key);
                 }
@@ -417,7 +450,7 @@ impl<K: QueueKey> WorkQueue<K> {
         // delay marks it dirty (once) rather than queueing it beside it.
         let promoted = !st.shutdown && st.promote_due(now);
         st.processing.remove(key);
-        let requeued = st.queued.contains(key);
+        let requeued = st.queued.contains_key(key);
         if requeued {
             if st.urgent.remove(key) {
                 st.ready.push_front(key.clone());
@@ -453,6 +486,11 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Whether [`shutdown`](Self::shutdown) was called.
     pub fn is_shutdown(&self) -> bool {
         self.lock().shutdown
+    }
+
+    /// Keys waiting to be handed out now (the depth metric).
+    pub fn depth(&self) -> usize {
+        self.lock().ready.len()
     }
 
     /// Whether `key` is handed out and not yet `done`.
@@ -565,7 +603,14 @@ where
             queue: &queue,
             key: Some(key.clone()),
         };
+        let began = Instant::now();
         let requeue = (*reconcile)(key).await;
+        if let Some(m) = queue.instruments {
+            m.worked(began.elapsed());
+            if requeue != Requeue::No {
+                m.retried();
+            }
+        }
         in_flight.finish(requeue);
     }
 }

@@ -54,7 +54,9 @@ use crate::engine::instance::{
 use crate::engine::publish::{IdleCatalog, Publish};
 use crate::engine::queue::Requeue;
 use crate::observe::clock::{now_rfc3339, rfc3339};
+use crate::observe::metrics::{kind_label, metrics};
 use crate::observe::status::{StatusStore, set_condition};
+use crate::observe::trace::TARGET;
 use crate::runtime::mcp::{Broadcast, McpTimeouts};
 use crate::runtime::process::Spawner;
 use crate::runtime::start::{StartError, message_with_tail};
@@ -346,10 +348,30 @@ impl Reconciler {
     /// Reconcile one key: decide, launch or ask to stop, and return when to
     /// look again. Never waits on a server.
     pub async fn reconcile(self: Arc<Self>, key: Key) -> Requeue {
+        let span = tracing::trace_span!(
+            target: TARGET,
+            "reconcile",
+            kind = kind_label(key.kind),
+            name = %key.name,
+            decision = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let _entered = span.enter();
         let snap = self.store.snapshot();
         let mut slot = lock(&self.slots).remove(&key).unwrap_or_default();
         slot.retiring.retain(|i| !i.phase().is_finished());
         let (requeue, outcome) = self.decide(&key, &snap, &mut slot);
+        let failed = outcome == Some(Outcome::Failed);
+        let result = match requeue {
+            _ if failed => "error",
+            Requeue::No => "success",
+            Requeue::After(_) | Requeue::At(_) => "requeue",
+        };
+        metrics().reconciled(key.kind, result, failed);
+        span.record("decision", result);
+        if let Some(outcome) = &outcome {
+            span.record("outcome", tracing::field::debug(outcome));
+        }
         if !slot.is_empty() {
             lock(&self.slots).insert(key.clone(), slot);
         }
@@ -727,6 +749,9 @@ impl Reconciler {
         slot.idle_stopped = false;
         if key.kind == ResourceKind::McpServer {
             lock(&self.wanted).insert(key.clone());
+        }
+        if retry {
+            metrics().restarted(key.kind, &key.name);
         }
         let now_s = now_rfc3339();
         self.set_status(key, |s| {

@@ -6,10 +6,31 @@ use std::path::Path;
 
 use steward_schema::resource::{Reason, ReloadSummary, Skipped};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use crate::desired::snapshot::{Key, Snapshot};
 use crate::engine::reconcile::{Outcome, Settled};
 use crate::observe::clock::now_rfc3339;
+use crate::observe::metrics::metrics;
+use crate::observe::trace::TARGET;
+
+/// A reload's trigger as a metric label: `start`, `file`, `resync`,
+/// `manual` (`steward reload`), `restart` (`steward restart`).
+fn trigger_label(trigger: &str) -> &'static str {
+    match trigger {
+        "start" => "start",
+        "resync" => "resync",
+        "steward reload" => "manual",
+        "steward restart" => "restart",
+        _ => "file",
+    }
+}
+
+/// A change `trigger` brought was rejected (an invalid source): nothing
+/// was applied.
+pub(super) fn rejected(trigger: &str) {
+    metrics().reloaded(trigger_label(trigger), "rejected", None);
+}
 
 /// Tracks what the current reload did, key by key, until all its keys were
 /// settled; then it becomes `status.controller.lastReload`. A key counts
@@ -19,6 +40,10 @@ use crate::observe::clock::now_rfc3339;
 #[derive(Debug, Default)]
 pub(super) struct ReloadTracker {
     current: Option<(ReloadSummary, BTreeMap<Key, u64>)>,
+    /// When the current reload began, and its first trigger (for metrics).
+    began: Option<(Instant, &'static str)>,
+    /// The current reload's span (exported as a trace).
+    span: Option<tracing::Span>,
     waiters: Vec<oneshot::Sender<ReloadSummary>>,
 }
 
@@ -46,6 +71,19 @@ impl ReloadTracker {
         epoch: u64,
         all: impl Iterator<Item = &'k Key>,
     ) {
+        if self.current.is_none() {
+            self.began = Some((Instant::now(), trigger_label(trigger)));
+            self.span = Some(tracing::trace_span!(
+                target: TARGET,
+                "reload",
+                trigger = trigger_label(trigger),
+                keys = changed.len(),
+                added = tracing::field::Empty,
+                restarted = tracing::field::Empty,
+                removed = tracing::field::Empty,
+                failed = tracing::field::Empty,
+            ));
+        }
         let (summary, pending) = self.current.get_or_insert_with(|| {
             (
                 ReloadSummary {
@@ -117,6 +155,20 @@ impl ReloadTracker {
             summary.unchanged = unchanged;
             summary.unchanged.sort();
             summary.unchanged.dedup();
+            if let Some((began, trigger)) = self.began.take() {
+                let result = if summary.failed.is_empty() {
+                    "success"
+                } else {
+                    "failed"
+                };
+                metrics().reloaded(trigger, result, Some(began.elapsed()));
+            }
+            if let Some(span) = self.span.take() {
+                span.record("added", summary.added.len());
+                span.record("restarted", summary.restarted.len());
+                span.record("removed", summary.removed.len());
+                span.record("failed", summary.failed.len());
+            }
             for w in self.waiters.drain(..) {
                 let _ = w.send(summary.clone());
             }

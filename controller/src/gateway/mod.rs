@@ -50,6 +50,7 @@ use crate::desired::snapshot::{DesiredStore, Key};
 use crate::engine::publish::{IdleCatalog, Publish};
 use crate::gateway::lsp::LspService;
 use crate::observe::clock::now_rfc3339;
+use crate::observe::metrics::metrics;
 use crate::observe::status::StatusStore;
 use crate::observe::view::Decoration;
 use crate::runtime::lsp::LspConnection;
@@ -310,6 +311,7 @@ impl Gateway {
             self.attached.send_replace(clients.by_id.len());
             id
         };
+        metrics().client_attached(transport);
         tracing::info!(transport, client = id, expose = %profile.expose, max_name_len = profile.max_name_len, "agent client attached");
         self.status.touch();
         Ticket {
@@ -727,6 +729,7 @@ impl Gateway {
             if now != announced {
                 announced = now;
                 *lock(&self.last_list_changed) = Some(now_rfc3339());
+                metrics().list_changed();
                 self.status.touch();
             }
             if due.is_empty() {
@@ -905,7 +908,9 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         let left = {
             let mut clients = self.gateway.lock_clients();
-            clients.by_id.remove(&self.id);
+            if let Some(gone) = clients.by_id.remove(&self.id) {
+                metrics().client_detached(gone.transport);
+            }
             clients.by_id.len()
         };
         self.gateway.attached.send_replace(left);

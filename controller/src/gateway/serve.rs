@@ -14,8 +14,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -31,7 +30,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{RoleServer, ServiceExt as _};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
@@ -39,80 +38,30 @@ use super::http_sessions::HttpSessions;
 use super::profile::Profile;
 use super::resume::{Attach, Back, Gate, HANDBACK_WAIT, Handback, Resume, frame, read_frame};
 use super::session::Session;
+use crate::support::listen::{self, Guarded};
 
 /// The HTTP path of the endpoint.
 pub const HTTP_PATH: &str = "/mcp";
 
-/// Why the HTTP endpoint cannot start.
-#[derive(Debug, thiserror::Error)]
-pub enum ListenError {
-    #[error("parse the listen address {0:?}: expected HOST:PORT such as 127.0.0.1:7331")]
-    Address(String),
-    #[error(
-        "listen on {0}: it is not a loopback address, so clients must authenticate; pass --mcp-token-file FILE (a file readable only by you that holds the bearer token)"
-    )]
-    NeedsToken(SocketAddr),
-    #[error("read the token file {path}: {source}")]
-    TokenRead {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error(
-        "use the token file {path}: other users can read it (mode {mode:o}); run `chmod 600 {path}`"
-    )]
-    TokenMode { path: PathBuf, mode: u32 },
-    #[error("use the token file {0}: it is empty")]
-    TokenEmpty(PathBuf),
-    #[error("listen on {address}: {source}")]
-    Bind {
-        address: String,
-        source: std::io::Error,
-    },
-}
+/// Why the HTTP endpoint cannot start (the rules of [`crate::support::listen`]).
+pub use crate::support::listen::ListenError;
 
 /// A bound HTTP endpoint, ready to serve.
 #[derive(Debug)]
 pub struct HttpEndpoint {
-    listener: TcpListener,
-    token: Option<String>,
-    loopback: bool,
+    guarded: Guarded,
 }
 
 impl HttpEndpoint {
     /// Bind `address`, checking the token rules first.
     pub async fn bind(address: &str, token_file: Option<&Path>) -> Result<Self, ListenError> {
-        let addr: SocketAddr = match address.parse() {
-            Ok(addr) => addr,
-            Err(_) => tokio::net::lookup_host(address)
-                .await
-                .ok()
-                .and_then(|mut addrs| addrs.next())
-                .ok_or_else(|| ListenError::Address(address.to_owned()))?,
-        };
-        let loopback = addr.ip().is_loopback();
-        let token = match token_file {
-            Some(path) => Some(read_token(path)?),
-            None if loopback => None,
-            None => return Err(ListenError::NeedsToken(addr)),
-        };
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| ListenError::Bind {
-                address: address.to_owned(),
-                source,
-            })?;
-        Ok(HttpEndpoint {
-            listener,
-            token,
-            loopback,
-        })
+        let guarded = listen::bind(address, token_file, "--mcp-token-file").await?;
+        Ok(HttpEndpoint { guarded })
     }
 
     /// The bound address (the port is known even when 0 was asked).
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener
-            .local_addr()
-            .expect("a bound TCP listener has an address")
+        self.guarded.local_addr()
     }
 
     /// Serve until `cancel`.
@@ -127,7 +76,7 @@ impl HttpEndpoint {
                 "https://localhost:*",
             ])
             .enforce_origin_validation();
-        config = if self.loopback {
+        config = if self.guarded.loopback {
             config.with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"])
         } else if addr.ip().is_unspecified() {
             // Any interface: the bearer token is what protects it.
@@ -164,11 +113,13 @@ impl HttpEndpoint {
             live.clone()
                 .reap(sessions, kept, gateway.config.http_idle, cancel.clone()),
         );
-        let token: Option<Arc<str>> = self.token.map(Into::into);
+        let Guarded {
+            listener, token, ..
+        } = self.guarded;
         loop {
             let (stream, peer) = tokio::select! {
                 () = cancel.cancelled() => return,
-                accepted = self.listener.accept() => match accepted {
+                accepted = listener.accept() => match accepted {
                     Ok(accepted) => accepted,
                     Err(e) => {
                         tracing::warn!(error = %e, "accept an HTTP client");
@@ -227,20 +178,13 @@ async fn route(
             "not found: the MCP endpoint is /mcp\n",
         );
     }
-    if let Some(token) = token {
-        let presented = request
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if !presented.is_some_and(|p| constant_time_eq(p.as_bytes(), token.as_bytes())) {
-            let mut response = plain(http::StatusCode::UNAUTHORIZED, "unauthorized\n");
-            response.headers_mut().insert(
-                http::header::WWW_AUTHENTICATE,
-                http::HeaderValue::from_static("Bearer"),
-            );
-            return response;
-        }
+    if !listen::authorized(request.headers(), token.as_deref()) {
+        let mut response = plain(http::StatusCode::UNAUTHORIZED, "unauthorized\n");
+        response.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static("Bearer"),
+        );
+        return response;
     }
     // The client's view (`?expose=search&maxNameLen=50`): a typo is refused
     // here, not read as the default.
@@ -419,33 +363,6 @@ impl hyper::body::Body for Tracked {
     fn size_hint(&self) -> hyper::body::SizeHint {
         self.body.size_hint()
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn read_token(path: &Path) -> Result<String, ListenError> {
-    let meta = std::fs::metadata(path).map_err(|source| ListenError::TokenRead {
-        path: path.to_owned(),
-        source,
-    })?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(ListenError::TokenMode {
-            path: path.to_owned(),
-            mode,
-        });
-    }
-    let text = std::fs::read_to_string(path).map_err(|source| ListenError::TokenRead {
-        path: path.to_owned(),
-        source,
-    })?;
-    let token = text.trim().to_owned();
-    if token.is_empty() {
-        return Err(ListenError::TokenEmpty(path.to_owned()));
-    }
-    Ok(token)
 }
 
 /// Serve one client, seeing the workspace through `profile`, over a byte
@@ -722,34 +639,7 @@ mod tests {
     #[tokio::test]
     async fn a_non_loopback_address_needs_a_token_file() {
         let error = HttpEndpoint::bind("0.0.0.0:0", None).await.unwrap_err();
-        assert!(matches!(error, ListenError::NeedsToken(_)), "{error}");
+        assert!(matches!(error, ListenError::NeedsToken { .. }), "{error}");
         assert!(error.to_string().contains("--mcp-token-file"));
-    }
-
-    #[tokio::test]
-    async fn a_token_file_others_can_read_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("token");
-        std::fs::write(&path, "secret\n").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let error = HttpEndpoint::bind("0.0.0.0:0", Some(&path))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(error, ListenError::TokenMode { mode: 0o644, .. }),
-            "{error}"
-        );
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let endpoint = HttpEndpoint::bind("127.0.0.1:0", Some(&path))
-            .await
-            .unwrap();
-        assert_eq!(endpoint.token.as_deref(), Some("secret"));
-    }
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"abcd"));
     }
 }

@@ -32,6 +32,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler};
 use steward_schema::resource::{Phase, ResourceKind};
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use super::explain::{explain, explain_blocked};
 use super::pins::Definition;
@@ -39,6 +40,8 @@ use super::profile::Profile;
 use super::registry::{Union, Upstream};
 use super::{Gateway, Ticket, finder, instructions, lsp_tool, names, view};
 use crate::desired::snapshot::Key;
+use crate::observe::metrics::{CallResult, ToolCall};
+use crate::observe::trace;
 use crate::runtime::mcp::{CallError, Caller};
 use crate::support::sync::lock;
 
@@ -411,11 +414,31 @@ fn complete<T: Final>(mut result: T) -> T {
 }
 
 impl Session {
+    /// Forward a call of `exposed` to its server, counted and timed
+    /// ([`ToolCall`]).
     async fn forward_tool(
+        &self,
+        exposed: &str,
+        params: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let span = trace::tool_call_span(&context.id);
+        trace::continue_from(&span, Some(&context.meta));
+        let mut call = ToolCall::begin();
+        let answer = self
+            .forward_tool_as(exposed, params, context, &mut call)
+            .instrument(span.clone())
+            .await;
+        trace::tool_call_ended(&span, &call);
+        answer
+    }
+
+    async fn forward_tool_as(
         &self,
         exposed: &str,
         mut params: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
+        call: &mut ToolCall,
     ) -> Result<CallToolResponse, ErrorData> {
         let gateway = &self.gateway;
         let caller_token = context.meta.get_progress_token();
@@ -429,14 +452,22 @@ impl Session {
                 Err(Refusal::Unavailable { server, why }) => {
                     // Counted as a failed call of that server.
                     drop(gateway.registry.counters(&server).begin());
+                    let tool = exposed
+                        .strip_prefix(&format!("{server}__"))
+                        .unwrap_or(exposed);
+                    call.to(&server, tool);
+                    call.ended(CallResult::Unavailable);
                     return Ok(tool_error(why));
                 }
                 Err(Refusal::Unknown(why)) => return Err(ErrorData::invalid_params(why, None)),
             };
+            call.to(&up.server, &original);
             let guard = counted
                 .take()
                 .unwrap_or_else(|| gateway.registry.counters(&up.server).begin());
             params.name = original.into();
+            // The call's trace context (or, not traced, its client's) goes on.
+            trace::pass_on(&tracing::Span::current(), &context.meta, &mut params.meta);
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             let idle = gateway
                 .store
@@ -446,16 +477,28 @@ impl Session {
                 .tool_idle_timeout(gateway.config.tool_idle_env);
             let answer = forward(&up, request, context, caller_token.clone(), idle).await;
             let server = &up.server;
+            call.ended(match &answer {
+                Err(CallError::Cancelled) => CallResult::Cancelled,
+                Err(CallError::Closed) => CallResult::Unavailable,
+                Err(CallError::Timeout(_) | CallError::Idle(_)) => CallResult::Timeout,
+                Err(_) => CallResult::Error,
+                Ok(_) => CallResult::Ok,
+            });
             return match answer {
                 Ok(result) => match as_call_tool_result(result) {
                     Some(response) => {
-                        if !matches!(&response, CallToolResponse::Complete(r) if r.is_error == Some(true))
+                        if matches!(&response, CallToolResponse::Complete(r) if r.is_error == Some(true))
                         {
+                            call.ended(CallResult::ToolError);
+                        } else {
                             guard.succeeded();
                         }
                         Ok(response)
                     }
-                    None => Err(unexpected(server, "tools/call")),
+                    None => {
+                        call.ended(CallResult::Error);
+                        Err(unexpected(server, "tools/call"))
+                    }
                 },
                 Err(CallError::Server(error)) => Err(error),
                 Err(CallError::Cancelled) => Err(ErrorData::new(

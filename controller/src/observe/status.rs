@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use steward_schema::admission;
 use steward_schema::resource::{
     API_VERSION, Condition, ConditionStatus, ControllerStatus, Item, LspServer, LspServerSpec,
-    McpServer, McpServerSpec, Metadata, Phase, ReloadSummary, RemovedRef, ResourceKind,
+    McpServer, McpServerSpec, Metadata, Phase, Reason, ReloadSummary, RemovedRef, ResourceKind,
     ServerStatus, WorkspaceStatus,
 };
 use tokio::sync::watch;
@@ -265,6 +265,28 @@ impl StatusStore {
     /// Notify readers that something outside the store changed (a snapshot).
     pub fn touch(&self) {
         self.bump();
+    }
+
+    /// The phase and reason of every server [`Self::workspace_status`]
+    /// lists for `snap`, without building the document (for metrics).
+    pub fn phases(&self, snap: &Snapshot) -> Vec<(Key, Phase, Option<Reason>)> {
+        let inner = self.lock();
+        let of = |key: Key| match inner.servers.get(&key) {
+            Some(s) => (key, s.phase, s.reason),
+            None => match snap.blocked(&key) {
+                Some(b) => (key, Phase::Blocked, Some(b.reason)),
+                None => (key, Phase::Pending, None),
+            },
+        };
+        let invalid = |key: Key| (key, Phase::Failed, Some(Reason::InvalidSpec));
+        let desired = &snap.desired;
+        let mut all: Vec<_> = desired.mcp.keys().map(|n| of(Key::mcp(n))).collect();
+        all.extend(desired.invalid_mcp.keys().map(|n| invalid(Key::mcp(n))));
+        if desired.lsp_enabled {
+            all.extend(desired.lsp.keys().map(|n| of(Key::lsp(n))));
+            all.extend(desired.invalid_lsp.keys().map(|n| invalid(Key::lsp(n))));
+        }
+        all
     }
 
     /// [`Self::workspace_status`] as shown to a client: specs without

@@ -23,6 +23,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{Layer, Registry};
 
 /// Lines queued for the writer thread before new ones are dropped.
 const QUEUE_LINES: usize = 4096;
@@ -220,12 +223,42 @@ fn use_ansi(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> boo
 }
 
 pub fn install(json: bool) {
+    install_with(json, None);
+}
+
+/// A layer beside the log's (the trace export), which sees every span and
+/// event whatever the log's filter.
+pub type ExtraLayer = Box<dyn Layer<Registry> + Send + Sync>;
+
+/// [`install`], with `extra` beside the log when given.
+pub fn install_with(json: bool, extra: Option<ExtraLayer>) {
     let Ok(sink) = LogSink::stderr() else {
         return;
     };
     let directives = log_filter(std::env::var("RUST_LOG").ok().as_deref());
     let filter = tracing_subscriber::EnvFilter::try_new(&directives)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(None)));
+    if let Some(extra) = extra {
+        // The log's filter applies to the log alone.
+        let ansi = use_ansi(
+            io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        );
+        let log = tracing_subscriber::fmt::layer()
+            .with_writer(sink.clone())
+            .with_ansi(ansi)
+            .log_internal_errors(false);
+        let registry = tracing_subscriber::registry().with(extra);
+        let installed = if json {
+            registry.with(log.json().with_filter(filter)).try_init()
+        } else {
+            registry.with(log.with_filter(filter)).try_init()
+        };
+        if installed.is_ok() {
+            let _ = SINK.set(sink);
+        }
+        return;
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(sink.clone())

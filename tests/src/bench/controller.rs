@@ -430,7 +430,22 @@ pub fn start_steward_with(
     base: &FakeMcpConfig,
     extra: &[String],
 ) -> Result<Running> {
+    start_steward_full(ctx, n, client, base, extra, &[])
+}
+
+/// [`start_steward_with`] with `vars` added to the controller's environment.
+pub fn start_steward_full(
+    ctx: &Ctx,
+    n: usize,
+    client: bool,
+    base: &FakeMcpConfig,
+    extra: &[String],
+    vars: &[(&str, &str)],
+) -> Result<Running> {
     let sb = GuardedEnv::new();
+    for (key, value) in vars {
+        sb.env.set_var(key, value);
+    }
     let settings = sb.env.home.join("settings.json");
     let fleet = Fleet::with(&ctx.fake, &sb.env.records(), n, base);
     write_by_rename(&settings, &fleet.content(false), 0)?;

@@ -27,7 +27,7 @@ use super::*;
 
 /// A client that timestamps `tools/list_changed` on receipt.
 #[derive(Clone)]
-struct Agent {
+pub(super) struct Agent {
     changed: Option<Arc<Mutex<mpsc::Sender<Instant>>>>,
 }
 
@@ -40,15 +40,15 @@ impl ClientHandler for Agent {
     }
 }
 
-type Client = RunningService<RoleClient, Agent>;
+pub(super) type Client = RunningService<RoleClient, Agent>;
 
-const TOOL: &str = "s000__echo";
+pub(super) const TOOL: &str = "s000__echo";
 
-fn quiet() -> Agent {
+pub(super) fn quiet() -> Agent {
     Agent { changed: None }
 }
 
-async fn stdio_client(ctx: &Ctx, env: &Env, agent: Agent) -> Result<Client> {
+pub(super) async fn stdio_client(ctx: &Ctx, env: &Env, agent: Agent) -> Result<Client> {
     stdio_client_with(ctx, env, agent, &[]).await
 }
 
@@ -120,7 +120,12 @@ async fn call(peer: &Peer<RoleClient>, name: &str) -> Result<()> {
 }
 
 /// `warm` calls, then `n` timed sequential calls; the durations in ms.
-async fn latency(peer: &Peer<RoleClient>, name: &str, warm: usize, n: usize) -> Result<Vec<f64>> {
+pub(super) async fn latency(
+    peer: &Peer<RoleClient>,
+    name: &str,
+    warm: usize,
+    n: usize,
+) -> Result<Vec<f64>> {
     for _ in 0..warm {
         call(peer, name).await?;
     }
@@ -155,7 +160,7 @@ async fn throughput(peers: Vec<Peer<RoleClient>>, name: &str, window: Duration) 
     Ok(done.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64())
 }
 
-fn lat_json(v: &[f64]) -> Value {
+pub(super) fn lat_json(v: &[f64]) -> Value {
     let s = summarize(v);
     json!({"n": v.len(), "p50Ms": r3(s.p50), "p99Ms": r3(pct(&sorted(v), 99.0)), "maxMs": r3(s.max)})
 }

@@ -372,6 +372,16 @@ pub fn bench(opts: Opts) -> Result<()> {
         };
     }
 
+    if on("observe") {
+        out["observe"] = match run_scenario("observe", || observe::observe(&ctx)) {
+            Ok((json, t)) => {
+                more_targets.extend(t);
+                json
+            }
+            Err(e) => e,
+        };
+    }
+
     if on("storm") {
         out["storm"] = match run_scenario("storm", || storm::storm(&ctx)) {
             Ok(s) => {

@@ -7,7 +7,7 @@
 //! ```text
 //! cargo build --release -p steward-tests --bins
 //! target/release/steward-bench [--quick]
-//!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway,search,storm,
+//!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway,search,storm,observe,
 //!            first-list,restarts]
 //!     [--observe watch|poll] [--edits N] [--debounce-ms MS] [--mcp-hub PATH | --no-mcp-hub]
 //!     [--reload-ns 1,10,100] [--cost-ns 10,50,500] [--controller-arg ARG]... [--out FILE]
@@ -108,6 +108,8 @@ mod gateway;
 mod mcp_hub;
 #[path = "../bench/measure.rs"]
 mod measure;
+#[path = "../bench/observe.rs"]
+mod observe;
 #[path = "../bench/opts.rs"]
 mod opts;
 #[path = "../bench/readiness.rs"]

@@ -42,10 +42,12 @@ mod mcp_controller;
 mod mcp_more;
 mod mcp_real_peers;
 mod mcp_remote;
+mod metrics;
 mod pins;
 mod qwen_parity;
 mod robust;
 mod sessions_survive;
+mod traces;
 
 // The runtime tests.
 mod runtime_common;

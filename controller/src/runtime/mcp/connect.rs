@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures::FutureExt as _;
 use rmcp::model::ServerPeerInfo;
 use rmcp::service::RunningService;
 use rmcp::transport::IntoTransport;
@@ -19,6 +20,8 @@ use steward_schema::resource::{McpServerSpec, Reason};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+use tracing::instrument::WithSubscriber as _;
 
 use super::client::{Client, Notice};
 use super::describe::{Dig, describe_init, dig_nothing, redact_url, redact_urls};
@@ -27,6 +30,7 @@ use super::relay::{Relay, RelayedProgress};
 use super::remote;
 use super::stdout::StdoutWatch;
 use super::{McpExit, McpTimeouts};
+use crate::observe::trace::TARGET;
 use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, Spawner};
 use crate::runtime::start::{
     FAILED_START_GRACE, StartError, exit_of_failed_start, stop_failed_start, wait_exit,
@@ -139,6 +143,18 @@ where
     let cancel = CancellationToken::new();
     let transport = RelayedProgress::new(transport.into_transport(), client.relay.clone());
     let serve = client.serve_with_ct(transport, cancel.clone());
+    let handshake = tracing::trace_span!(target: TARGET, "handshake");
+    // Traced, rmcp's session task would take the current span (this one,
+    // and the start's above it) as its own and keep them open for the
+    // connection's life: it sees none.
+    let serve = if handshake.is_disabled() {
+        serve.boxed()
+    } else {
+        serve
+            .with_subscriber(tracing::subscriber::NoSubscriber::default())
+            .instrument(handshake)
+            .boxed()
+    };
     let running = match guarded(serve, deadline, guards).await {
         Ok(Ok(running)) => running,
         Ok(Err(error)) => return Err(Failure::Protocol("initialize", describe_init(&error, dig))),
@@ -191,7 +207,9 @@ async fn list_step(
     guards: &mut Guards,
     dig: Dig,
 ) -> Result<Lists, Failure> {
-    match guarded(list_all(name, peer, capabilities, dig), deadline, guards).await {
+    let discovery = tracing::trace_span!(target: TARGET, "discovery");
+    let list = list_all(name, peer, capabilities, dig).instrument(discovery);
+    match guarded(list, deadline, guards).await {
         Ok(Ok(lists)) => Ok(lists),
         Ok(Err(ListError { phase, message })) => Err(Failure::Protocol(phase, message)),
         Err(interrupt) => Err(interrupt.during("tools/list")),
@@ -261,7 +279,10 @@ pub(super) async fn connect_stdio(
         cwd: Some(cwd),
     };
     let deadline = Instant::now() + timeouts.stdio_handshake;
-    let mut process = spawner.spawn(&process_spec).await?;
+    let mut process = spawner
+        .spawn(&process_spec)
+        .instrument(tracing::trace_span!(target: TARGET, "spawn"))
+        .await?;
     tracing::debug!(server = %name, pid = process.pid(), "mcp server spawned");
 
     let (Some(stdin), Some(stdout)) = (process.take_stdin(), process.take_stdout()) else {
