@@ -592,11 +592,8 @@ async fn serve_handed_over(
                     return;
                 }
             }
-            Ok(()) = draining.changed() => {
-                if *draining.borrow_and_update() {
-                    break;
-                }
-            }
+            // Also when the stop began before this session did.
+            () = async { let _ = draining.wait_for(|stopping| *stopping).await; } => break,
         }
     }
     // The controller stops: let the requests read be answered, then hand

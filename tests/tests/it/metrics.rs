@@ -610,5 +610,5 @@ fn the_example_scrape_config_passes_promtool_and_the_dashboard_and_alerts_read_o
         prom.query(expr);
     }
     let phases = prom.query("sum by (kind, phase) (steward_servers)");
-    assert_eq!(phases.len(), 12, "two kinds, six phases: {phases:?}");
+    assert_eq!(phases.len(), 14, "two kinds, seven phases: {phases:?}");
 }
