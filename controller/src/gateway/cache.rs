@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::observe::clock::now_rfc3339;
 use crate::runtime::mcp::McpLists;
-use crate::support::fs::write_atomically;
+use crate::support::fs::CoalescedFile;
 use crate::support::sync::lock;
 
 /// The version of the file format this controller writes and reads; a file
@@ -124,25 +124,18 @@ struct CacheFile {
 #[derive(Debug, Default)]
 struct Inner {
     file: CacheFile,
-    /// `file` has changes not written yet.
-    dirty: bool,
-    /// A background write is on its way (see [`CatalogCache::save_soon`]).
-    flushing: bool,
 }
 
 /// The cache file and its content (see the module doc).
 pub struct CatalogCache {
-    path: PathBuf,
+    disk: Arc<CoalescedFile>,
     inner: Mutex<Inner>,
-    /// Held while the file is written: writes take their content in turn,
-    /// so a later write never carries an older cache.
-    writing: Mutex<()>,
 }
 
 impl fmt::Debug for CatalogCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CatalogCache")
-            .field("path", &self.path)
+            .field("path", &self.disk.path())
             .finish_non_exhaustive()
     }
 }
@@ -168,12 +161,8 @@ impl CatalogCache {
         file.version = VERSION;
         file.workspace = workspace.display().to_string();
         CatalogCache {
-            path,
-            inner: Mutex::new(Inner {
-                file,
-                ..Inner::default()
-            }),
-            writing: Mutex::new(()),
+            disk: Arc::new(CoalescedFile::new(path)),
+            inner: Mutex::new(Inner { file }),
         }
     }
 
@@ -211,7 +200,7 @@ impl CatalogCache {
             }
             catalog.stored_at = now_rfc3339();
             inner.file.servers.insert(server.to_owned(), catalog);
-            inner.dirty = true;
+            self.disk.mark_dirty();
         }
         tracing::debug!(server, "catalog cached");
         self.save_soon();
@@ -225,56 +214,36 @@ impl CatalogCache {
         if inner.file.servers.remove(server).is_none() {
             return;
         }
-        inner.dirty = true;
+        self.disk.mark_dirty();
         drop(inner);
         if write {
             self.save_soon();
         }
     }
 
+    /// The file's content now.
+    fn content(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec(&self.lock().file).unwrap_or_default();
+        bytes.push(b'\n');
+        bytes
+    }
+
     /// Write the file if it changed since the last write.
     pub fn save(&self) -> Result<(), CacheError> {
-        let _writing = lock(&self.writing);
-        let bytes = {
-            let mut inner = self.lock();
-            if !std::mem::take(&mut inner.dirty) {
-                return Ok(());
-            }
-            let mut bytes = serde_json::to_vec(&inner.file).unwrap_or_default();
-            bytes.push(b'\n');
-            bytes
-        };
-        write_atomically(&self.path, &bytes).map_err(|source| CacheError::Save {
-            path: self.path.clone(),
-            source,
-        })
+        self.disk
+            .save(|| self.content())
+            .map_err(|source| CacheError::Save {
+                path: self.disk.path().to_owned(),
+                source,
+            })
     }
 
     /// Write the file off the caller's path, coalescing the stores of one
-    /// moment (see the module doc); without a runtime (unit tests), now.
+    /// moment (see the module doc).
     fn save_soon(self: &Arc<Self>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            if let Err(error) = self.save() {
-                tracing::warn!(%error, "the catalog cache is kept in memory only");
-            }
-            return;
-        };
-        if std::mem::replace(&mut self.lock().flushing, true) {
-            return;
-        }
         let cache = self.clone();
-        runtime.spawn_blocking(move || {
-            loop {
-                if let Err(error) = cache.save() {
-                    tracing::warn!(%error, "the catalog cache is kept in memory only");
-                }
-                let mut inner = cache.lock();
-                if !inner.dirty {
-                    inner.flushing = false;
-                    return;
-                }
-            }
-        });
+        self.disk
+            .save_soon(move || cache.content(), "the cached catalogs");
     }
 }
 

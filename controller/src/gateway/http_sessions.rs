@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rmcp::model::InitializeRequestParams;
@@ -22,7 +22,7 @@ use rmcp::transport::streamable_http_server::session::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::support::fs::write_atomically;
+use crate::support::fs::CoalescedFile;
 use crate::support::sync::lock;
 
 /// The version of the file format; a file of another version is empty.
@@ -46,9 +46,9 @@ struct File {
 /// The persisted sessions (see the module doc).
 #[derive(Debug)]
 pub struct HttpSessions {
-    path: PathBuf,
+    disk: Arc<CoalescedFile>,
     idle: Duration,
-    entries: Mutex<BTreeMap<String, Entry>>,
+    entries: Arc<Mutex<BTreeMap<String, Entry>>>,
 }
 
 fn millis(time: SystemTime) -> u64 {
@@ -73,9 +73,9 @@ impl HttpSessions {
             Err(_) => BTreeMap::new(),
         };
         let sessions = HttpSessions {
-            path,
+            disk: Arc::new(CoalescedFile::new(path)),
             idle,
-            entries: Mutex::new(entries),
+            entries: Arc::new(Mutex::new(entries)),
         };
         sessions.expire(SystemTime::now());
         sessions
@@ -95,17 +95,28 @@ impl HttpSessions {
         self.len() == 0
     }
 
-    fn save(&self) {
+    fn content(entries: &Mutex<BTreeMap<String, Entry>>) -> Vec<u8> {
         let file = File {
             version: VERSION,
-            sessions: lock(&self.entries).clone(),
+            sessions: lock(entries).clone(),
         };
-        let bytes = serde_json::to_vec_pretty(&file).expect("sessions serialize");
-        if let Some(dir) = self.path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        if let Err(error) = write_atomically(&self.path, &bytes) {
-            tracing::warn!(path = %self.path.display(), %error, "the HTTP sessions are not kept; their clients must reconnect after a restart");
+        serde_json::to_vec_pretty(&file).expect("sessions serialize")
+    }
+
+    /// The sessions changed: write them soon, off the caller's path.
+    fn save(&self) {
+        self.disk.mark_dirty();
+        let entries = self.entries.clone();
+        self.disk.save_soon(
+            move || Self::content(&entries),
+            "the HTTP sessions (their clients must reconnect after a restart)",
+        );
+    }
+
+    /// Write now what is still due (at shutdown).
+    pub fn flush(&self) {
+        if let Err(error) = self.disk.save(|| Self::content(&self.entries)) {
+            tracing::warn!(file = %self.disk.path().display(), %error, "the HTTP sessions are not kept; their clients must reconnect after a restart");
         }
     }
 
@@ -182,6 +193,7 @@ mod tests {
         let path = dir.path().join("httpSessions.json");
         let first = HttpSessions::load(path.clone(), Duration::from_secs(300));
         first.store("abc", &state()).await.unwrap();
+        first.flush();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
 
@@ -194,6 +206,7 @@ mod tests {
         let old = SystemTime::now() - Duration::from_secs(600);
         lock(&next.entries).get_mut("abc").unwrap().last_seen_ms = millis(old);
         next.save();
+        next.flush();
         let later = HttpSessions::load(path, Duration::from_secs(300));
         assert!(later.load("abc").await.unwrap().is_none());
     }
@@ -207,6 +220,7 @@ mod tests {
         sessions.store("b", &state()).await.unwrap();
         sessions.delete("a").await.unwrap();
         sessions.update(&[], &["b".to_owned()]);
+        sessions.flush();
         assert!(HttpSessions::load(path, Duration::from_secs(300)).is_empty());
     }
 

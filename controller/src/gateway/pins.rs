@@ -37,7 +37,7 @@ use crate::observe::clock::now_rfc3339;
 use crate::observe::events::{EventType, NewEvent, ObjectRef};
 use crate::observe::status::{StatusStore, set_condition};
 use crate::runtime::mcp::McpLists;
-use crate::support::fs::write_atomically;
+use crate::support::fs::CoalescedFile;
 use crate::support::sync::lock;
 
 /// The condition each pinned, Ready McpServer carries.
@@ -510,28 +510,21 @@ struct Verdict {
 struct Inner {
     file: PinFile,
     verdicts: BTreeMap<String, Verdict>,
-    /// `file` has changes not written yet.
-    dirty: bool,
-    /// A background write is on its way (see [`Pins::save_soon`]).
-    flushing: bool,
 }
 
 /// The pin store and the verdicts (see the module doc).
 pub struct Pins {
     mode: PinMode,
-    path: PathBuf,
     status: Arc<StatusStore>,
     inner: Mutex<Inner>,
-    /// Held while the file is written: writes take their content in turn,
-    /// so a later write never carries older pins.
-    writing: Mutex<()>,
+    disk: Arc<CoalescedFile>,
 }
 
 impl fmt::Debug for Pins {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pins")
             .field("mode", &self.mode)
-            .field("path", &self.path)
+            .field("path", &self.disk.path())
             .finish_non_exhaustive()
     }
 }
@@ -555,13 +548,12 @@ impl Pins {
         file.workspace = workspace.display().to_string();
         Pins {
             mode,
-            path,
             status,
             inner: Mutex::new(Inner {
                 file,
                 ..Inner::default()
             }),
-            writing: Mutex::new(()),
+            disk: Arc::new(CoalescedFile::new(path)),
         }
     }
 
@@ -569,51 +561,28 @@ impl Pins {
         lock(&self.inner)
     }
 
-    /// Write the pins if they changed since the last write.
-    fn save(&self) -> Result<(), PinError> {
-        let _writing = lock(&self.writing);
-        let bytes = {
-            let mut inner = self.lock();
-            if !std::mem::take(&mut inner.dirty) {
-                return Ok(());
-            }
-            let mut bytes = serde_json::to_vec_pretty(&inner.file).unwrap_or_default();
-            bytes.push(b'\n');
-            bytes
-        };
-        write_atomically(&self.path, &bytes).map_err(|source| PinError::Save {
-            path: self.path.clone(),
-            source,
-        })
+    /// The pin file's content now.
+    fn content(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec_pretty(&self.lock().file).unwrap_or_default();
+        bytes.push(b'\n');
+        bytes
     }
 
-    /// Write the pins off the caller's path: a durable write takes ~10 ms,
-    /// and a cold start pins every server at once from the reconcile
-    /// workers. Writes coalesce; without a runtime (unit tests) it writes
-    /// now.
+    /// Write the pins if they changed since the last write.
+    fn save(&self) -> Result<(), PinError> {
+        self.disk
+            .save(|| self.content())
+            .map_err(|source| PinError::Save {
+                path: self.disk.path().to_owned(),
+                source,
+            })
+    }
+
+    /// Write the pins off the caller's path (a cold start pins every
+    /// server at once from the reconcile workers); writes coalesce.
     fn save_soon(self: &Arc<Self>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            if let Err(error) = self.save() {
-                tracing::warn!(%error, "the tool pins are kept in memory only");
-            }
-            return;
-        };
-        if std::mem::replace(&mut self.lock().flushing, true) {
-            return;
-        }
         let pins = self.clone();
-        runtime.spawn_blocking(move || {
-            loop {
-                if let Err(error) = pins.save() {
-                    tracing::warn!(%error, "the tool pins are kept in memory only");
-                }
-                let mut inner = pins.lock();
-                if !inner.dirty {
-                    inner.flushing = false;
-                    return;
-                }
-            }
-        });
+        self.disk.save_soon(move || pins.content(), "the tool pins");
     }
 
     /// `lists`, which `server` offers under `spec`, judged against its pins
@@ -651,7 +620,7 @@ impl Pins {
                 prompts = offered.prompts.len(),
                 "pinned the tool definitions of this configuration (trust on first use)"
             );
-            inner.dirty = true;
+            self.disk.mark_dirty();
         }
         let pins = &inner.file.servers[server];
         let quarantined = judge(pins, &offered, |kind, name| {
@@ -789,7 +758,7 @@ impl Pins {
             }
         }
         let accepted = verdict.quarantined.clone();
-        inner.dirty = true;
+        self.disk.mark_dirty();
         drop(guard);
         // Written before the answer: the user asked for it.
         self.save()?;

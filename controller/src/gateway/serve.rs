@@ -280,6 +280,7 @@ impl Liveness {
             tokio::select! {
                 () = cancel.cancelled() => {
                     kept.update(&self.last_seen(), &[]);
+                    kept.flush();
                     return;
                 }
                 _ = tick.tick() => {}

@@ -50,6 +50,94 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
+/// A file [`write_atomically`]-rewritten whole, off its writers' path: a
+/// durable write takes ~10 ms, and a cold start changes the content from
+/// every reconcile worker at once. Changes are [`Self::mark_dirty`]; writes
+/// run on a blocking thread one at a time, each taking the content as it is
+/// then, so the changes of one moment share one write and a later write
+/// never carries older content.
+#[derive(Debug)]
+pub struct CoalescedFile {
+    path: PathBuf,
+    flags: std::sync::Mutex<Flags>,
+    /// Held while the file is written.
+    writing: std::sync::Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+struct Flags {
+    /// The content has changes not written yet.
+    dirty: bool,
+    /// A background write is on its way.
+    flushing: bool,
+}
+
+impl CoalescedFile {
+    pub fn new(path: PathBuf) -> CoalescedFile {
+        CoalescedFile {
+            path,
+            flags: std::sync::Mutex::default(),
+            writing: std::sync::Mutex::default(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The content changed: the next write writes it.
+    pub fn mark_dirty(&self) {
+        crate::support::sync::lock(&self.flags).dirty = true;
+    }
+
+    /// Write `content()` now if it changed since the last write (its
+    /// directory made first). `content` may take the owner's locks.
+    pub fn save(&self, content: impl FnOnce() -> Vec<u8>) -> io::Result<()> {
+        let _writing = crate::support::sync::lock(&self.writing);
+        if !std::mem::take(&mut crate::support::sync::lock(&self.flags).dirty) {
+            return Ok(());
+        }
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        write_atomically(&self.path, &content())
+    }
+
+    /// [`Self::save`] soon, on a blocking thread; without a runtime (unit
+    /// tests), now. A failure is logged: `what` is kept in memory only.
+    pub fn save_soon(
+        self: &std::sync::Arc<Self>,
+        content: impl Fn() -> Vec<u8> + Send + 'static,
+        what: &'static str,
+    ) {
+        let warn = move |error: io::Error, path: &Path| {
+            tracing::warn!(file = %path.display(), %error, "{what} are kept in memory only");
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            if let Err(error) = self.save(&content) {
+                warn(error, &self.path);
+            }
+            return;
+        };
+        if std::mem::replace(&mut crate::support::sync::lock(&self.flags).flushing, true) {
+            return;
+        }
+        let file = self.clone();
+        runtime.spawn_blocking(move || {
+            loop {
+                if let Err(error) = file.save(&content) {
+                    warn(error, &file.path);
+                }
+                let mut flags = crate::support::sync::lock(&file.flags);
+                if !flags.dirty {
+                    flags.flushing = false;
+                    return;
+                }
+            }
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +157,27 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("a.json")]);
+    }
+
+    #[tokio::test]
+    async fn coalesced_writes_end_with_the_last_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::sync::Arc::new(CoalescedFile::new(dir.path().join("sub/c.json")));
+        let content = std::sync::Arc::new(std::sync::Mutex::new(0u32));
+        for n in 1..=50 {
+            *content.lock().unwrap() = n;
+            file.mark_dirty();
+            let content = content.clone();
+            file.save_soon(
+                move || content.lock().unwrap().to_string().into_bytes(),
+                "test",
+            );
+        }
+        // The shutdown path: whatever is still due is written now.
+        file.save(|| content.lock().unwrap().to_string().into_bytes())
+            .unwrap();
+        let _flushed = file.writing.lock().unwrap();
+        assert_eq!(fs::read_to_string(file.path()).unwrap(), "50");
     }
 
     #[test]
