@@ -222,26 +222,24 @@ fn canonical(id: &RawValue) -> String {
 /// 2026-07-28 client's list-change subscription stays open for the session.
 const NOT_WAITED: &[&str] = &["subscriptions/listen"];
 
-impl GateState {
-    /// Count what the message `line` does to the requests in flight.
-    fn delivered(&mut self, line: &[u8]) {
-        let Ok(head) = serde_json::from_slice::<Head<'_>>(line) else {
-            return;
-        };
-        match (head.method.as_deref(), head.id) {
-            (Some(method), Some(id)) if !NOT_WAITED.contains(&method) => {
-                self.inflight.insert(canonical(id));
-            }
-            (Some("notifications/cancelled"), None) => {
-                if let Some(cancelled) = head
-                    .params
-                    .and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
-                {
-                    self.inflight.remove(&canonical(cancelled.request_id));
-                }
-            }
-            _ => {}
+/// Count what the message `line` does to the requests `inflight`.
+fn delivered(inflight: &mut HashSet<String>, line: &[u8]) {
+    let Ok(head) = serde_json::from_slice::<Head<'_>>(line) else {
+        return;
+    };
+    match (head.method.as_deref(), head.id) {
+        (Some(method), Some(id)) if !NOT_WAITED.contains(&method) => {
+            inflight.insert(canonical(id));
         }
+        (Some("notifications/cancelled"), None) => {
+            if let Some(cancelled) = head
+                .params
+                .and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
+            {
+                inflight.remove(&canonical(cancelled.request_id));
+            }
+        }
+        _ => {}
     }
 }
 
@@ -332,8 +330,8 @@ impl<R: AsyncRead + Unpin> AsyncRead for GateReader<R> {
                         None => None,
                     };
                     if let Some(len) = whole {
-                        let line = state.buf[..len].to_vec();
-                        state.delivered(&line);
+                        let GateState { buf, inflight, .. } = &mut *state;
+                        delivered(inflight, &buf[..len]);
                         state.committed = len;
                     }
                 }
@@ -384,8 +382,12 @@ impl<W> GateWriter<W> {
         while let Some(end) = bytes.iter().position(|b| *b == b'\n') {
             self.line.extend_from_slice(&bytes[..end]);
             bytes = &bytes[end + 1..];
-            let answered = serde_json::from_slice::<Answer<'_>>(&self.line)
-                .ok()
+            // Nothing waits for an answer (a notification to the agent, say):
+            // no need to read the message.
+            let waiting = !lock(&self.gate.state).inflight.is_empty();
+            let answered = waiting
+                .then(|| serde_json::from_slice::<Answer<'_>>(&self.line).ok())
+                .flatten()
                 .filter(|a| a.method.is_none())
                 .and_then(|a| a.id.map(canonical));
             self.line.clear();
