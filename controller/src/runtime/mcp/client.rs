@@ -2,10 +2,11 @@
 //! an answer — list changes, log messages, resource updates, and requests
 //! (`roots/list`, sampling, elicitation) — goes to the watcher task or, for
 //! a forwarded call, through the [`Relay`] to the client whose call is in
-//! flight.
+//! flight. List changes are marked on the session's [`Announced`] (a stdio
+//! server's before rmcp sees them, by its transport).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
@@ -16,46 +17,69 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
-use super::McpExit;
 use super::relay::Relay;
-use super::relist::ListKind;
+use super::relist::{Kinds, ListKind};
 
-/// What the session tells the watcher task (or, while connecting,
-/// `open_session`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Notice {
-    /// `notifications/*/list_changed`.
-    Changed(ListKind),
-    /// A remote session was lost.
-    Lost(McpExit),
+/// The kinds of list a server announced as changed that the watcher task
+/// (or, while connecting, `open_session`) has not taken yet. Marking wakes
+/// the watcher only when nothing was marked: a burst while the watcher
+/// holds off (a re-list in flight or the window of [`Relist`]) costs an
+/// atomic `or` per notification and no wake-up.
+///
+/// [`Relist`]: super::relist::Relist
+#[derive(Debug, Default)]
+pub(super) struct Announced {
+    kinds: AtomicU8,
+    wake: Notify,
 }
 
-/// rmcp client handler: list-change notifications become [`Notice`]s on a
-/// channel the watcher task (or, while connecting, `open_session`) drains;
-/// what the server sends for a forwarded request goes through the [`Relay`].
+impl Announced {
+    /// The server announced that its `kind` list changed. `false` when
+    /// announcements were already waiting (a burst: the watcher holds off).
+    pub(super) fn add(&self, kind: ListKind) -> bool {
+        let first = self.kinds.fetch_or(kind.bit(), Ordering::AcqRel) == 0;
+        if first {
+            self.wake.notify_one();
+        }
+        first
+    }
+
+    /// The kinds marked since the last take.
+    pub(super) fn take(&self) -> Kinds {
+        Kinds::from_bits(self.kinds.swap(0, Ordering::AcqRel))
+    }
+
+    /// Returns once something was marked since the last take (or a wake
+    /// left over from a take that found it: then [`Announced::take`] may
+    /// be empty).
+    pub(super) async fn marked(&self) {
+        self.wake.notified().await;
+    }
+}
+
+/// rmcp client handler: list-change notifications are marked on the
+/// [`Announced`] the watcher task (or, while connecting, `open_session`)
+/// takes; what the server sends for a forwarded request goes through the
+/// [`Relay`].
 pub(super) struct Client {
     name: Arc<str>,
-    pub(super) notices: mpsc::UnboundedSender<Notice>,
+    pub(super) announced: Arc<Announced>,
     stopped: Arc<AtomicBool>,
     pub(super) relay: Arc<Relay>,
 }
 
 impl Client {
-    pub(super) fn new(
-        name: &str,
-        relay: Arc<Relay>,
-    ) -> (Client, mpsc::UnboundedReceiver<Notice>, Arc<AtomicBool>) {
-        let (notices, rx) = mpsc::unbounded_channel();
+    pub(super) fn new(name: &str, relay: Arc<Relay>) -> (Client, Arc<AtomicBool>) {
         let stopped = Arc::new(AtomicBool::new(false));
         let client = Client {
             name: name.into(),
-            notices,
+            announced: Arc::default(),
             stopped: Arc::clone(&stopped),
             relay,
         };
-        (client, rx, stopped)
+        (client, stopped)
     }
 
     /// A server request goes to the client whose call is in flight.
@@ -77,7 +101,7 @@ impl Client {
             return;
         }
         tracing::trace!(server = %self.name, kind = ?kind, "mcp list_changed");
-        let _ = self.notices.send(Notice::Changed(kind));
+        self.announced.add(kind);
     }
 }
 

@@ -23,11 +23,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use tracing::instrument::WithSubscriber as _;
 
-use super::client::{Client, Notice};
+use super::client::{Announced, Client};
 use super::describe::{Dig, describe_init, dig_nothing, redact_url, redact_urls};
 use super::lists::{Capabilities, ListError, Lists, list_all};
 use super::relay::{Relay, RelayedProgress};
 use super::remote;
+use super::stdio::StdioTransport;
 use super::stdout::StdoutWatch;
 use super::{McpExit, McpTimeouts};
 use crate::observe::trace::TARGET;
@@ -40,7 +41,10 @@ use crate::runtime::start::{
 pub(super) struct Opened {
     pub(super) session: Session,
     pub(super) process: Option<ManagedProcess>,
-    pub(super) notices: mpsc::UnboundedReceiver<Notice>,
+    /// A remote session's loss (none for a stdio server: its process's
+    /// exit says it).
+    pub(super) lost: Option<mpsc::UnboundedReceiver<McpExit>>,
+    pub(super) announced: Arc<Announced>,
     pub(super) stopped: Arc<AtomicBool>,
     /// Bounds each re-list.
     pub(super) relist_timeout: Duration,
@@ -133,7 +137,6 @@ async fn open_session<T, E, A>(
     transport: T,
     deadline: Instant,
     guards: &mut Guards,
-    notices: &mut mpsc::UnboundedReceiver<Notice>,
     dig: Dig,
 ) -> Result<Session, Failure>
 where
@@ -141,6 +144,7 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let cancel = CancellationToken::new();
+    let announced = client.announced.clone();
     let transport = RelayedProgress::new(transport.into_transport(), client.relay.clone());
     let serve = client.serve_with_ct(transport, cancel.clone());
     let handshake = tracing::trace_span!(target: TARGET, "handshake");
@@ -183,11 +187,7 @@ where
     let mut lists = list_step(name, &peer, capabilities, deadline, guards, dig).await?;
     // Announced during the handshake or the listing: list once more. Later
     // announcements reach the watcher task.
-    let mut changed = false;
-    while let Ok(notice) = notices.try_recv() {
-        changed |= matches!(notice, Notice::Changed(_));
-    }
-    if changed {
+    if !announced.take().is_empty() {
         lists = list_step(name, &peer, capabilities, deadline, guards, dig).await?;
     }
     Ok(Session {
@@ -298,17 +298,10 @@ pub(super) async fn connect_stdio(
         garbage: Some(garbage_rx),
         exit: Some(process.exit_watch()),
     };
-    let (client, mut notices, stopped) = Client::new(name, relay.clone());
-    let opened = open_session(
-        name,
-        client,
-        (stdout, stdin),
-        deadline,
-        &mut guards,
-        &mut notices,
-        dig_nothing,
-    )
-    .await;
+    let (client, stopped) = Client::new(name, relay.clone());
+    let announced = client.announced.clone();
+    let transport = StdioTransport::new(name, stdout, stdin, announced.clone());
+    let opened = open_session(name, client, transport, deadline, &mut guards, dig_nothing).await;
     // A non-JSON line read before the last answer does not interrupt the
     // step that was already done: check once more.
     let garbage = guards.garbage.as_ref().and_then(|rx| rx.borrow().clone());
@@ -317,7 +310,8 @@ pub(super) async fn connect_stdio(
             return Ok(Opened {
                 session,
                 process: Some(process),
-                notices,
+                lost: None,
+                announced,
                 stopped,
                 relist_timeout: timeouts.stdio_handshake,
                 dig: dig_nothing,
@@ -351,32 +345,25 @@ pub(super) async fn connect_http(
         ..error
     };
     let deadline = Instant::now() + timeouts.remote_handshake;
-    let (client, mut notices, stopped) = Client::new(name, relay.clone());
+    let (client, stopped) = Client::new(name, relay.clone());
+    let announced = client.announced.clone();
     // A lost session is reported as the server's exit, through the channel
     // the watcher task forwards, so the controller reconnects at once.
-    let exits = client.notices.clone();
+    let (exits, lost) = mpsc::unbounded_channel();
     let watch = remote::SessionWatch::new(move |why| {
-        let _ = exits.send(Notice::Lost(McpExit::Closed(redact_urls(&why))));
+        let _ = exits.send(McpExit::Closed(redact_urls(&why)));
     });
     let opened =
         match remote::connect(name, spec, &watch, deadline, timeouts.remote_handshake).await {
             Ok(transport) => {
                 let mut guards = Guards::default();
-                open_session(
-                    name,
-                    client,
-                    transport,
-                    deadline,
-                    &mut guards,
-                    &mut notices,
-                    remote::dig,
-                )
-                .await
-                .map_err(|failure| {
-                    watch.auth_required(name).unwrap_or_else(|| {
-                        failure_message(failure, timeouts.remote_handshake, None)
+                open_session(name, client, transport, deadline, &mut guards, remote::dig)
+                    .await
+                    .map_err(|failure| {
+                        watch.auth_required(name).unwrap_or_else(|| {
+                            failure_message(failure, timeouts.remote_handshake, None)
+                        })
                     })
-                })
             }
             Err(error) => Err(error),
         };
@@ -387,7 +374,8 @@ pub(super) async fn connect_http(
             Ok(Opened {
                 session,
                 process: None,
-                notices,
+                lost: Some(lost),
+                announced,
                 stopped,
                 relist_timeout: timeouts.remote_handshake,
                 dig: remote::dig,

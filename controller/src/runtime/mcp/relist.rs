@@ -45,17 +45,35 @@ pub(super) struct Kinds {
     pub(super) resources: bool,
 }
 
+impl ListKind {
+    /// The kind's bit in an [`Announced`](super::client::Announced).
+    pub(super) fn bit(self) -> u8 {
+        match self {
+            ListKind::Tools => 1,
+            ListKind::Prompts => 2,
+            ListKind::Resources => 4,
+        }
+    }
+}
+
 impl Kinds {
-    fn is_empty(self) -> bool {
-        !(self.tools || self.prompts || self.resources)
+    /// The kinds whose [`ListKind::bit`] is set in `bits`.
+    pub(super) fn from_bits(bits: u8) -> Kinds {
+        Kinds {
+            tools: bits & ListKind::Tools.bit() != 0,
+            prompts: bits & ListKind::Prompts.bit() != 0,
+            resources: bits & ListKind::Resources.bit() != 0,
+        }
     }
 
-    fn add(&mut self, kind: ListKind) {
-        match kind {
-            ListKind::Tools => self.tools = true,
-            ListKind::Prompts => self.prompts = true,
-            ListKind::Resources => self.resources = true,
-        }
+    pub(super) fn is_empty(self) -> bool {
+        !(self.tools || self.prompts || self.resources)
+    }
+}
+
+impl From<ListKind> for Kinds {
+    fn from(kind: ListKind) -> Kinds {
+        Kinds::from_bits(kind.bit())
     }
 }
 
@@ -79,11 +97,25 @@ impl Relist {
         }
     }
 
-    /// A `list_changed` of `kind` at `now`: the kinds to re-list now, if a
-    /// re-list may start (the leading edge); otherwise it waits, dirty.
-    pub(super) fn notified(&mut self, kind: ListKind, now: Instant) -> Option<Kinds> {
-        self.dirty.add(kind);
+    /// `list_changed` of `kinds` at `now`: the kinds to re-list now, if a
+    /// re-list may start (the leading edge); otherwise they wait, dirty.
+    pub(super) fn notified(&mut self, kinds: Kinds, now: Instant) -> Option<Kinds> {
+        self.mark(kinds);
         self.due(now)
+    }
+
+    /// Changes of `kinds` were announced: they wait, dirty, for
+    /// [`Relist::due`].
+    pub(super) fn mark(&mut self, kinds: Kinds) {
+        self.dirty.tools |= kinds.tools;
+        self.dirty.prompts |= kinds.prompts;
+        self.dirty.resources |= kinds.resources;
+    }
+
+    /// A re-list is promised (something is dirty): announcements until it
+    /// starts need not be looked at one by one.
+    pub(super) fn pending(&self) -> bool {
+        !self.dirty.is_empty()
     }
 
     /// The re-list in flight finished, whatever its outcome (a failed one
@@ -152,7 +184,7 @@ mod tests {
         for now_ms in 0..=end {
             let now = ms(t0, now_ms);
             while let Some((_, kind)) = next.next_if(|(t, _)| *t == now_ms) {
-                if let Some(kinds) = r.notified(*kind, now) {
+                if let Some(kinds) = r.notified((*kind).into(), now) {
                     started.push((now_ms, kinds));
                     in_flight_until = Some(now_ms + took);
                 }
@@ -185,23 +217,26 @@ mod tests {
     fn a_lone_notification_is_listed_at_once_and_only_once() {
         let t0 = Instant::now();
         let mut r = Relist::new(SPACING);
-        assert_eq!(r.notified(ListKind::Tools, t0), Some(TOOLS));
+        assert_eq!(r.notified(ListKind::Tools.into(), t0), Some(TOOLS));
         assert_eq!(r.deadline(), None, "in flight");
         r.finished();
         assert_eq!(r.deadline(), None, "nothing more announced");
         assert_eq!(r.due(ms(t0, 1000)), None);
         // Long after: a leading edge again.
-        assert_eq!(r.notified(ListKind::Tools, ms(t0, 1000)), Some(TOOLS));
+        assert_eq!(
+            r.notified(ListKind::Tools.into(), ms(t0, 1000)),
+            Some(TOOLS)
+        );
     }
 
     #[test]
     fn a_notification_during_a_relist_in_flight_is_listed_again_after_it() {
         let t0 = Instant::now();
         let mut r = Relist::new(SPACING);
-        assert_eq!(r.notified(ListKind::Tools, t0), Some(TOOLS));
+        assert_eq!(r.notified(ListKind::Tools.into(), t0), Some(TOOLS));
         // The server changes again while its answer is on the way: the
         // re-list in flight may have missed it.
-        assert_eq!(r.notified(ListKind::Tools, ms(t0, 5)), None);
+        assert_eq!(r.notified(ListKind::Tools.into(), ms(t0, 5)), None);
         assert_eq!(r.due(ms(t0, 400)), None, "never two in flight");
         assert_eq!(r.deadline(), None);
         r.finished();

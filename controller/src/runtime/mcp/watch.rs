@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{Client, Notice};
+use super::client::{Announced, Client};
 use super::describe::Dig;
 use super::lists::{Capabilities, ListError, McpLists, list_all};
 use super::liveness::{PingFuture, next_ping_slot, ping_once};
@@ -36,7 +36,9 @@ pub(super) struct WatchArgs {
     pub(super) running: RunningService<RoleClient, Client>,
     pub(super) cancel: CancellationToken,
     pub(super) peer: Peer<RoleClient>,
-    pub(super) notices: mpsc::UnboundedReceiver<Notice>,
+    /// A remote session's loss.
+    pub(super) lost: Option<mpsc::UnboundedReceiver<McpExit>>,
+    pub(super) announced: Arc<Announced>,
     pub(super) exit: Option<watch::Receiver<Option<ExitInfo>>>,
     pub(super) on_event: McpEventHandler,
     pub(super) stopped: Arc<AtomicBool>,
@@ -98,7 +100,8 @@ async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
         running,
         cancel,
         peer,
-        mut notices,
+        mut lost,
+        announced,
         mut exit,
         on_event,
         stopped,
@@ -122,7 +125,7 @@ async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
     // The ping in flight, and when it was sent.
     let mut ping: Option<(PingFuture, Instant)> = None;
     let mut unresponsive = false;
-    let mut notices_open = true;
+    let mut lost_open = lost.is_some();
     // A remote session's loss comes as a notice; it is the end: nothing
     // after it (a ping failing on the dead session) is reported.
     let mut ended = false;
@@ -159,18 +162,20 @@ async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
                 }
                 return;
             }
-            notice = notices.recv(), if notices_open => match notice {
-                Some(_) if ended => {}
-                Some(Notice::Changed(kind)) => {
-                    if let Some(kinds) = schedule.notified(kind, Instant::now()) {
-                        relisting = Some(relist(kinds));
-                    }
+            // While a re-list is promised, announcements wait marked: the
+            // trailing re-list takes them.
+            () = announced.marked(), if !ended && !schedule.pending() => {
+                if let Some(kinds) = schedule.notified(announced.take(), Instant::now()) {
+                    relisting = Some(relist(kinds));
                 }
-                Some(Notice::Lost(exit)) => {
+            }
+            loss = recv_some(lost.as_mut()), if lost_open => match loss {
+                Some(_) if ended => {}
+                Some(exit) => {
                     ended = true;
                     emit(McpEvent::Exited(exit));
                 }
-                None => notices_open = false,
+                None => lost_open = false,
             },
             info = wait_exit(exit.as_mut()) => {
                 emit(McpEvent::Exited(McpExit::Process(info)));
@@ -209,6 +214,7 @@ async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
             }
             // A trailing re-list, once the window allows it.
             () = tokio::time::sleep_until(relist_at.unwrap_or_else(Instant::now)), if relist_at.is_some() => {
+                schedule.mark(announced.take());
                 if let Some(kinds) = schedule.due(Instant::now()) {
                     relisting = Some(relist(kinds));
                 }
@@ -254,6 +260,14 @@ async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
                 )));
             }
         }
+    }
+}
+
+/// The next message of `rx`; pending for ever without one.
+async fn recv_some<T>(rx: Option<&mut mpsc::UnboundedReceiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 
