@@ -353,10 +353,12 @@ async fn run(
         tokio::select! {
             mode = stop.recv() => {
                 let mode = mode.unwrap_or(StopMode::Now);
+                // Boxed, as below: the steps of a stop live only while it
+                // runs, not in every running instance's task.
                 if let (StopMode::Drain(timeout), Conn::Mcp(c)) = (mode, &conn) {
-                    drain(c.as_ref(), timeout, &key, &mut stop).await;
+                    Box::pin(drain(c.as_ref(), timeout, &key, &mut stop)).await;
                 }
-                shut(&context, &key, conn).await;
+                Box::pin(shut(&context, &key, conn)).await;
                 set(InstancePhase::Stopped);
                 return;
             }
@@ -365,7 +367,7 @@ async fn run(
                 Happened::ListsChanged => set(ready(&conn)),
                 Happened::Died(message) => {
                     let tail = conn.stderr_tail();
-                    shut(&context, &key, conn).await;
+                    Box::pin(shut(&context, &key, conn)).await;
                     set(InstancePhase::Exited { message, tail, started_at });
                     return;
                 }

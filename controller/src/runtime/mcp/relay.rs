@@ -437,25 +437,35 @@ impl McpHandle {
 pub struct RelayedProgress<T> {
     inner: T,
     relay: Arc<Relay>,
-    relayed: mpsc::UnboundedSender<ProgressNotificationParam>,
+    /// The relaying task's queue, from the first progress notification on.
+    relayed: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
 }
 
 impl<T> RelayedProgress<T> {
-    /// Starts the task that relays the progress (inside a Tokio runtime); it
-    /// ends with the transport.
     pub fn new(inner: T, relay: Arc<Relay>) -> Self {
-        let (relayed, mut queue) = mpsc::unbounded_channel();
-        let relay_task = relay.clone();
-        tokio::spawn(async move {
-            while let Some(params) = queue.recv().await {
-                relay_task.progress(params).await;
-            }
-        });
         RelayedProgress {
             inner,
             relay,
-            relayed,
+            relayed: None,
         }
+    }
+
+    /// Queues `params` for the task that relays progress in order, which
+    /// the first progress notification starts (a server that sends none
+    /// costs no task); it ends with the transport.
+    fn relay_progress(&mut self, params: ProgressNotificationParam) {
+        let relay = &self.relay;
+        let relayed = self.relayed.get_or_insert_with(|| {
+            let (relayed, mut queue) = mpsc::unbounded_channel();
+            let relay = relay.clone();
+            tokio::spawn(async move {
+                while let Some(params) = queue.recv().await {
+                    relay.progress(params).await;
+                }
+            });
+            relayed
+        });
+        let _ = relayed.send(params);
     }
 }
 
@@ -479,7 +489,8 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for RelayedProgress<T> {
                 && let ServerNotification::ProgressNotification(p) = &n.notification
             {
                 self.relay.progress_read(&p.params.progress_token);
-                let _ = self.relayed.send(p.params.clone());
+                let params = p.params.clone();
+                self.relay_progress(params);
                 continue;
             }
             return message;

@@ -61,7 +61,9 @@ async fn read_stderr(
     tail: Arc<Mutex<StderrTail>>,
     eof: watch::Sender<bool>,
 ) {
-    let mut buf = vec![0u8; 8 * 1024];
+    // Small and in the task itself: a process at rest costs no buffer of
+    // its own (stderr is little and rare; a burst takes more reads).
+    let mut buf = [0u8; 256];
     loop {
         match stderr.read(&mut buf).await {
             Ok(0) | Err(_) => break,
