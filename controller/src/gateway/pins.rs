@@ -230,6 +230,16 @@ impl Offered {
         }
     }
 
+    /// The definitions of `quarantined` only.
+    fn only(mut self, quarantined: &[Quarantine]) -> Offered {
+        let held = |kind: Definition, name: &str| {
+            quarantined.iter().any(|q| q.kind == kind && q.name == name)
+        };
+        self.tools.retain(|name, _| held(Definition::Tool, name));
+        self.prompts.retain(|name, _| held(Definition::Prompt, name));
+        self
+    }
+
     fn of_kind(&self, kind: Definition) -> &BTreeMap<String, Value> {
         match kind {
             Definition::Tool => &self.tools,
@@ -496,8 +506,9 @@ fn argument_changes(a: Option<&Value>, b: Option<&Value>) -> Option<String> {
 #[derive(Debug)]
 struct Verdict {
     config_hash: String,
-    /// What the server offered then (what [`Pins::accept`] pins).
-    offered: Offered,
+    /// What the server offered then of the quarantined definitions (what
+    /// [`Pins::accept`] pins); the others are in the pins already.
+    held: Offered,
     quarantined: Vec<Quarantine>,
     /// When `quarantined` last became empty or non-empty (the condition's
     /// transition time).
@@ -651,11 +662,12 @@ impl Pins {
             Cow::Owned(kept)
         };
         let counts = (offered.tools.len(), offered.prompts.len());
+        let held = offered.only(&quarantined);
         inner.verdicts.insert(
             server.to_owned(),
             Verdict {
                 config_hash: spec.config_hash.clone(),
-                offered,
+                held,
                 quarantined,
                 since,
                 counts,
@@ -752,7 +764,7 @@ impl Pins {
                 ..ServerPins::default()
             });
         for q in &verdict.quarantined {
-            if let Some(definition) = verdict.offered.of_kind(q.kind).get(&q.name) {
+            if let Some(definition) = verdict.held.of_kind(q.kind).get(&q.name) {
                 pins.of_mut(q.kind)
                     .insert(q.name.clone(), Pinned::new(definition));
             }
