@@ -17,6 +17,9 @@ pub struct CostLevel {
     pub best_source: &'static str,
     pub idle_window_s: f64,
     pub unchanged: usize,
+    /// The controller's peak and current resident memory at the end (KB).
+    pub hwm_kb: Option<u64>,
+    pub rss_kb: Option<u64>,
 }
 
 pub fn cost_level(ctx: &Ctx, n: usize, idle_window: Duration) -> Result<CostLevel> {
@@ -75,6 +78,7 @@ pub fn cost_level(ctx: &Ctx, n: usize, idle_window: Duration) -> Result<CostLeve
                 .is_some_and(|v| r.fleet.extra[idx].get(EDIT_KEY).map(String::as_str) == Some(v))
         });
     let hwm = status_kb(pid, "VmHWM:");
+    let rss = status_kb(pid, "VmRSS:");
     let idle_pct = idle.stat_ms / 10.0 / idle.wall_s;
     let idle_pct_sched = idle.sched_ms / 10.0 / idle.wall_s;
     let sched_complete = idle.exited_threads == 0 && e.exited_threads == 0;
@@ -109,6 +113,7 @@ pub fn cost_level(ctx: &Ctx, n: usize, idle_window: Duration) -> Result<CostLeve
         "churn": churn.json(),
         "allReadyWithTheirEditsAtEnd": all_ok,
         "peakRssMb": mb(hwm),
+        "rssMb": mb(rss),
         "teardown": r.finish(),
     });
     Ok(CostLevel {
@@ -123,5 +128,7 @@ pub fn cost_level(ctx: &Ctx, n: usize, idle_window: Duration) -> Result<CostLeve
         best_source,
         idle_window_s: idle.wall_s,
         unchanged: churn.unchanged_restarts,
+        hwm_kb: hwm,
+        rss_kb: rss,
     })
 }

@@ -248,6 +248,7 @@ pub fn bench(opts: Opts) -> Result<()> {
         };
     }
     let mut costs: Vec<cost::CostLevel> = Vec::new();
+    let mut more_targets = serde_json::Map::new();
     if on("cost") {
         let mut cost = serde_json::Map::new();
         for &n in &ctx.plan.cost_ns.clone() {
@@ -287,6 +288,31 @@ pub fn bench(opts: Opts) -> Result<()> {
                     },
                     "source": hi.best_source,
                 }),
+            );
+        }
+        // The memory each server adds: the slope between the smallest and
+        // the largest fleet (fixed costs cancel out).
+        if let (Some(lo), Some(hi)) = (lo, hi)
+            && let (Some(lo_hwm), Some(hi_hwm)) = (lo.hwm_kb, hi.hwm_kb)
+        {
+            let per = |a: u64, b: u64| (b as f64 - a as f64) / (hi.n - lo.n) as f64;
+            let peak = per(lo_hwm, hi_hwm);
+            let resident = lo.rss_kb.zip(hi.rss_kb).map(|(a, b)| r1(per(a, b)));
+            cost.insert(
+                "rssPerAddedServerKb".into(),
+                json!({
+                    "between": format!("n{} and n{}", lo.n, hi.n),
+                    "peak": r1(peak),
+                    "resident": resident,
+                }),
+            );
+            more_targets.insert(
+                "controllerRssPerServerKb".into(),
+                target(
+                    json!(r1(peak)),
+                    "<= 50",
+                    (hi.n >= 500).then_some(peak <= 50.0),
+                ),
             );
         }
         if let Some(idle) = costs.iter().find(|c| c.n == ctx.plan.idle_n) {
@@ -332,7 +358,6 @@ pub fn bench(opts: Opts) -> Result<()> {
         };
     }
 
-    let mut more_targets = serde_json::Map::new();
     if on("readiness") {
         out["readiness"] = match run_scenario("readiness", || readiness::readiness(&ctx)) {
             Ok(r) => {
