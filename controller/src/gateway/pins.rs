@@ -236,7 +236,8 @@ impl Offered {
             quarantined.iter().any(|q| q.kind == kind && q.name == name)
         };
         self.tools.retain(|name, _| held(Definition::Tool, name));
-        self.prompts.retain(|name, _| held(Definition::Prompt, name));
+        self.prompts
+            .retain(|name, _| held(Definition::Prompt, name));
         self
     }
 
