@@ -1,5 +1,4 @@
-//! The rmcp client handler of a session: what the server sends that is not
-//! an answer — list changes, log messages, resource updates, and requests
+//! The client of a session: what the server sends that is not an answer — list changes, log messages, resource updates, and requests
 //! (`roots/list`, sampling, elicitation) — goes to the watcher task or, for
 //! a forwarded call, through the [`Relay`] to the client whose call is in
 //! flight. List changes are marked on the session's [`Announced`] (a stdio
@@ -12,11 +11,8 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, ErrorData, Implementation, ListRootsResult, LoggingMessageNotification,
-    LoggingMessageNotificationParam, ProtocolVersion, ResourceUpdatedNotification,
-    ResourceUpdatedNotificationParam, Root, ServerNotification, ServerRequest,
+    ProtocolVersion, ResourceUpdatedNotification, Root, ServerNotification, ServerRequest,
 };
-use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{ClientHandler, RoleClient};
 use tokio::sync::Notify;
 
 use super::relay::Relay;
@@ -59,7 +55,7 @@ impl Announced {
     }
 }
 
-/// rmcp client handler: list-change notifications are marked on the
+/// The session's client: list-change notifications are marked on the
 /// [`Announced`] the watcher task (or, while connecting, `open_session`)
 /// takes; what the server sends for a forwarded request goes through the
 /// [`Relay`].
@@ -105,58 +101,77 @@ impl Client {
     }
 }
 
-impl ClientHandler for Client {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changed(ListKind::Tools);
+impl Client {
+    /// A notification of the server (progress is the transport's, see
+    /// [`RelayedProgress`](super::relay::RelayedProgress)).
+    pub(super) fn notified(&self, notification: ServerNotification) {
+        match notification {
+            ServerNotification::ToolListChangedNotification(_) => self.changed(ListKind::Tools),
+            ServerNotification::PromptListChangedNotification(_) => {
+                self.changed(ListKind::Prompts);
+            }
+            ServerNotification::ResourceListChangedNotification(_) => {
+                self.changed(ListKind::Resources);
+            }
+            ServerNotification::LoggingMessageNotification(n) => {
+                self.relay
+                    .broadcast(ServerNotification::LoggingMessageNotification(
+                        LoggingMessageNotification::new(n.params),
+                    ))
+            }
+            ServerNotification::ResourceUpdatedNotification(n) => {
+                self.relay
+                    .broadcast(ServerNotification::ResourceUpdatedNotification(
+                        ResourceUpdatedNotification::new(n.params),
+                    ))
+            }
+            other => {
+                tracing::trace!(server = %self.name, notification = ?other, "mcp notification")
+            }
+        }
     }
 
-    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changed(ListKind::Prompts);
+    /// The answer to a request of the server.
+    pub(super) async fn answer(&self, request: ServerRequest) -> Result<ClientResult, ErrorData> {
+        match request {
+            ServerRequest::PingRequest(_) => Ok(ClientResult::empty(())),
+            ServerRequest::ListRootsRequest(_) => {
+                Ok(ClientResult::ListRootsResult(self.list_roots()))
+            }
+            ServerRequest::CreateMessageRequest(r) => self
+                .create_message(r.params)
+                .await
+                .map(|result| ClientResult::CreateMessageResult(Box::new(result))),
+            ServerRequest::ElicitRequest(r) => self
+                .create_elicitation(r.params)
+                .await
+                .map(ClientResult::ElicitResult),
+            ServerRequest::CustomRequest(r) => Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("method not found: {}", r.method),
+                None,
+            )),
+            _ => Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "method not found",
+                None,
+            )),
+        }
     }
 
-    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changed(ListKind::Resources);
-    }
-
-    async fn on_logging_message(
-        &self,
-        params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.relay
-            .broadcast(ServerNotification::LoggingMessageNotification(
-                LoggingMessageNotification::new(params),
-            ));
-    }
-
-    async fn on_resource_updated(
-        &self,
-        params: ResourceUpdatedNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.relay
-            .broadcast(ServerNotification::ResourceUpdatedNotification(
-                ResourceUpdatedNotification::new(params),
-            ));
-    }
-
-    async fn list_roots(
-        &self,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ListRootsResult, ErrorData> {
+    fn list_roots(&self) -> ListRootsResult {
         let root = self.relay.root();
         let uri = lsp_types::Url::from_directory_path(root)
             .map(String::from)
             .unwrap_or_else(|()| format!("file://{}", root.display()));
         let mut entry = Root::new(uri);
         entry.name = root.file_name().map(|n| n.to_string_lossy().into_owned());
-        Ok(ListRootsResult::new(vec![entry]))
+        ListRootsResult::new(vec![entry])
     }
 
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
         match self.forward(request, "sampling").await? {
@@ -171,7 +186,6 @@ impl ClientHandler for Client {
     async fn create_elicitation(
         &self,
         params: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
         match self.forward(request, "elicitation").await? {
@@ -183,7 +197,8 @@ impl ClientHandler for Client {
         }
     }
 
-    fn get_info(&self) -> ClientConfig {
+    /// What the session's `initialize` says of Steward.
+    pub(super) fn info() -> ClientConfig {
         #[allow(deprecated)]
         let capabilities = ClientCapabilities::builder()
             .enable_roots()

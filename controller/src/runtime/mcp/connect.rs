@@ -1,6 +1,6 @@
 //! Opening a session: spawn a stdio server through the [`Spawner`] or reach
-//! a remote one (built by [`remote`]), run rmcp's
-//! `initialize` handshake, and list what the server offers — all within the
+//! a remote one (built by [`remote`]), run the `initialize` handshake
+//! ([`Upstream`]), and list what the server offers — all within the
 //! handshake timeout, interrupted by the process exiting or a non-JSON line
 //! on its stdout. A failure stops whatever was started and says why, with
 //! the server's last stderr lines.
@@ -11,23 +11,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::FutureExt as _;
+use rmcp::RoleClient;
 use rmcp::model::ServerPeerInfo;
-use rmcp::service::RunningService;
 use rmcp::transport::IntoTransport;
-use rmcp::{ClientCacheConfig, Peer, RoleClient, ServiceExt as _};
 use steward_schema::resource::{McpServerSpec, Reason};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
-use tracing::instrument::WithSubscriber as _;
 
 use super::client::{Announced, Client};
-use super::describe::{Dig, describe_init, dig_nothing, redact_url, redact_urls};
+use super::describe::{Dig, describe, dig_nothing, redact_url, redact_urls};
 use super::lists::{Capabilities, ListError, Lists, list_all};
 use super::relay::{Relay, RelayedProgress};
 use super::remote;
+use super::session::Upstream;
 use super::stdio::StdioTransport;
 use super::stdout::StdoutWatch;
 use super::{McpExit, McpTimeouts};
@@ -52,12 +50,13 @@ pub(super) struct Opened {
     pub(super) relay: Arc<Relay>,
 }
 
-/// An initialized rmcp session with its first lists.
+/// An initialized session with its first lists.
 pub(super) struct Session {
-    pub(super) running: RunningService<RoleClient, Client>,
-    /// Ends the session (rmcp then closes the transport).
+    /// The session's task; it ends with the session.
+    pub(super) task: tokio::task::JoinHandle<()>,
+    /// Ends the session (the task then closes the transport).
     pub(super) cancel: CancellationToken,
-    pub(super) peer: Peer<RoleClient>,
+    pub(super) peer: Upstream,
     pub(super) capabilities: Capabilities,
     pub(super) lists: Lists,
 }
@@ -144,45 +143,25 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let cancel = CancellationToken::new();
+    let client = Arc::new(client);
     let announced = client.announced.clone();
     let transport = RelayedProgress::new(transport.into_transport(), client.relay.clone());
-    let serve = client.serve_with_ct(transport, cancel.clone());
+    let (peer, task) = Upstream::start(transport, client, cancel.clone());
+    // Until the session is handed over, a failure (or a drop) ends its task.
+    let end = cancel.clone().drop_guard();
     let handshake = tracing::trace_span!(target: TARGET, "handshake");
-    // Traced, rmcp's session task would take the current span (this one,
-    // and the start's above it) as its own and keep them open for the
-    // connection's life: it sees none.
-    let serve = if handshake.is_disabled() {
-        serve.boxed()
-    } else {
-        serve
-            .with_subscriber(tracing::subscriber::NoSubscriber::default())
-            .instrument(handshake)
-            .boxed()
-    };
-    let running = match guarded(serve, deadline, guards).await {
-        Ok(Ok(running)) => running,
-        Ok(Err(error)) => return Err(Failure::Protocol("initialize", describe_init(&error, dig))),
+    let initialize = peer.initialize(Client::info()).instrument(handshake);
+    let info = match guarded(initialize, deadline, guards).await {
+        Ok(Ok(info)) => info,
+        Ok(Err(error)) => return Err(Failure::Protocol("initialize", describe(&error, dig))),
         Err(interrupt) => return Err(interrupt.during("initialize")),
     };
-    // From here a failure drops `running`, whose drop guard ends the session.
-    let peer = running.peer().clone();
-    // Lists must reflect the server now, not a cached page (servers may send
-    // `ttlMs`).
-    peer.set_response_cache_config(ClientCacheConfig::disabled())
-        .await;
-    let info = peer.peer_info();
     let capabilities = Capabilities {
-        tools: info
-            .as_ref()
-            .is_none_or(|info| info.capabilities.tools.is_some()),
-        prompts: info
-            .as_ref()
-            .is_some_and(|info| info.capabilities.prompts.is_some()),
-        resources: info
-            .as_ref()
-            .is_some_and(|info| info.capabilities.resources.is_some()),
+        tools: info.capabilities.tools.is_some(),
+        prompts: info.capabilities.prompts.is_some(),
+        resources: info.capabilities.resources.is_some(),
     };
-    log_peer(name, info.as_deref());
+    log_peer(name, Some(&info));
 
     let mut lists = list_step(name, &peer, capabilities, deadline, guards, dig).await?;
     // Announced during the handshake or the listing: list once more. Later
@@ -190,8 +169,9 @@ where
     if !announced.take().is_empty() {
         lists = list_step(name, &peer, capabilities, deadline, guards, dig).await?;
     }
+    end.disarm();
     Ok(Session {
-        running,
+        task,
         cancel,
         peer,
         capabilities,
@@ -201,7 +181,7 @@ where
 
 async fn list_step(
     name: &str,
-    peer: &Peer<RoleClient>,
+    peer: &Upstream,
     capabilities: Capabilities,
     deadline: Instant,
     guards: &mut Guards,

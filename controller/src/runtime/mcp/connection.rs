@@ -10,13 +10,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::{Peer, RoleClient};
 use steward_schema::resource::{McpServerSpec, McpTransport};
 use tokio::time::Instant;
 
 use super::connect::{Opened, Session, connect_http, connect_stdio};
 use super::lists::McpLists;
 use super::relay::{Broadcast, McpHandle, Relay};
+use super::session::Upstream;
 use super::watch::{WatchArgs, Watcher};
 use super::{McpEventHandler, McpTimeouts};
 use crate::runtime::process::{ManagedProcess, Spawner};
@@ -26,7 +26,7 @@ use crate::support::sync::lock;
 /// One established MCP session (and, for stdio, the process behind it).
 pub struct McpConnection {
     name: String,
-    peer: Peer<RoleClient>,
+    peer: Upstream,
     relay: Arc<Relay>,
     /// Written by the watcher task only, after each re-list.
     lists: Arc<Mutex<Arc<McpLists>>>,
@@ -112,7 +112,7 @@ impl McpConnection {
             relay,
         } = opened;
         let Session {
-            running,
+            task,
             cancel,
             peer,
             capabilities,
@@ -121,7 +121,7 @@ impl McpConnection {
         let lists = Arc::new(Mutex::new(Arc::new(lists)));
         let watcher = Watcher::spawn(WatchArgs {
             name: name.to_owned(),
-            running,
+            task,
             cancel,
             peer: peer.clone(),
             lost,

@@ -3,8 +3,6 @@
 //! without rmcp's transport type names, and every URL without its user
 //! info, query or fragment, which may carry credentials.
 
-use rmcp::service::ClientInitializeError;
-
 /// Finds the cause an error hides from `source()` (rmcp's HTTP transport
 /// wraps reqwest's error without exposing it: see `remote::dig`).
 pub(super) type Dig = for<'a> fn(&'a DynError) -> Option<&'a DynError>;
@@ -31,16 +29,6 @@ pub(super) fn describe(error: &DynError, dig: Dig) -> String {
         node = dig(current).or_else(|| current.source());
     }
     redact_urls(&text)
-}
-
-/// A handshake error; the transport variant keeps its cause out of `source()`.
-pub(super) fn describe_init(error: &ClientInitializeError, dig: Dig) -> String {
-    match error {
-        ClientInitializeError::TransportError { error, context } => {
-            format!("{context}: {}", describe(error.error.as_ref(), dig))
-        }
-        other => describe(other, dig),
-    }
 }
 
 /// Removes rmcp's `Transport [<type name>] error: ` prefixes.

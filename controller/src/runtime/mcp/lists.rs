@@ -4,8 +4,8 @@
 //! ([`McpLists::updated`]). Which of its tools an agent is offered is the
 //! spec's to say (`McpServerSpec::exposed_tools`).
 
+use super::session::{Upstream, UpstreamError};
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
-use rmcp::{Peer, RoleClient};
 
 use super::describe::{Dig, describe};
 use super::relist::Kinds;
@@ -85,7 +85,7 @@ pub(super) struct ListError {
 /// error.
 pub(super) async fn list_all(
     name: &str,
-    peer: &Peer<RoleClient>,
+    peer: &Upstream,
     capabilities: Capabilities,
     dig: Dig,
 ) -> Result<Lists, ListError> {
@@ -96,7 +96,7 @@ pub(super) async fn list_all(
             message: describe(&error, dig),
         })?;
     }
-    let optional = |kind: &str, error: &rmcp::service::ServiceError| {
+    let optional = |kind: &str, error: &UpstreamError| {
         tracing::debug!(server = %name, error = %describe(error, dig), "{kind} failed; treating as none");
     };
     if capabilities.prompts {

@@ -8,8 +8,8 @@ use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::session::{Upstream, UpstreamError};
 use rmcp::model::{ClientRequest, PingRequest};
-use rmcp::{Peer, RoleClient};
 use tokio::time::Instant;
 
 use super::describe::{Dig, describe};
@@ -46,16 +46,10 @@ pub(super) fn next_ping_slot(now: Instant, interval: Duration) -> Instant {
 
 /// `Ok` for any answer, an error one included (a server without `ping`);
 /// `Err` only when nothing came back within `timeout`.
-pub(super) async fn ping_once(
-    peer: Peer<RoleClient>,
-    timeout: Duration,
-    dig: Dig,
-) -> Result<(), String> {
-    // The whole request is bounded here: rmcp's own request timeout also
-    // sends a cancel notification, which can hang on a hung HTTP server.
-    let request = peer.send_request(ClientRequest::PingRequest(PingRequest::default()));
+pub(super) async fn ping_once(peer: Upstream, timeout: Duration, dig: Dig) -> Result<(), String> {
+    let request = peer.request(ClientRequest::PingRequest(PingRequest::default()));
     match tokio::time::timeout(timeout, request).await {
-        Ok(Ok(_)) | Ok(Err(rmcp::service::ServiceError::McpError(_))) => Ok(()),
+        Ok(Ok(_)) | Ok(Err(UpstreamError::Server(_))) => Ok(()),
         Ok(Err(error)) => Err(format!("ping failed: {}", describe(&error, dig))),
         Err(_) => Err(format!(
             "no answer to ping within {}",

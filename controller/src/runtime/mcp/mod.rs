@@ -62,6 +62,7 @@ mod liveness;
 pub mod relay;
 mod relist;
 pub mod remote;
+mod session;
 mod stdio;
 mod stdout;
 #[cfg(test)]

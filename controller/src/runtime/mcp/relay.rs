@@ -30,15 +30,17 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use rmcp::RoleClient;
 use rmcp::model::{
     ClientRequest, ClientResult, ErrorData, JsonRpcMessage, ProgressNotificationParam,
     ProgressToken, ServerNotification, ServerRequest, ServerResult,
 };
-use rmcp::service::{PeerRequestOptions, RxJsonRpcMessage, ServiceError, TxJsonRpcMessage};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::{Peer, RoleClient};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
+
+use super::session::{Upstream, UpstreamError};
 
 /// The one on whose behalf a request is in flight (one client request).
 pub trait Caller: Send + Sync {
@@ -308,7 +310,7 @@ impl Relay {
 /// A cloneable handle to forward requests over one live connection.
 #[derive(Clone)]
 pub struct McpHandle {
-    pub(crate) peer: Peer<RoleClient>,
+    pub(crate) peer: Upstream,
     pub(crate) relay: Arc<Relay>,
 }
 
@@ -362,13 +364,9 @@ impl McpHandle {
             relay: &self.relay,
             id,
         };
-        let handle = self
-            .peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|e| service_error(e, timeout))?;
+        let handle = self.peer.send(request).map_err(upstream_error)?;
         self.relay.sent(id, handle.progress_token.clone());
-        let peer = handle.peer.clone();
+        let peer = self.peer.clone();
         let request_id = handle.id.clone();
         let cancel_upstream = |reason: &str| {
             let notification = rmcp::model::CancelledNotification::new(
@@ -377,16 +375,10 @@ impl McpHandle {
                     Some(reason.to_owned()),
                 ),
             );
-            let peer = peer.clone();
-            // Never let a hung server hold the caller: the cancel is sent in
-            // the background.
-            tokio::spawn(async move {
-                let _ = peer
-                    .send_notification(rmcp::model::ClientNotification::CancelledNotification(
-                        notification,
-                    ))
-                    .await;
-            });
+            // Queued: a hung server never holds the caller.
+            let _ = peer.notify(rmcp::model::ClientNotification::CancelledNotification(
+                notification,
+            ));
         };
         let deadline = started + timeout;
         // The idle timer is re-armed from the last progress each time it
@@ -405,7 +397,7 @@ impl McpHandle {
                         self.relay.progress_relayed(id).await;
                         Ok(result)
                     }
-                    Ok(Err(e)) => Err(service_error(e, timeout)),
+                    Ok(Err(e)) => Err(upstream_error(e)),
                     Err(_) => Err(CallError::Closed),
                 },
                 () = tokio::time::sleep_until(wake) => {
@@ -513,12 +505,10 @@ impl Drop for EndGuard<'_> {
     }
 }
 
-fn service_error(error: ServiceError, timeout: Duration) -> CallError {
+fn upstream_error(error: UpstreamError) -> CallError {
     match error {
-        ServiceError::McpError(e) => CallError::Server(e),
-        ServiceError::TransportClosed => CallError::Closed,
-        ServiceError::Timeout { .. } => CallError::Timeout(timeout),
-        ServiceError::Cancelled { .. } => CallError::Cancelled,
+        UpstreamError::Server(e) => CallError::Server(e),
+        UpstreamError::Closed => CallError::Closed,
         other => CallError::Other(other.to_string()),
     }
 }

@@ -12,19 +12,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt as _;
-use rmcp::service::RunningService;
-use rmcp::{Peer, RoleClient};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{Announced, Client};
+use super::client::Announced;
 use super::describe::Dig;
 use super::lists::{Capabilities, ListError, McpLists, list_all};
 use super::liveness::{PingFuture, next_ping_slot, ping_once};
 use super::relay::Relay;
 use super::relist::{Kinds, Relist, SPACING};
+use super::session::Upstream;
 use super::{McpEvent, McpEventHandler, McpExit, McpTimeouts};
 use crate::runtime::process::ExitInfo;
 use crate::runtime::start::{EXIT_SETTLE, wait_exit};
@@ -33,9 +32,10 @@ use crate::support::sync::lock;
 /// What the watcher task of a connection works with.
 pub(super) struct WatchArgs {
     pub(super) name: String,
-    pub(super) running: RunningService<RoleClient, Client>,
+    /// The session's task.
+    pub(super) task: JoinHandle<()>,
     pub(super) cancel: CancellationToken,
-    pub(super) peer: Peer<RoleClient>,
+    pub(super) peer: Upstream,
     /// A remote session's loss.
     pub(super) lost: Option<mpsc::UnboundedReceiver<McpExit>>,
     pub(super) announced: Arc<Announced>,
@@ -83,7 +83,7 @@ impl Watcher {
         }
     }
 
-    /// Ends the task now: dropping the session cancels rmcp's loop.
+    /// Ends the task now (and with it the session).
     pub(super) fn abort(&self) {
         self.task.abort();
     }
@@ -97,7 +97,7 @@ type Relisting = Pin<Box<dyn Future<Output = (Kinds, Result<McpLists, String>)> 
 async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
     let WatchArgs {
         name,
-        running,
+        task,
         cancel,
         peer,
         mut lost,
@@ -118,7 +118,9 @@ async fn watch_session(args: WatchArgs, mut close: oneshot::Receiver<Instant>) {
             on_event(event);
         }
     };
-    let session = running.waiting();
+    // However this task ends (an abort included), the session ends with it.
+    let _end = cancel.clone().drop_guard();
+    let session = task;
     tokio::pin!(session);
     let pinging = !timeouts.ping_interval.is_zero();
     let mut next_ping = next_ping_slot(Instant::now(), timeouts.ping_interval);

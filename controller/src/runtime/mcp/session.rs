@@ -1,0 +1,382 @@
+//! The client side of a session with an MCP server: requests and their
+//! answers, the server's notifications and requests, over any rmcp
+//! [`Transport`] (our stdio one, rmcp's HTTP ones).
+//!
+//! Ours rather than rmcp's client service because of what a session costs
+//! at rest: rmcp's allocates two Tokio channels whose first block holds 32
+//! of its ~370-byte messages each (23 KB) plus its task, per server, before
+//! any message. Here one task per session owns the transport; what is sent
+//! waits boxed in an unbounded queue (8 bytes a slot), an answer goes to its
+//! request's oneshot, and the server's requests and notifications go to the
+//! session's [`Client`]. rmcp's message types are used as they are.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    ClientNotification, ClientRequest, ErrorData, InitializeRequest, InitializeRequestParams,
+    InitializedNotification, JsonRpcMessage, ListPromptsRequest, ListResourceTemplatesRequest,
+    ListResourcesRequest, ListToolsRequest, NumberOrString, PaginatedRequestParams, ProgressToken,
+    Prompt, RequestId, Resource, ResourceTemplate, ServerPeerInfo, ServerResult, Tool,
+};
+use rmcp::service::TxJsonRpcMessage;
+use rmcp::transport::Transport;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::client::Client;
+use crate::support::sync::lock;
+
+/// What a request can end with besides its answer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum UpstreamError {
+    /// The server answered with an error.
+    #[error("Mcp error: {0}")]
+    Server(ErrorData),
+    /// The session ended before the answer.
+    #[error("the connection closed")]
+    Closed,
+    /// Sending the request failed.
+    #[error("send {what}")]
+    Send {
+        what: &'static str,
+        #[source]
+        error: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// The answer is not a result of the request's kind.
+    #[error("the server answered {0} with another result")]
+    Unexpected(&'static str),
+}
+
+type Answer = Result<ServerResult, UpstreamError>;
+type Outgoing = Box<TxJsonRpcMessage<RoleClient>>;
+
+/// The requests waiting for an answer, by id.
+#[derive(Default)]
+struct Pending {
+    waiting: Mutex<HashMap<RequestId, oneshot::Sender<Answer>>>,
+}
+
+impl Pending {
+    fn answer(&self, id: &RequestId, answer: Answer) {
+        if let Some(tx) = lock(&self.waiting).remove(id) {
+            let _ = tx.send(answer);
+        }
+    }
+}
+
+/// A session's handle (cheap to clone): send requests and notifications,
+/// read what the server said of itself. The session ends when its task is
+/// cancelled, the transport closes, or every handle is gone.
+#[derive(Clone)]
+pub(crate) struct Upstream {
+    outbox: mpsc::UnboundedSender<Outgoing>,
+    pending: Arc<Pending>,
+    next: Arc<AtomicI64>,
+    info: Arc<OnceLock<Arc<ServerPeerInfo>>>,
+}
+
+/// A request sent; its answer comes on `rx`.
+pub(crate) struct Sent {
+    pub(crate) id: RequestId,
+    pub(crate) progress_token: ProgressToken,
+    pub(crate) rx: oneshot::Receiver<Answer>,
+    /// Forgets the request when the answer is no longer awaited.
+    _forget: Forget,
+}
+
+struct Forget {
+    pending: Arc<Pending>,
+    id: RequestId,
+}
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        lock(&self.pending.waiting).remove(&self.id);
+    }
+}
+
+impl Upstream {
+    /// Starts the session's task over `transport`; `cancel` ends it.
+    pub(super) fn start<T>(
+        transport: T,
+        client: Arc<Client>,
+        cancel: CancellationToken,
+    ) -> (Upstream, JoinHandle<()>)
+    where
+        T: Transport<RoleClient> + 'static,
+    {
+        let (outbox, queue) = mpsc::unbounded_channel();
+        let pending = Arc::new(Pending::default());
+        let task = tokio::spawn(drive(
+            transport,
+            queue,
+            outbox.downgrade(),
+            pending.clone(),
+            client,
+            cancel,
+        ));
+        let upstream = Upstream {
+            outbox,
+            pending,
+            next: Arc::new(AtomicI64::new(0)),
+            info: Arc::default(),
+        };
+        (upstream, task)
+    }
+
+    /// What the server said of itself in its `initialize` answer.
+    pub(crate) fn peer_info(&self) -> Option<Arc<ServerPeerInfo>> {
+        self.info.get().cloned()
+    }
+
+    /// `initialize`, then `notifications/initialized`.
+    pub(crate) async fn initialize(
+        &self,
+        params: InitializeRequestParams,
+    ) -> Result<Arc<ServerPeerInfo>, UpstreamError> {
+        let request = ClientRequest::InitializeRequest(InitializeRequest::new(params));
+        let answer = self.request_as(request, "initialize request").await?;
+        let ServerResult::InitializeResult(result) = answer else {
+            return Err(UpstreamError::Unexpected("initialize"));
+        };
+        let info = Arc::new(ServerPeerInfo::from(result));
+        let _ = self.info.set(info.clone());
+        self.notify(ClientNotification::InitializedNotification(
+            InitializedNotification::default(),
+        ))?;
+        Ok(info)
+    }
+
+    /// Sends `request` with a progress token of its own.
+    pub(crate) fn send(&self, mut request: ClientRequest) -> Result<Sent, UpstreamError> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let id = NumberOrString::Number(n);
+        let progress_token = ProgressToken(NumberOrString::Number(n));
+        set_progress_token(&mut request, progress_token.clone());
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending.waiting).insert(id.clone(), tx);
+        let forget = Forget {
+            pending: self.pending.clone(),
+            id: id.clone(),
+        };
+        self.outbox
+            .send(Box::new(TxJsonRpcMessage::<RoleClient>::request(
+                request,
+                id.clone(),
+            )))
+            .map_err(|_| UpstreamError::Closed)?;
+        Ok(Sent {
+            id,
+            progress_token,
+            rx,
+            _forget: forget,
+        })
+    }
+
+    /// Sends `request` and waits for its answer.
+    pub(crate) async fn request(&self, request: ClientRequest) -> Answer {
+        self.request_as(request, "the request").await
+    }
+
+    async fn request_as(&self, request: ClientRequest, what: &'static str) -> Answer {
+        let sent = self.send(request)?;
+        match sent.rx.await {
+            Ok(Err(UpstreamError::Send { error, .. })) => Err(UpstreamError::Send { what, error }),
+            Ok(answer) => answer,
+            Err(_) => Err(UpstreamError::Closed),
+        }
+    }
+
+    /// Sends a notification.
+    pub(crate) fn notify(&self, notification: ClientNotification) -> Result<(), UpstreamError> {
+        self.outbox
+            .send(Box::new(TxJsonRpcMessage::<RoleClient>::notification(
+                notification,
+            )))
+            .map_err(|_| UpstreamError::Closed)
+    }
+
+    pub(crate) async fn list_all_tools(&self) -> Result<Vec<Tool>, UpstreamError> {
+        self.pages(
+            "tools/list",
+            |params| {
+                ClientRequest::ListToolsRequest(ListToolsRequest {
+                    params,
+                    ..Default::default()
+                })
+            },
+            |result| match result {
+                ServerResult::ListToolsResult(r) => Some((r.tools, r.next_cursor)),
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    pub(crate) async fn list_all_prompts(&self) -> Result<Vec<Prompt>, UpstreamError> {
+        self.pages(
+            "prompts/list",
+            |params| {
+                ClientRequest::ListPromptsRequest(ListPromptsRequest {
+                    params,
+                    ..Default::default()
+                })
+            },
+            |result| match result {
+                ServerResult::ListPromptsResult(r) => Some((r.prompts, r.next_cursor)),
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    pub(crate) async fn list_all_resources(&self) -> Result<Vec<Resource>, UpstreamError> {
+        self.pages(
+            "resources/list",
+            |params| {
+                ClientRequest::ListResourcesRequest(ListResourcesRequest {
+                    params,
+                    ..Default::default()
+                })
+            },
+            |result| match result {
+                ServerResult::ListResourcesResult(r) => Some((r.resources, r.next_cursor)),
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    pub(crate) async fn list_all_resource_templates(
+        &self,
+    ) -> Result<Vec<ResourceTemplate>, UpstreamError> {
+        self.pages(
+            "resources/templates/list",
+            |params| {
+                ClientRequest::ListResourceTemplatesRequest(ListResourceTemplatesRequest {
+                    params,
+                    ..Default::default()
+                })
+            },
+            |result| match result {
+                ServerResult::ListResourceTemplatesResult(r) => {
+                    Some((r.resource_templates, r.next_cursor))
+                }
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    /// Every page of a list: requests follow `nextCursor` until there is
+    /// none (or it repeats, which would never end).
+    async fn pages<I>(
+        &self,
+        what: &'static str,
+        request: impl Fn(Option<PaginatedRequestParams>) -> ClientRequest,
+        items: impl Fn(ServerResult) -> Option<(Vec<I>, Option<String>)>,
+    ) -> Result<Vec<I>, UpstreamError> {
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let params = cursor
+                .clone()
+                .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+            let answer = self.request(request(params)).await?;
+            let (page, next) = items(answer).ok_or(UpstreamError::Unexpected(what))?;
+            all.extend(page);
+            match next {
+                Some(next) if seen.insert(next.clone()) => cursor = Some(next),
+                _ => return Ok(all),
+            }
+        }
+    }
+}
+
+/// Gives `request` its progress token (as rmcp's client does for every
+/// request but `initialize`).
+fn set_progress_token(request: &mut ClientRequest, token: ProgressToken) {
+    use rmcp::model::GetMeta as _;
+    if !matches!(request, ClientRequest::InitializeRequest(_)) {
+        request.get_meta_mut().set_progress_token(token);
+    }
+}
+
+/// A write in progress.
+type Writing =
+    Pin<Box<dyn Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> + Send>>;
+
+/// The session's task: writes what is queued (one write at a time, in
+/// order) while reading what the server sends; ends with the transport,
+/// the cancel, or the last handle.
+async fn drive<T: Transport<RoleClient>>(
+    mut transport: T,
+    mut queue: mpsc::UnboundedReceiver<Outgoing>,
+    outbox: mpsc::WeakUnboundedSender<Outgoing>,
+    pending: Arc<Pending>,
+    client: Arc<Client>,
+    cancel: CancellationToken,
+) {
+    let mut writing: Option<(Writing, Option<RequestId>)> = None;
+    loop {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => break,
+            written = async { writing.as_mut().expect("guarded by is_some").0.as_mut().await }, if writing.is_some() => {
+                let id = writing.take().and_then(|(_, id)| id);
+                if let Err(error) = written {
+                    tracing::debug!(%error, "writing to the mcp server failed");
+                    if let Some(id) = id {
+                        pending.answer(&id, Err(UpstreamError::Send { what: "the request", error }));
+                    }
+                    break;
+                }
+            }
+            next = queue.recv(), if writing.is_none() => {
+                let Some(message) = next else { break };
+                let id = match message.as_ref() {
+                    JsonRpcMessage::Request(r) => Some(r.id.clone()),
+                    _ => None,
+                };
+                let write = transport.send(*message);
+                writing = Some((
+                    Box::pin(async move { write.await.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>) }),
+                    id,
+                ));
+            }
+            message = transport.receive() => {
+                let Some(message) = message else { break };
+                match message {
+                    JsonRpcMessage::Response(r) => pending.answer(&r.id, Ok(r.result)),
+                    JsonRpcMessage::Error(e) => match &e.id {
+                        Some(id) => pending.answer(id, Err(UpstreamError::Server(e.error))),
+                        None => tracing::debug!(error = %e.error, "mcp server sent an error without an id"),
+                    },
+                    JsonRpcMessage::Notification(n) => client.notified(n.notification),
+                    JsonRpcMessage::Request(r) => {
+                        let (client, outbox) = (client.clone(), outbox.clone());
+                        tokio::spawn(async move {
+                            let message = match client.answer(r.request).await {
+                                Ok(result) => TxJsonRpcMessage::<RoleClient>::response(result, r.id),
+                                Err(error) => TxJsonRpcMessage::<RoleClient>::error(error, Some(r.id)),
+                            };
+                            if let Some(outbox) = outbox.upgrade() {
+                                let _ = outbox.send(Box::new(message));
+                            }
+                        });
+                    }
+                }
+            }
+        }
+    }
+    // Whatever still waits gets `Closed` (its sender dropped).
+    lock(&pending.waiting).clear();
+    let _ = transport.close().await;
+}
