@@ -161,7 +161,8 @@ pub struct Instance {
     /// It replaces an earlier instance of a different spec (a restart).
     pub replaces: bool,
     phase: watch::Receiver<InstancePhase>,
-    stop: mpsc::UnboundedSender<StopMode>,
+    /// The stop asked for (a watch, not a queue: only the last counts).
+    stop: watch::Sender<Option<StopMode>>,
     stop_asked: bool,
     task: JoinHandle<()>,
 }
@@ -181,7 +182,7 @@ impl Instance {
             InstanceSpec::Lsp(s) => s.config_hash.clone(),
         };
         let (phase_tx, phase) = watch::channel(InstancePhase::Starting { pid: None });
-        let (stop, stop_rx) = mpsc::unbounded_channel();
+        let (stop, stop_rx) = watch::channel(None);
         // A child of the reconcile that launched it.
         let start = tracing::trace_span!(
             target: TARGET,
@@ -224,7 +225,7 @@ impl Instance {
             return;
         }
         self.stop_asked = true;
-        let _ = self.stop.send(mode);
+        self.stop.send_replace(Some(mode));
     }
 
     /// Wait for the task to finish (shutdown).
@@ -267,10 +268,11 @@ impl Conn {
     }
 }
 
-/// Something the connection reported.
-enum Happened {
-    ListsChanged,
-    Died(String),
+/// What the connection reported: each report marks the watch changed;
+/// one that sets `died` ends the instance, any other is a re-list.
+#[derive(Default)]
+struct Happened {
+    died: Option<String>,
 }
 
 async fn run(
@@ -278,7 +280,7 @@ async fn run(
     key: Key,
     spec: InstanceSpec,
     phase: watch::Sender<InstancePhase>,
-    mut stop: mpsc::UnboundedReceiver<StopMode>,
+    mut stop: watch::Receiver<Option<StopMode>>,
     start: tracing::Span,
 ) {
     let notify = || {
@@ -288,7 +290,7 @@ async fn run(
         phase.send_replace(next);
         notify();
     };
-    let (happened_tx, mut happened) = mpsc::unbounded_channel::<Happened>();
+    let (happened_tx, mut happened) = watch::channel::<Happened>(Happened::default());
 
     // Starting: spawn, handshake, discovery. The pid is published as soon as
     // the process exists; a stop now drops the attempt (killing the group).
@@ -306,7 +308,7 @@ async fn run(
                 let pid = *pid_rx.borrow_and_update();
                 set(InstancePhase::Starting { pid });
             }
-            _ = stop.recv() => {
+            _ = stop.changed() => {
                 start.record("result", "cancelled");
                 tracing::info!(server = %key, "start cancelled");
                 // Dropping the attempt kills the process group at once;
@@ -351,8 +353,11 @@ async fn run(
     // Ready: until asked to stop or the server dies.
     loop {
         tokio::select! {
-            mode = stop.recv() => {
-                let mode = mode.unwrap_or(StopMode::Now);
+            asked = stop.changed() => {
+                let mode = match asked {
+                    Ok(()) => stop.borrow_and_update().unwrap_or(StopMode::Now),
+                    Err(_) => StopMode::Now,
+                };
                 // Boxed, as below: the steps of a stop live only while it
                 // runs, not in every running instance's task.
                 if let (StopMode::Drain(timeout), Conn::Mcp(c)) = (mode, &conn) {
@@ -362,16 +367,19 @@ async fn run(
                 set(InstancePhase::Stopped);
                 return;
             }
-            Some(what) = happened.recv() => match what {
-                // The connection has re-listed the server already.
-                Happened::ListsChanged => set(ready(&conn)),
-                Happened::Died(message) => {
-                    let tail = conn.stderr_tail();
-                    Box::pin(shut(&context, &key, conn)).await;
-                    set(InstancePhase::Exited { message, tail, started_at });
-                    return;
+            Ok(()) = happened.changed() => {
+                let died = happened.borrow_and_update().died.clone();
+                match died {
+                    // The connection has re-listed the server already.
+                    None => set(ready(&conn)),
+                    Some(message) => {
+                        let tail = conn.stderr_tail();
+                        Box::pin(shut(&context, &key, conn)).await;
+                        set(InstancePhase::Exited { message, tail, started_at });
+                        return;
+                    }
                 }
-            },
+            }
         }
     }
 }
@@ -382,7 +390,7 @@ async fn drain(
     conn: &McpConnection,
     timeout: Duration,
     key: &Key,
-    stop: &mut mpsc::UnboundedReceiver<StopMode>,
+    stop: &mut watch::Receiver<Option<StopMode>>,
 ) {
     let in_flight = conn.handle().relay().in_flight();
     if in_flight == 0 {
@@ -393,7 +401,7 @@ async fn drain(
         drained = conn.drain(Instant::now() + timeout) => if !drained {
             tracing::warn!(server = %key, "calls still in flight after the entry's timeout; stopping anyway");
         },
-        Some(StopMode::Now) = stop.recv() => {}
+        Ok(_) = stop.wait_for(|m| *m == Some(StopMode::Now)) => {}
     }
 }
 
@@ -414,7 +422,7 @@ async fn connect(
     context: &InstanceContext,
     key: &Key,
     spec: &InstanceSpec,
-    happened: mpsc::UnboundedSender<Happened>,
+    happened: watch::Sender<Happened>,
 ) -> Result<Conn, StartError> {
     // The server's stderr also goes to its log, which outlives the process.
     let spawner = context
@@ -423,14 +431,19 @@ async fn connect(
     match spec {
         InstanceSpec::Mcp(spec) => {
             let on_event = Arc::new(move |e: McpEvent| {
-                let what = match e {
-                    McpEvent::ListsChanged => Happened::ListsChanged,
-                    McpEvent::Exited(info) => Happened::Died(format!("the server exited ({info})")),
+                let died = match e {
+                    McpEvent::ListsChanged => None,
+                    McpEvent::Exited(info) => Some(format!("the server exited ({info})")),
                     McpEvent::Unresponsive(msg) => {
-                        Happened::Died(format!("the server stopped answering: {msg}"))
+                        Some(format!("the server stopped answering: {msg}"))
                     }
                 };
-                let _ = happened.send(what);
+                // The first death is the one told; a re-list after it is moot.
+                happened.send_modify(|h| {
+                    if h.died.is_none() {
+                        h.died = died;
+                    }
+                });
             });
             let conn = McpConnection::connect(
                 &spawner,
@@ -449,7 +462,9 @@ async fn connect(
         InstanceSpec::Lsp(spec) => {
             let on_event = Arc::new(move |e: LspEvent| {
                 if let LspEvent::Exited(how) = e {
-                    let _ = happened.send(Happened::Died(format!("the server {how}")));
+                    happened.send_modify(|h| {
+                        h.died.get_or_insert_with(|| format!("the server {how}"));
+                    });
                 }
             });
             let conn = LspConnection::connect(&spawner, &key.name, spec, on_event).await?;

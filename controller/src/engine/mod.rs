@@ -393,6 +393,10 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let cancel = CancellationToken::new();
     let spawner = Spawner::new().map_err(RunError::Spawner)?;
     let reaping = tokio::spawn(reap_orphans(spawner.clone()));
+    tokio::spawn(crate::support::memory::after_bursts(
+        status.subscribe(),
+        cancel.clone(),
+    ));
     let registry = Arc::new(Registry::default());
     let lsp = Arc::new(LspService::new(registry.clone()));
     let gateway = Gateway::new(

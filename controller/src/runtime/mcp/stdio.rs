@@ -106,12 +106,9 @@ impl<R: AsyncRead + Unpin, W> StdioTransport<R, W> {
                 return Some(line);
             }
             if self.head == self.buf.len() || self.discarding {
-                // Nothing pending: a grown buffer goes back.
-                if self.buf.capacity() > 2 * READ_ROOM {
-                    self.buf = Vec::new();
-                } else {
-                    self.buf.clear();
-                }
+                // Nothing pending: the buffer goes back, and the next read
+                // gets a small one.
+                self.buf = Vec::new();
                 self.head = 0;
             } else if self.buf.len() - self.head > MAX_LINE {
                 tracing::error!(server = %self.name, max_bytes = MAX_LINE, "mcp server wrote a line longer than the limit on stdout; dropped");
