@@ -142,10 +142,11 @@ impl Reply {
 /// after "failed to").
 pub type Answer = Result<Reply, String>;
 
-/// JSON serialized ahead of time, written as is (compared by its text).
+/// JSON serialized ahead of time, written as is (compared by its text);
+/// shared, not copied, by the answers that carry it.
 #[derive(Debug, Clone, Serialize)]
 #[serde(transparent)]
-pub struct RawJson(pub Box<RawValue>);
+pub struct RawJson(pub std::sync::Arc<RawValue>);
 
 impl PartialEq for RawJson {
     fn eq(&self, other: &Self) -> bool {
@@ -158,6 +159,13 @@ pub fn request_line(request: &Request) -> serde_json::Result<Vec<u8>> {
     let mut line = serde_json::to_vec(request)?;
     line.push(b'\n');
     Ok(line)
+}
+
+/// A status answer's line around its pre-serialized document, which is
+/// written as is (no copy of a document of hundreds of servers): the
+/// text before the document and the text after it.
+pub fn status_line_parts() -> (&'static [u8], &'static [u8]) {
+    (b"{\"ok\":true,\"status\":", b"}\n")
 }
 
 /// An answer as its line on the socket (newline included).
@@ -359,8 +367,12 @@ mod tests {
     #[test]
     fn a_status_kept_serialized_is_written_as_is_and_reads_back_as_a_status() {
         let raw = RawValue::from_string(serde_json::to_string(&status()).unwrap()).unwrap();
-        let text = line(Ok(Reply::StatusJson(RawJson(raw.clone()))));
+        let text = line(Ok(Reply::StatusJson(RawJson(raw.clone().into()))));
         assert_eq!(text, format!("{{\"ok\":true,\"status\":{}}}\n", raw.get()));
+        // The server writes it in parts around the shared document: the same.
+        let (before, after) = status_line_parts();
+        let parts = [before, raw.get().as_bytes(), after].concat();
+        assert_eq!(String::from_utf8(parts).unwrap(), text);
         assert_eq!(
             read_answer(&text).unwrap(),
             Ok(Reply::Status(Box::new(status())))

@@ -8,7 +8,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 
-use super::protocol::{Answer, Request, answer_line};
+use super::protocol::{Answer, Reply, Request, answer_line, status_line_parts};
 use crate::support::socket::peer_is_same_user;
 
 /// A request that needs the controller's event loop, with where to answer.
@@ -115,6 +115,13 @@ pub async fn write_answer<W: AsyncWriteExt + Unpin>(
     w: &mut W,
     answer: Answer,
 ) -> std::io::Result<()> {
+    if let Ok(Reply::StatusJson(raw)) = &answer {
+        let (before, after) = status_line_parts();
+        w.write_all(before).await?;
+        w.write_all(raw.0.get().as_bytes()).await?;
+        w.write_all(after).await?;
+        return w.flush().await;
+    }
     let line = answer_line(answer).map_err(std::io::Error::other)?;
     w.write_all(&line).await?;
     w.flush().await

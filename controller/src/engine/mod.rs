@@ -393,6 +393,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let cancel = CancellationToken::new();
     let spawner = Spawner::new().map_err(RunError::Spawner)?;
     let reaping = tokio::spawn(reap_orphans(spawner.clone()));
+    crate::support::memory::tune();
     tokio::spawn(crate::support::memory::after_bursts(
         status.subscribe(),
         cancel.clone(),

@@ -37,7 +37,7 @@ struct Cached {
     versions: (u64, (u64, u64), bool),
     /// Held so that its address is not reused while it is compared.
     snapshot: Arc<Snapshot>,
-    json: Box<RawValue>,
+    json: Arc<RawValue>,
 }
 
 impl StatusView {
@@ -66,7 +66,7 @@ impl StatusView {
     }
 
     /// The document now, serialized (from the cache when nothing changed).
-    pub fn json(&self, show_secrets: bool) -> Result<Box<RawValue>, serde_json::Error> {
+    pub fn json(&self, show_secrets: bool) -> Result<Arc<RawValue>, serde_json::Error> {
         // Versions first: a change made while the document is built moves
         // them again, so the next request rebuilds.
         let versions = (
@@ -82,7 +82,8 @@ impl StatusView {
         {
             return Ok(c.json.clone());
         }
-        let json = serde_json::value::to_raw_value(&self.build(&snapshot, show_secrets))?;
+        let json: Arc<RawValue> =
+            serde_json::value::to_raw_value(&self.build(&snapshot, show_secrets))?.into();
         *cached = Some(Cached {
             versions,
             snapshot,

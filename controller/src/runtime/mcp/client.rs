@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
+use futures::future::BoxFuture;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
@@ -17,6 +18,7 @@ use tokio::sync::Notify;
 
 use super::relay::Relay;
 use super::relist::{Kinds, ListKind};
+use super::session::Handler;
 
 /// The kinds of list a server announced as changed that the watcher task
 /// (or, while connecting, `open_session`) has not taken yet. Marking wakes
@@ -104,7 +106,7 @@ impl Client {
 impl Client {
     /// A notification of the server (progress is the transport's, see
     /// [`RelayedProgress`](super::relay::RelayedProgress)).
-    pub(super) fn notified(&self, notification: ServerNotification) {
+    fn notification(&self, notification: ServerNotification) {
         match notification {
             ServerNotification::ToolListChangedNotification(_) => self.changed(ListKind::Tools),
             ServerNotification::PromptListChangedNotification(_) => {
@@ -132,7 +134,7 @@ impl Client {
     }
 
     /// The answer to a request of the server.
-    pub(super) async fn answer(&self, request: ServerRequest) -> Result<ClientResult, ErrorData> {
+    async fn answer_request(&self, request: ServerRequest) -> Result<ClientResult, ErrorData> {
         match request {
             ServerRequest::PingRequest(_) => Ok(ClientResult::empty(())),
             ServerRequest::ListRootsRequest(_) => {
@@ -210,5 +212,18 @@ impl Client {
             Implementation::new("steward", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+impl Handler for Client {
+    fn notified(&self, notification: ServerNotification) {
+        self.notification(notification);
+    }
+
+    fn answer(
+        self: Arc<Self>,
+        request: ServerRequest,
+    ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
+        Box::pin(async move { self.answer_request(request).await })
     }
 }

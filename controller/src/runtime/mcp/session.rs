@@ -8,7 +8,8 @@
 //! any message. Here one task per session owns the transport; what is sent
 //! waits boxed in an unbounded queue (8 bytes a slot), an answer goes to its
 //! request's oneshot, and the server's requests and notifications go to the
-//! session's [`Client`]. rmcp's message types are used as they are.
+//! session's [`Handler`] (the client, `super::client`). rmcp's message
+//! types are used as they are.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,12 +17,14 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use futures::future::BoxFuture;
 use rmcp::RoleClient;
 use rmcp::model::{
-    ClientNotification, ClientRequest, ErrorData, InitializeRequest, InitializeRequestParams,
-    InitializedNotification, JsonRpcMessage, ListPromptsRequest, ListResourceTemplatesRequest,
-    ListResourcesRequest, ListToolsRequest, NumberOrString, PaginatedRequestParams, ProgressToken,
-    Prompt, RequestId, Resource, ResourceTemplate, ServerPeerInfo, ServerResult, Tool,
+    ClientNotification, ClientRequest, ClientResult, ErrorData, InitializeRequest,
+    InitializeRequestParams, InitializedNotification, JsonRpcMessage, ListPromptsRequest,
+    ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, NumberOrString,
+    PaginatedRequestParams, ProgressToken, Prompt, RequestId, Resource, ResourceTemplate,
+    ServerNotification, ServerPeerInfo, ServerRequest, ServerResult, Tool,
 };
 use rmcp::service::TxJsonRpcMessage;
 use rmcp::transport::Transport;
@@ -29,8 +32,16 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::client::Client;
 use crate::support::sync::lock;
+
+/// What handles the server's notifications and requests.
+pub(super) trait Handler: Send + Sync + 'static {
+    fn notified(&self, notification: ServerNotification);
+    fn answer(
+        self: Arc<Self>,
+        request: ServerRequest,
+    ) -> BoxFuture<'static, Result<ClientResult, ErrorData>>;
+}
 
 /// What a request can end with besides its answer.
 #[derive(Debug, thiserror::Error)]
@@ -103,9 +114,9 @@ impl Drop for Forget {
 
 impl Upstream {
     /// Starts the session's task over `transport`; `cancel` ends it.
-    pub(super) fn start<T>(
+    pub(super) fn start<T, H: Handler>(
         transport: T,
-        client: Arc<Client>,
+        client: Arc<H>,
         cancel: CancellationToken,
     ) -> (Upstream, JoinHandle<()>)
     where
@@ -316,12 +327,12 @@ type Writing =
 /// The session's task: writes what is queued (one write at a time, in
 /// order) while reading what the server sends; ends with the transport,
 /// the cancel, or the last handle.
-async fn drive<T: Transport<RoleClient>>(
+async fn drive<T: Transport<RoleClient>, H: Handler>(
     mut transport: T,
     mut queue: mpsc::UnboundedReceiver<Outgoing>,
     outbox: mpsc::WeakUnboundedSender<Outgoing>,
     pending: Arc<Pending>,
-    client: Arc<Client>,
+    client: Arc<H>,
     cancel: CancellationToken,
 ) {
     let mut writing: Option<(Writing, Option<RequestId>)> = None;
