@@ -4,14 +4,18 @@
 //! server through the [`Spawner`](crate::runtime::process::Spawner) (never
 //! rmcp's own child-process transport: we need our process groups and
 //! parent-death signal) or connects to a remote endpoint (streamable HTTP or
-//! SSE, built by [`remote`]), runs the `initialize` handshake with rmcp,
-//! lists what the server offers (every page), and then watches the session
+//! SSE, built by [`remote`]), runs the `initialize` handshake (the client
+//! side of the session is ours, `session`, over rmcp's message types and
+//! transports), lists what the server offers (every page), and then
+//! watches the session
 //! — re-listing the server when it announces changes — until it is stopped. It does not decide anything: the controller gets
 //! [`McpEvent`]s and reconciles.
 //!
 //! Where things are: `connect` opens a session (spawn or reach, handshake,
-//! first lists, the failure's message), `client` is rmcp's client handler,
-//! `stdout` watches a stdio server's output, `lists` lists what a server
+//! first lists, the failure's message), `session` carries requests and
+//! answers over a transport (`stdio` for a stdio server), `client` handles
+//! what the server sends that is not an answer, `stdout` watches a stdio
+//! server's output, `lists` lists what a server
 //! offers, `watch` is the per-connection watcher task, `relist` its
 //! schedule of re-lists and `liveness` its pings, `connection` is
 //! [`McpConnection`], `describe` makes errors and URLs fit for messages;
