@@ -12,8 +12,6 @@
 //! types are used as they are.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -320,13 +318,18 @@ fn set_progress_token(request: &mut ClientRequest, token: ProgressToken) {
     }
 }
 
-/// A write in progress.
-type Writing =
-    Pin<Box<dyn Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> + Send>>;
+/// A send's outcome: the request it carried, if any, and how it went.
+type SendOutcome = (
+    Option<RequestId>,
+    Result<(), Box<dyn std::error::Error + Send + Sync>>,
+);
 
-/// The session's task: writes what is queued (one write at a time, in
-/// order) while reading what the server sends; ends with the transport,
-/// the cancel, or the last handle.
+/// The session's task: sends what is queued — each request as a task of
+/// its own (an HTTP POST answered with JSON lasts as long as its call; ours
+/// for stdio keeps the order of the lines itself), a notification or an
+/// answer before whatever was queued after it — while reading what the
+/// server sends; ends with the transport, the cancel, or the last handle. A
+/// failed send fails its request only.
 async fn drive<T: Transport<RoleClient>, H: Handler>(
     mut transport: T,
     mut queue: mpsc::UnboundedReceiver<Outgoing>,
@@ -335,32 +338,41 @@ async fn drive<T: Transport<RoleClient>, H: Handler>(
     client: Arc<H>,
     cancel: CancellationToken,
 ) {
-    let mut writing: Option<(Writing, Option<RequestId>)> = None;
+    let mut sends: tokio::task::JoinSet<SendOutcome> = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             biased;
             () = cancel.cancelled() => break,
-            written = async { writing.as_mut().expect("guarded by is_some").0.as_mut().await }, if writing.is_some() => {
-                let id = writing.take().and_then(|(_, id)| id);
-                if let Err(error) = written {
-                    tracing::debug!(%error, "writing to the mcp server failed");
+            Some(sent) = sends.join_next(), if !sends.is_empty() => {
+                if let Ok((id, Err(error))) = sent {
+                    tracing::debug!(%error, "sending to the mcp server failed");
                     if let Some(id) = id {
                         pending.answer(&id, Err(UpstreamError::Send { what: "the request", error }));
                     }
-                    break;
                 }
             }
-            next = queue.recv(), if writing.is_none() => {
+            next = queue.recv() => {
                 let Some(message) = next else { break };
                 let id = match message.as_ref() {
                     JsonRpcMessage::Request(r) => Some(r.id.clone()),
                     _ => None,
                 };
-                let write = transport.send(*message);
-                writing = Some((
-                    Box::pin(async move { write.await.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>) }),
-                    id,
-                ));
+                let send = transport.send(*message);
+                if id.is_none() {
+                    // A notification (or an answer) is sent before anything
+                    // queued after it: `initialized` must reach the server
+                    // before the first listing. Transports bound these.
+                    if let Err(error) = send.await {
+                        tracing::debug!(%error, "sending to the mcp server failed");
+                    }
+                    continue;
+                }
+                sends.spawn(async move {
+                    let result = send
+                        .await
+                        .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>);
+                    (id, result)
+                });
             }
             message = transport.receive() => {
                 let Some(message) = message else { break };
@@ -390,4 +402,143 @@ async fn drive<T: Transport<RoleClient>, H: Handler>(
     // Whatever still waits gets `Closed` (its sender dropped).
     lock(&pending.waiting).clear();
     let _ = transport.close().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use rmcp::model::{ListToolsResult, PingRequest};
+    use rmcp::service::RxJsonRpcMessage;
+    use tokio::sync::Notify;
+
+    use super::*;
+
+    /// A transport whose first send waits for `gate` (an HTTP POST that
+    /// lasts as long as its call); what is sent goes to `sent`.
+    struct SlowFirst {
+        sent: mpsc::UnboundedSender<TxJsonRpcMessage<RoleClient>>,
+        incoming: mpsc::UnboundedReceiver<RxJsonRpcMessage<RoleClient>>,
+        gate: Arc<Notify>,
+        first: Arc<AtomicBool>,
+    }
+
+    impl Transport<RoleClient> for SlowFirst {
+        type Error = std::io::Error;
+
+        fn send(
+            &mut self,
+            item: TxJsonRpcMessage<RoleClient>,
+        ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+            let (sent, gate) = (self.sent.clone(), self.gate.clone());
+            let slow = self.first.swap(false, Ordering::SeqCst);
+            async move {
+                if slow {
+                    gate.notified().await;
+                }
+                let _ = sent.send(item);
+                Ok(())
+            }
+        }
+
+        async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+            self.incoming.recv().await
+        }
+
+        async fn close(&mut self) -> Result<(), Self::Error> {
+            Ok(())
+        }
+    }
+
+    struct Quiet;
+
+    impl Handler for Quiet {
+        fn notified(&self, _: ServerNotification) {}
+
+        fn answer(
+            self: Arc<Self>,
+            _: ServerRequest,
+        ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
+            Box::pin(async { Ok(ClientResult::empty(())) })
+        }
+    }
+
+    /// `f`, or a failure after 5 s (what a test waits for must come).
+    async fn within<F: Future>(f: F) -> F::Output {
+        tokio::time::timeout(std::time::Duration::from_secs(5), f)
+            .await
+            .expect("in time")
+    }
+
+    fn request_id(message: &TxJsonRpcMessage<RoleClient>) -> RequestId {
+        match message {
+            JsonRpcMessage::Request(r) => r.id.clone(),
+            other => panic!("not a request: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_slow_send_holds_up_only_its_own_request() {
+        let (sent_tx, mut sent) = mpsc::unbounded_channel();
+        let (server, incoming) = mpsc::unbounded_channel();
+        let gate = Arc::new(Notify::new());
+        let transport = SlowFirst {
+            sent: sent_tx,
+            incoming,
+            gate: gate.clone(),
+            first: Arc::new(AtomicBool::new(true)),
+        };
+        let cancel = CancellationToken::new();
+        let (upstream, task) = Upstream::start(transport, Arc::new(Quiet), cancel.clone());
+
+        let slow = upstream
+            .send(ClientRequest::PingRequest(PingRequest::default()))
+            .unwrap();
+        let lister = tokio::spawn({
+            let upstream = upstream.clone();
+            async move { upstream.list_all_tools().await }
+        });
+        // The listing goes out and is answered while the ping's send waits.
+        let listing = within(sent.recv()).await.unwrap();
+        server
+            .send(RxJsonRpcMessage::<RoleClient>::response(
+                ServerResult::ListToolsResult(ListToolsResult::default()),
+                request_id(&listing),
+            ))
+            .unwrap();
+        assert!(within(lister).await.unwrap().unwrap().is_empty());
+
+        gate.notify_one();
+        let ping = within(sent.recv()).await.unwrap();
+        assert_eq!(request_id(&ping), slow.id);
+        server
+            .send(RxJsonRpcMessage::<RoleClient>::response(
+                ServerResult::empty(()),
+                slow.id.clone(),
+            ))
+            .unwrap();
+        assert!(within(slow.rx).await.unwrap().is_ok());
+
+        cancel.cancel();
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn requests_waiting_when_the_session_ends_are_closed() {
+        let (sent_tx, _sent) = mpsc::unbounded_channel();
+        let (server, incoming) = mpsc::unbounded_channel();
+        let transport = SlowFirst {
+            sent: sent_tx,
+            incoming,
+            gate: Arc::new(Notify::new()),
+            first: Arc::new(AtomicBool::new(false)),
+        };
+        let (upstream, task) =
+            Upstream::start(transport, Arc::new(Quiet), CancellationToken::new());
+        let waiting = upstream.request(ClientRequest::PingRequest(PingRequest::default()));
+        // The server goes away: its stream ends.
+        drop(server);
+        assert!(matches!(within(waiting).await, Err(UpstreamError::Closed)));
+        task.await.unwrap();
+    }
 }

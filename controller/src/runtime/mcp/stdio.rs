@@ -42,6 +42,7 @@ use tokio::time::{Duration, Instant};
 
 use super::client::Announced;
 use super::relist::ListKind;
+use crate::support::sync::lock;
 
 /// The longest line read; a longer one is dropped (16 MiB, as rmcp's and
 /// its streamable HTTP client's bound).
@@ -70,6 +71,9 @@ pub(super) struct StdioTransport<R, W> {
     /// In a burst of list changes: no read before this.
     paused_until: Option<Instant>,
     write: Arc<Mutex<Option<W>>>,
+    /// Lines to write, in the order `send` was called: sends may run as
+    /// concurrent tasks, and whichever holds the writer writes them all.
+    queued: Arc<std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>>,
     announced: Arc<Announced>,
 }
 
@@ -84,6 +88,7 @@ impl<R, W> StdioTransport<R, W> {
             discarding: false,
             paused_until: None,
             write: Arc::new(Mutex::new(Some(write))),
+            queued: Arc::default(),
             announced,
         }
     }
@@ -149,7 +154,7 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        write_line(self.write.clone(), item)
+        self.enqueue(item)
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
@@ -179,7 +184,7 @@ where
                     );
                     // Not awaited here: `receive` may be cancelled at any
                     // await, and the answer must not be lost with it.
-                    tokio::spawn(write_line(self.write.clone(), answer));
+                    tokio::spawn(self.enqueue(answer));
                 }
                 // Not JSON (the stdout watch reports it), or a
                 // notification the client does not know: skipped.
@@ -197,22 +202,40 @@ where
     }
 }
 
-/// Writes `item` and a newline, and flushes.
-async fn write_line<W: AsyncWrite + Unpin>(
-    write: Arc<Mutex<Option<W>>>,
-    item: TxJsonRpcMessage<RoleClient>,
-) -> io::Result<()> {
-    let mut line = serde_json::to_vec(&item).map_err(io::Error::other)?;
-    line.push(b'\n');
-    let mut write = write.lock().await;
-    let Some(write) = write.as_mut() else {
-        return Err(io::Error::new(
-            io::ErrorKind::NotConnected,
-            "the transport is closed",
-        ));
-    };
-    write.write_all(&line).await?;
-    write.flush().await
+impl<R, W: AsyncWrite + Unpin + Send + 'static> StdioTransport<R, W> {
+    /// Queues `item` as a line now (so lines keep the order of the calls)
+    /// and returns the write of everything queued.
+    fn enqueue(
+        &self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        let queued = match serde_json::to_vec(&item) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                lock(&self.queued).push_back(line);
+                Ok(())
+            }
+            Err(error) => Err(io::Error::other(error)),
+        };
+        let (write, lines) = (self.write.clone(), self.queued.clone());
+        async move {
+            queued?;
+            let mut write = write.lock().await;
+            let Some(write) = write.as_mut() else {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "the transport is closed",
+                ));
+            };
+            // Ours may have been written by an earlier call already.
+            loop {
+                let next = lock(&lines).pop_front();
+                let Some(line) = next else { break };
+                write.write_all(&line).await?;
+            }
+            write.flush().await
+        }
+    }
 }
 
 /// `line` without surrounding whitespace (a `\r` included) and a leading
