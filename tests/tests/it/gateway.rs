@@ -507,7 +507,9 @@ fn calls_to_excluded_crash_looping_and_removed_servers_say_why() {
         &system,
         &mcp_servers(&[("gone", env.fake_mcp("gone", tools(&["x1"])))]),
     );
-    let c = env.start(&["--crash-backoff-ms", "60000"]);
+    // Under load the fake may exit before its handshake is done, a failed
+    // start rather than a crash: both retries wait a minute.
+    let c = env.start(&["--crash-backoff-ms", "60000", "--start-backoff-ms", "60000"]);
     c.wait_for("crashy crashed, ok and gone Ready", |s| {
         ready(s, "ok")
             && ready(s, "gone")

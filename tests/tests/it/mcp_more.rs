@@ -757,13 +757,14 @@ fn a_server_survives_a_minute_of_controller_idleness() {
     assert_eq!(mcp(&s, "alpha").unwrap().status.restarts, 0);
     assert_eq!(starts(&env.record("alpha")), 1);
     // It still answers: the controller's pings (every 15 s) got answers late
-    // in the minute.
+    // in the minute (after 40 s: a margin of one ping slot for a loaded
+    // machine, where this once found none after 50 s).
     let events = read_record(&env.record("alpha")).unwrap();
     let late_ping = events
         .iter()
-        .filter(|e| e.event == "recv" && e.method() == Some("ping") && e.t >= 50_000)
+        .filter(|e| e.event == "recv" && e.method() == Some("ping") && e.t >= 40_000)
         .find_map(|e| e.message.get("id").cloned())
-        .expect("a ping after 50 s");
+        .expect("a ping after 40 s");
     assert!(
         events
             .iter()
