@@ -40,7 +40,7 @@ impl ClientHandler for Counting {
 const EVERYTHING: usize = 5;
 const TIME: usize = 5;
 
-fn peers_dir() -> PathBuf {
+pub(super) fn peers_dir() -> PathBuf {
     match std::env::var_os("STEWARD_PEERS_DIR") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
         _ => repo_root().join(".peers"),

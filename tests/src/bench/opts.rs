@@ -55,6 +55,7 @@ pub const SCENARIOS: &[&str] = &[
     "storm",
     "first-list",
     "restarts",
+    "lazy",
     "observe",
 ];
 
@@ -64,7 +65,8 @@ steward-bench: benchmarks of `steward run` with fake MCP servers (JSON on stdout
 Options:
   --quick               small smoke run (< 30 s)
   --only A,B            scenarios: reload, burst, cold, cost, mcp-hub, readiness, gate,
-                        gateway, search, storm, first-list, restarts, observe (default: all)
+                        gateway, search, storm, first-list, restarts, lazy, observe
+                        (default: all)
   --observe watch|poll  how status is observed (default: watch stream)
   --edits N             edits per reload level (default 24; quick 4)
   --debounce-ms MS      passed to `steward run` (default 300, the product default)

@@ -437,6 +437,16 @@ pub fn bench(opts: Opts) -> Result<()> {
         };
     }
 
+    if on("lazy") {
+        out["lazy"] = match run_scenario("lazy", || lazy::lazy(&ctx)) {
+            Ok((json, t)) => {
+                more_targets.extend(t);
+                json
+            }
+            Err(e) => e,
+        };
+    }
+
     // Ratios steward / mcp-hub, at the same N.
     if let Some(Ok(h)) = &hub {
         let mut ratios = serde_json::Map::new();

@@ -8,7 +8,7 @@
 //! cargo build --release -p steward-tests --bins
 //! target/release/steward-bench [--quick]
 //!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway,search,storm,observe,
-//!            first-list,restarts]
+//!            first-list,restarts,lazy]
 //!     [--observe watch|poll] [--edits N] [--debounce-ms MS] [--mcp-hub PATH | --no-mcp-hub]
 //!     [--reload-ns 1,10,100] [--cost-ns 10,50,500] [--controller-arg ARG]... [--out FILE]
 //!     [--cold-ns 10,100,500] [--init-delay-ms 300] [--start-cpu-ms 10]
@@ -25,7 +25,9 @@
 //! and `first-list` (an agent's launch → first `tools/list`, cold vs warm
 //! catalog cache, ten real servers) in `first_list.rs`, and `restarts`
 //! (calls lost by an agent's session over graceful restarts and kills of
-//! the controller) in `restarts.rs`; the module docs of those say how they
+//! the controller) in `restarts.rs`, and `lazy` (the memory of the server
+//! processes with 20 real servers of which 3 are called, eager vs `--start
+//! lazy --idle-stop`) in `lazy.rs`; the module docs of those say how they
 //! measure.
 //!
 //! `--quick` (about 25 s) runs every scenario at small sizes; it is meant for
@@ -104,6 +106,8 @@ mod first_list;
 mod fleet;
 #[path = "../bench/gateway.rs"]
 mod gateway;
+#[path = "../bench/lazy.rs"]
+mod lazy;
 #[path = "../bench/mcp_hub.rs"]
 mod mcp_hub;
 #[path = "../bench/measure.rs"]

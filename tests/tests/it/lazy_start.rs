@@ -4,9 +4,8 @@
 //! time is stopped (`Idle`, `IdleStopped`), its tools still listed, and the
 //! next call starts it again. Whether a fake server's process started shows
 //! in its record file; the agent is the PyPI SDK client through
-//! `steward mcp`.
-
-use std::time::Duration;
+//! `steward mcp`. What lazy start saves is measured by `steward-bench --only
+//! lazy`.
 
 use serde_json::json;
 use steward_schema::resource::{CatalogSource, Phase, Reason, WorkspaceStatus};
@@ -260,116 +259,6 @@ fn a_config_edit_of_an_idle_server_starts_it_when_the_new_config_is_not_cached()
         Some(CatalogSource::Live)
     );
     assert_eq!(starts(&env, "a"), 1);
-}
-
-/// The sum of `VmRSS` (KiB) of the MCP server processes the status lists.
-fn servers_rss_kib(s: &WorkspaceStatus) -> (usize, u64) {
-    let pids: Vec<u32> = s
-        .items
-        .iter()
-        .filter_map(|i| match i {
-            steward_schema::resource::Item::McpServer(m) => m.status.pid,
-            _ => None,
-        })
-        .collect();
-    let kib = pids
-        .iter()
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .filter_map(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .sum();
-    (pids.len(), kib)
-}
-
-/// Measurement (issue 16): the RSS of the server processes of a workspace
-/// of 20 servers of which 3 are called, eager vs `--start lazy` (a warm
-/// cache). Run with `cargo test -p steward-tests --test it
-/// lazy_start::measure -- --ignored --nocapture`.
-fn measure(
-    env: &Env,
-    servers: &[(String, serde_json::Value)],
-    tool: &str,
-    args: &serde_json::Value,
-) {
-    let entries: Vec<(&str, serde_json::Value)> = servers
-        .iter()
-        .map(|(n, e)| (n.as_str(), e.clone()))
-        .collect();
-    settings(env, &entries, &[]);
-    let names: Vec<&str> = servers.iter().map(|(n, _)| n.as_str()).collect();
-    // Twenty real servers starting at once take longer than the usual
-    // deadline on a small machine.
-    let slow = Duration::from_secs(180);
-    let mut c = env.start(&[]);
-    c.wait_for_within("every server Ready", slow, |s| {
-        names.iter().all(|n| phase(s, n).0 == Phase::Ready)
-    });
-    wait_until("every catalog cached", || {
-        let text = std::fs::read_to_string(env.paths().catalog_cache_file()).unwrap_or_default();
-        names.iter().all(|n| text.contains(&format!("\"{n}\"")))
-    });
-    c.terminate();
-    for (mode, flags) in [("eager", &[][..]), ("lazy", &["--start", "lazy"][..])] {
-        let mut c = env.start(flags);
-        c.wait_for_within("the start settled", slow, |s| {
-            s.controller.last_reload.is_some()
-        });
-        let mut client = PyClient::stdio(env, &steward_mcp_argv(env));
-        for n in &names[..3] {
-            let (result, _) = client.call(&format!("{n}__{tool}"), args.clone());
-            assert_ne!(result["isError"], json!(true), "{result}");
-        }
-        let s = c.wait_for("the called servers Ready", |s| {
-            names[..3].iter().all(|n| phase(s, n).0 == Phase::Ready)
-        });
-        let (running, kib) = servers_rss_kib(&s);
-        eprintln!(
-            "{mode}: {running} server processes, RSS {:.1} MB",
-            kib as f64 / 1024.0
-        );
-        drop(client);
-        c.terminate();
-    }
-}
-
-#[test]
-#[ignore = "a measurement, not a check"]
-fn measure_rss_of_20_fake_servers_3_called_eager_vs_lazy() {
-    let env = Env::new();
-    let servers: Vec<(String, serde_json::Value)> = (0..20)
-        .map(|i| {
-            let name = format!("s{i:02}");
-            let entry = fake(&env, &name, &["t"]);
-            (name, entry)
-        })
-        .collect();
-    measure(&env, &servers, "t", &json!({}));
-}
-
-#[test]
-#[ignore = "a measurement, not a check"]
-fn measure_rss_of_20_mcp_server_time_3_called_eager_vs_lazy() {
-    let env = Env::new();
-    let time = crate::common::peer("mcp-server-time", "venv/bin/mcp-server-time");
-    let servers: Vec<(String, serde_json::Value)> = (0..20)
-        .map(|i| {
-            let entry = json!({
-                "command": time.to_string_lossy(),
-                "args": ["--local-timezone=UTC"],
-                "env": {"VERSION": i.to_string()},
-            });
-            (format!("time{i:02}"), entry)
-        })
-        .collect();
-    measure(
-        &env,
-        &servers,
-        "get_current_time",
-        &json!({"timezone": "UTC"}),
-    );
 }
 
 #[test]
