@@ -147,6 +147,18 @@ impl Gateway {
         }
     }
 
+    /// Whether a request that `up` closed under goes to its server's next
+    /// connection: a restart or an idle stop swapped the connection (the
+    /// request raced the drain) and the server is still worth waiting for.
+    /// Asked once per request.
+    fn worth_another_try(&self, up: &Upstream) -> bool {
+        let swapped = self
+            .registry
+            .live(&up.server)
+            .is_none_or(|now| !Arc::ptr_eq(now.handle.relay(), up.handle.relay()));
+        swapped && matches!(self.availability(&up.server), Availability::Wait)
+    }
+
     /// The server an unlisted exposed name points at, by its `server__`
     /// prefix (configured or removed servers only), and the rest of it.
     fn by_prefix(&self, exposed: &str, max_name_len: usize) -> Option<(String, String)> {
@@ -507,16 +519,7 @@ impl Session {
                     None,
                 )),
                 Err(CallError::Closed) => {
-                    // The connection went away under the call. If a restart
-                    // swapped it (the call raced the drain), call the new one.
-                    let swapped = gateway
-                        .registry
-                        .live(server)
-                        .is_none_or(|now| !Arc::ptr_eq(now.handle.relay(), up.handle.relay()));
-                    if swapped
-                        && !retried
-                        && matches!(gateway.availability(server), Availability::Wait)
-                    {
+                    if !retried && gateway.worth_another_try(&up) {
                         retried = true;
                         counted = Some(guard);
                         continue;
@@ -702,28 +705,38 @@ impl ServerHandler for Session {
 
     async fn get_prompt(
         &self,
-        mut request: GetPromptRequestParams,
+        request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let max_name_len = self.profile().max_name_len;
-        let (up, original) = match self
-            .gateway
-            .resolve(Kind::Prompt, &request.name, max_name_len)
-            .await
-        {
-            Ok(found) => found,
-            Err(Refusal::Unavailable { why, .. } | Refusal::Unknown(why)) => {
-                return Err(ErrorData::invalid_params(why, None));
-            }
-        };
-        request.name = original;
-        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(request));
         let progress = context.meta.get_progress_token();
-        match forward(&up, request, &context, progress, None).await {
-            Ok(ServerResult::GetPromptResult(r)) => Ok(GetPromptResponse::Complete(complete(r))),
-            Ok(ServerResult::InputRequiredResult(r)) => Ok(GetPromptResponse::InputRequired(r)),
-            Ok(_) => Err(unexpected(&up.server, "prompts/get")),
-            Err(e) => Err(call_error(&up.server, e)),
+        let mut retried = false;
+        loop {
+            let (up, original) = match self
+                .gateway
+                .resolve(Kind::Prompt, &request.name, max_name_len)
+                .await
+            {
+                Ok(found) => found,
+                Err(Refusal::Unavailable { why, .. } | Refusal::Unknown(why)) => {
+                    return Err(ErrorData::invalid_params(why, None));
+                }
+            };
+            let mut upstream = request.clone();
+            upstream.name = original;
+            let upstream = ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream));
+            return match forward(&up, upstream, &context, progress.clone(), None).await {
+                Ok(ServerResult::GetPromptResult(r)) => {
+                    Ok(GetPromptResponse::Complete(complete(r)))
+                }
+                Ok(ServerResult::InputRequiredResult(r)) => Ok(GetPromptResponse::InputRequired(r)),
+                Ok(_) => Err(unexpected(&up.server, "prompts/get")),
+                Err(CallError::Closed) if !retried && self.gateway.worth_another_try(&up) => {
+                    retried = true;
+                    continue;
+                }
+                Err(e) => Err(call_error(&up.server, e)),
+            };
         }
     }
 
@@ -778,16 +791,26 @@ impl ServerHandler for Session {
                 vec![ResourceContents::text(text.clone(), request.uri.clone())],
             )));
         }
-        let up = self.gateway.resource_upstream(&request.uri).await?;
-        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request));
         let progress = context.meta.get_progress_token();
-        match forward(&up, request, &context, progress, None).await {
-            Ok(ServerResult::ReadResourceResult(r)) => {
-                Ok(ReadResourceResponse::Complete(complete(r)))
-            }
-            Ok(ServerResult::InputRequiredResult(r)) => Ok(ReadResourceResponse::InputRequired(r)),
-            Ok(_) => Err(unexpected(&up.server, "resources/read")),
-            Err(e) => Err(call_error(&up.server, e)),
+        let mut retried = false;
+        loop {
+            let up = self.gateway.resource_upstream(&request.uri).await?;
+            let upstream =
+                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request.clone()));
+            return match forward(&up, upstream, &context, progress.clone(), None).await {
+                Ok(ServerResult::ReadResourceResult(r)) => {
+                    Ok(ReadResourceResponse::Complete(complete(r)))
+                }
+                Ok(ServerResult::InputRequiredResult(r)) => {
+                    Ok(ReadResourceResponse::InputRequired(r))
+                }
+                Ok(_) => Err(unexpected(&up.server, "resources/read")),
+                Err(CallError::Closed) if !retried && self.gateway.worth_another_try(&up) => {
+                    retried = true;
+                    continue;
+                }
+                Err(e) => Err(call_error(&up.server, e)),
+            };
         }
     }
 

@@ -318,7 +318,13 @@ fn a_restart_with_the_same_tools_sends_no_list_changed() {
 #[test]
 fn calls_across_ten_restarts_of_their_server_never_fail_and_one_process_runs() {
     let env = Env::new();
-    let a = env.fake_mcp("alpha", tools(&["t1"]));
+    let a = env.fake_mcp(
+        "alpha",
+        FakeMcpConfig {
+            prompts: vec!["p1".into()],
+            ..tools(&["t1"])
+        },
+    );
     let b = env.fake_mcp("beta", tools(&["b1"]));
     env.user_mcp_servers(&[("alpha", a.clone()), ("beta", b.clone())]);
     let c = env.start(&["--debounce-ms", "50"]);
@@ -329,10 +335,12 @@ fn calls_across_ten_restarts_of_their_server_never_fail_and_one_process_runs() {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut callers = Vec::new();
         let mut counts = Vec::new();
+        // Prompt gets race the restarts as tool calls do.
         for (client, tool) in [
             (one.clone(), "alpha__t1"),
             (two.clone(), "alpha__t1"),
             (one.clone(), "beta__b1"),
+            (two.clone(), "prompt alpha__p1"),
         ] {
             let stop = stop.clone();
             let done = Arc::new(AtomicUsize::new(0));
@@ -341,16 +349,27 @@ fn calls_across_ten_restarts_of_their_server_never_fail_and_one_process_runs() {
                 let mut failed = Vec::new();
                 while !stop.load(Ordering::SeqCst) {
                     let n = done.load(Ordering::SeqCst);
-                    let result = client
-                        .call_tool(
-                            CallToolRequestParams::new(tool)
-                                .with_arguments(json!({"n": n}).as_object().unwrap().clone()),
-                        )
-                        .await;
-                    match result {
-                        Ok(r) if r.is_error != Some(true) => {}
-                        Ok(r) => failed.push(text(&r)),
-                        Err(e) => failed.push(e.to_string()),
+                    if let Some(prompt) = tool.strip_prefix("prompt ") {
+                        let got = client
+                            .get_prompt(rmcp::model::GetPromptRequestParams::new(prompt))
+                            .await;
+                        match got {
+                            Ok(r) if !r.messages.is_empty() => {}
+                            Ok(r) => failed.push(format!("{prompt}: no messages: {r:?}")),
+                            Err(e) => failed.push(format!("{prompt}: {e}")),
+                        }
+                    } else {
+                        let result = client
+                            .call_tool(
+                                CallToolRequestParams::new(tool)
+                                    .with_arguments(json!({"n": n}).as_object().unwrap().clone()),
+                            )
+                            .await;
+                        match result {
+                            Ok(r) if r.is_error != Some(true) => {}
+                            Ok(r) => failed.push(text(&r)),
+                            Err(e) => failed.push(e.to_string()),
+                        }
                     }
                     done.fetch_add(1, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(10)).await;
