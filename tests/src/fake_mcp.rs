@@ -8,7 +8,7 @@
 //! ```ignore
 //! let config = FakeMcpConfig {
 //!     tools: vec!["t1".into(), "t2".into()],
-//!     crash_after_ms: Some(200),
+//!     crash_after_listed_ms: Some(200),
 //!     record: Some(dir.join("alpha.jsonl")),
 //!     ..FakeMcpConfig::default()
 //! };
@@ -58,7 +58,12 @@ pub struct FakeMcpConfig {
     pub start_cpu_ms: u64,
     /// Exit with [`Self::exit_code`] this long after the process started.
     pub crash_after_ms: Option<u64>,
-    /// Exit code used by [`Self::crash_after_ms`].
+    /// Exit with [`Self::exit_code`] this long after answering the first
+    /// `tools/list`: a server that crashes once its client has it Ready,
+    /// however long its start took on a loaded machine.
+    pub crash_after_listed_ms: Option<u64>,
+    /// Exit code used by [`Self::crash_after_ms`] and
+    /// [`Self::crash_after_listed_ms`].
     pub exit_code: i32,
     /// Record SIGTERM but keep running (the supervisor has to SIGKILL).
     pub ignore_sigterm: bool,
@@ -133,6 +138,7 @@ impl Default for FakeMcpConfig {
             hang_in_initialize: false,
             start_cpu_ms: 0,
             crash_after_ms: None,
+            crash_after_listed_ms: None,
             exit_code: 1,
             ignore_sigterm: false,
             spawn_grandchild: None,

@@ -907,6 +907,41 @@ async fn crash_after_ms_exits_with_the_configured_code() {
 }
 
 #[tokio::test]
+async fn crash_after_listed_ms_counts_from_the_first_tools_list() {
+    let mut server = RawServer::spawn(FakeMcpConfig {
+        crash_after_listed_ms: Some(100),
+        exit_code: 5,
+        ..FakeMcpConfig::default()
+    });
+    let answer = server.call(initialize(json!(1), "2025-06-18")).await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    // However long before the list, the server stays up until it is asked.
+    let ping = server.call(request(json!(2), "ping", json!({}))).await;
+    assert_eq!(ping["result"], json!({}));
+    let listed = server
+        .call(request(json!(3), "tools/list", json!({})))
+        .await;
+    let at = server
+        .wait_record("the list answered", |e| {
+            e.event == "send" && e.message["id"] == 3
+        })
+        .await
+        .t;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    assert_eq!(wait_exit(&mut server.child).await.code(), Some(5));
+    let exit = server.wait_record("exit", |e| e.event == "exit").await;
+    assert!(
+        exit.t >= at + 100,
+        "exited at {} ms, listed at {at} ms",
+        exit.t
+    );
+    assert_eq!(
+        exit.message,
+        json!({"code": 5, "reason": "crashAfterListedMs"})
+    );
+}
+
+#[tokio::test]
 async fn sigterm_exits_zero_and_is_recorded() {
     let mut server = RawServer::spawn(FakeMcpConfig::default());
     // "start" is recorded after the SIGTERM handler is installed.

@@ -514,7 +514,7 @@ fn a_call_to_a_server_pending_approval_says_how_to_approve_and_works_after_it() 
 fn calls_to_excluded_crash_looping_and_removed_servers_say_why() {
     let env = Env::new();
     let mut crashing = tools(&["c1"]);
-    crashing.crash_after_ms = Some(300);
+    crashing.crash_after_listed_ms = Some(300);
     crashing.stderr_lines = vec!["fatal: the database is locked".into()];
     env.user_mcp_servers(&[
         ("ok", env.fake_mcp("ok", tools(&["o1"]))),
@@ -526,13 +526,14 @@ fn calls_to_excluded_crash_looping_and_removed_servers_say_why() {
         &system,
         &mcp_servers(&[("gone", env.fake_mcp("gone", tools(&["x1"])))]),
     );
-    // Under load the fake may exit before its handshake is done, a failed
-    // start rather than a crash: both retries wait a minute.
-    let c = env.start(&["--crash-backoff-ms", "60000", "--start-backoff-ms", "60000"]);
-    c.wait_for("crashy crashed, ok and gone Ready", |s| {
+    let c = env.start(&["--crash-backoff-ms", "60000"]);
+    // The first crash restarts at once; the second waits a minute.
+    c.wait_for("crashy in a crash loop, ok and gone Ready", |s| {
         ready(s, "ok")
             && ready(s, "gone")
-            && mcp(s, "crashy").is_some_and(|m| m.status.phase == Phase::Failed)
+            && mcp(s, "crashy").is_some_and(|m| {
+                m.status.phase == Phase::Failed && m.status.reason == Some(Reason::CrashLoopBackOff)
+            })
     });
     steward_tests::harness::write_atomic(
         &system,

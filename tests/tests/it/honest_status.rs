@@ -119,7 +119,7 @@ fn condition_is(s: &WorkspaceStatus, type_: &str, status: ConditionStatus) -> bo
 fn a_crashed_mcp_server_lists_no_tools() {
     let env = Env::new();
     let config = FakeMcpConfig {
-        crash_after_ms: Some(400),
+        crash_after_listed_ms: Some(400),
         ..tools(&["t1", "t2"])
     };
     env.user_mcp_servers(&[("flaky", env.fake_mcp("flaky", config))]);
@@ -310,7 +310,7 @@ fn restarts(s: &WorkspaceStatus, name: &str) -> u32 {
 fn an_invalid_save_does_not_reset_a_crash_loop_but_a_valid_one_does() {
     let env = Env::new();
     let config = FakeMcpConfig {
-        crash_after_ms: Some(300),
+        crash_after_listed_ms: Some(300),
         ..tools(&["t"])
     };
     let settings = mcp_servers(&[("flaky", env.fake_mcp("flaky", config))]);

@@ -59,7 +59,7 @@ fn status_watch_rows_stay_aligned_under_the_first_header() {
     let flaky = env.fake_mcp(
         "f",
         steward_tests::fake_mcp::FakeMcpConfig {
-            crash_after_ms: Some(200),
+            crash_after_listed_ms: Some(200),
             ..fake_tools(&["t"])
         },
     );
@@ -272,7 +272,7 @@ fn events_record_starts_crashes_and_reloads_and_watch_streams_them() {
     let flaky = env.fake_mcp(
         "flaky",
         steward_tests::fake_mcp::FakeMcpConfig {
-            crash_after_ms: Some(200),
+            crash_after_listed_ms: Some(200),
             ..fake_tools(&["f"])
         },
     );

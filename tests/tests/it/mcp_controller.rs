@@ -237,7 +237,7 @@ fn a_crashed_server_is_restarted_with_backoff() {
     let a = env.fake_mcp(
         "flaky",
         FakeMcpConfig {
-            crash_after_ms: Some(300),
+            crash_after_listed_ms: Some(300),
             ..tools(&["f1"])
         },
     );

@@ -419,7 +419,7 @@ fn a_real_prometheus_scrapes_servers_reconciles_restarts_and_unavailable_calls()
 
     // A server that crashes is restarted, and counted.
     let mut crashing = tools(&["c1"]);
-    crashing.crash_after_ms = Some(300);
+    crashing.crash_after_listed_ms = Some(300);
     env.user_mcp_servers(&[
         ("alpha", with_version(&alpha, "2")),
         ("crashy", env.fake_mcp("crashy", crashing)),

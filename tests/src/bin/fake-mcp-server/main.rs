@@ -37,7 +37,7 @@
 //! or error), `reportPid` (`structuredContent: {"pid": <pid>}`) and
 //! `content` (answer with this content array verbatim, for pass-through
 //! tests of every content type). Exit codes: 0 on stdin close or SIGTERM, the
-//! configured code on `crashAfterMs`, 2 on a bad config.
+//! configured code on `crashAfterMs` or `crashAfterListedMs`, 2 on a bad config.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -173,6 +173,7 @@ async fn run(config: FakeMcpConfig, definitions: Definitions, recorder: Recorder
             .as_ref()
             .map(|tokens| Mutex::new(tokens.iter().cloned().collect())),
         list_change_armed: AtomicBool::new(false),
+        listed: tokio::sync::Notify::new(),
         pending: Mutex::new(std::collections::HashMap::new()),
         next_request: AtomicU64::new(1),
         config,
@@ -208,6 +209,14 @@ async fn run(config: FakeMcpConfig, definitions: Definitions, recorder: Recorder
             tokio::time::sleep_until((server.recorder.start + Duration::from_millis(ms)).into())
                 .await;
             server.exit(server.config.exit_code, "crashAfterMs");
+        });
+    }
+    if let Some(ms) = config.crash_after_listed_ms {
+        let server = server.clone();
+        tokio::spawn(async move {
+            server.listed.notified().await;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            server.exit(server.config.exit_code, "crashAfterListedMs");
         });
     }
     {

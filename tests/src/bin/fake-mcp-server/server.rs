@@ -34,6 +34,8 @@ pub struct Server {
     /// With `bearerTokens`: the tokens the MCP endpoints accept.
     pub accepted_tokens: Option<Mutex<HashSet<String>>>,
     pub list_change_armed: AtomicBool,
+    /// Told when a `tools/list` is answered (`crashAfterListedMs`).
+    pub listed: tokio::sync::Notify,
     /// Requests we sent the client (`sampling/createMessage`), by id.
     pub pending: Mutex<std::collections::HashMap<String, oneshot::Sender<Value>>>,
     pub next_request: AtomicU64,
@@ -239,6 +241,7 @@ impl Server {
                 Ok(json!({}))
             }
             "tools/list" => {
+                self.listed.notify_one();
                 let tools = self.lists.lock().expect("lists lock").0.clone();
                 self.page(&tools, params, "tools", |name| {
                     let default = json!({
