@@ -127,6 +127,28 @@ impl Stw {
     }
 }
 
+/// `steward mcp` on the workspace of `env`, as an agent launches it: its
+/// stdio piped for an MCP client, its log appended to `steward-mcp.log`
+/// in the env's root, killed when dropped.
+pub fn steward_mcp(ctx: &Ctx, env: &Env) -> Result<tokio::process::Command> {
+    let log = std::fs::File::options()
+        .append(true)
+        .create(true)
+        .open(env.root.path().join("steward-mcp.log"))?;
+    let mut cmd = tokio::process::Command::new(&ctx.steward);
+    cmd.arg("--workspace")
+        .arg(&env.ws)
+        .arg("mcp")
+        .env_clear()
+        .envs(base_env())
+        .envs(env.quiet_vars())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .kill_on_drop(true);
+    Ok(cmd)
+}
+
 impl Drop for Stw {
     fn drop(&mut self) {
         self.terminate();

@@ -86,23 +86,8 @@ struct Sample {
 }
 
 /// Launch `steward mcp`, list, call, wait for every server, leave.
-async fn launch(ctx: &Ctx, env: &Env, names: &[String], log: &Path) -> Result<Sample> {
-    let mut cmd = tokio::process::Command::new(&ctx.steward);
-    cmd.arg("--workspace")
-        .arg(&env.ws)
-        .arg("mcp")
-        .env_clear()
-        .envs(base_env())
-        .envs(env.quiet_vars())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(
-            std::fs::File::options()
-                .append(true)
-                .create(true)
-                .open(log)?,
-        )
-        .kill_on_drop(true);
+async fn launch(ctx: &Ctx, env: &Env, names: &[String]) -> Result<Sample> {
+    let mut cmd = steward_mcp(ctx, env)?;
     let t0 = Instant::now();
     let mut child = cmd.spawn().context("spawn steward mcp")?;
     let reg = register(Live::Proc {
@@ -198,7 +183,6 @@ pub(super) fn first_list(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Va
         0,
     )?;
     let cache = env.paths().catalog_cache_file();
-    let log = env.root.path().join("steward-mcp.log");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -207,7 +191,7 @@ pub(super) fn first_list(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Va
     for k in 0..cold_n {
         progress(format!("first-list: cold cache, launch {}", k + 1));
         let _ = std::fs::remove_file(&cache);
-        cold.push(rt.block_on(launch(ctx, env, &names, &log))?);
+        cold.push(rt.block_on(launch(ctx, env, &names))?);
     }
     let mut warm = Vec::new();
     for k in 0..warm_n {
@@ -215,7 +199,7 @@ pub(super) fn first_list(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Va
         if !cache.is_file() {
             bail!("no catalog cache after a run: {}", cache.display());
         }
-        warm.push(rt.block_on(launch(ctx, env, &names, &log))?);
+        warm.push(rt.block_on(launch(ctx, env, &names))?);
     }
     let (c, w) = (
         summarize(&cold.iter().map(|s| s.first_list_ms).collect::<Vec<_>>()).p50,

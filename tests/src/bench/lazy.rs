@@ -129,23 +129,7 @@ impl Agent {
             .worker_threads(2)
             .enable_all()
             .build()?;
-        let log = env.root.path().join("steward-mcp.log");
-        let mut cmd = tokio::process::Command::new(&ctx.steward);
-        cmd.arg("--workspace")
-            .arg(&env.ws)
-            .arg("mcp")
-            .env_clear()
-            .envs(base_env())
-            .envs(env.quiet_vars())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(
-                std::fs::File::options()
-                    .append(true)
-                    .create(true)
-                    .open(log)?,
-            )
-            .kill_on_drop(true);
+        let mut cmd = steward_mcp(ctx, env)?;
         let (child, client) = rt.block_on(async {
             let mut child = cmd.spawn().context("spawn steward mcp")?;
             let (stdout, stdin) = (

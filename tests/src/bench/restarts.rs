@@ -89,22 +89,11 @@ pub(super) fn restarts(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Valu
     let mut r = start_steward_with(ctx, 1, false, &base, &[])?;
     let tool = format!("{}__t", r.fleet.names[0]);
     let env = &r.sb.env;
-    let log = env.root.path().join("steward-mcp.log");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let mut cmd = tokio::process::Command::new(&ctx.steward);
-    cmd.arg("--workspace")
-        .arg(&env.ws)
-        .arg("mcp")
-        .env_clear()
-        .envs(base_env())
-        .envs(env.quiet_vars())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log)?)
-        .kill_on_drop(true);
+    let mut cmd = steward_mcp(ctx, env)?;
     let (mut child, client) = rt.block_on(async {
         let mut child = cmd.spawn().context("spawn steward mcp")?;
         let (stdout, stdin) = (
