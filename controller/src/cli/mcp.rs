@@ -177,12 +177,20 @@ async fn hand_over(
         })
         .await;
         match back {
-            Ok(Some((Back::State { initialize, seen }, _))) => {
+            Ok(Some((
+                Back::State {
+                    initialize,
+                    seen,
+                    listens,
+                },
+                _,
+            ))) => {
                 let known = last.get_or_insert_with(Resume::default);
                 if let Some(initialize) = initialize {
                     known.initialize = Some(*initialize);
                 }
                 known.seen = Some(seen);
+                known.listens = listens;
             }
             Ok(Some((Back::Drained { .. }, pending))) => {
                 tracing::info!("the controller is stopping; the session moves to the next one");

@@ -131,6 +131,8 @@ struct ClientEntry {
     /// Where the session's state goes for the `steward mcp` that handed it
     /// over, so that it can resume it under the next controller.
     handback: Option<resume::HandbackTx>,
+    /// It went on from another controller: `seen` is what it saw there.
+    resumed: bool,
 }
 
 impl ClientEntry {
@@ -143,15 +145,23 @@ impl ClientEntry {
                 .and_then(|p| p.peer_info())
                 .map(|info| (*info).clone());
             handback.send_if_modified(|h| {
-                let next = resume::Handback {
-                    initialize: initialize.or_else(|| h.initialize.clone()),
-                    seen: self.seen,
-                };
-                let changed = *h != next;
-                *h = next;
+                let initialize = initialize.or_else(|| h.initialize.clone());
+                let changed = h.initialize != initialize || h.seen != self.seen;
+                h.initialize = initialize;
+                h.seen = self.seen;
                 changed
             });
         }
+    }
+
+    /// Where it hears of list changes: its session, its listens.
+    fn notifiers(&self) -> Vec<Notifier> {
+        self.peer
+            .iter()
+            .cloned()
+            .map(Notifier::Session)
+            .chain(self.listeners.iter().cloned().map(Notifier::Listen))
+            .collect()
     }
 }
 
@@ -306,6 +316,7 @@ impl Gateway {
                     listeners: Vec::new(),
                     seen,
                     handback,
+                    resumed: false,
                 },
             );
             self.attached.send_replace(clients.by_id.len());
@@ -708,13 +719,7 @@ impl Gateway {
             // Per client: what differs from what it last saw.
             let mut due = Vec::new();
             for client in self.lock_clients().by_id.values_mut() {
-                let notifiers: Vec<Notifier> = client
-                    .peer
-                    .iter()
-                    .cloned()
-                    .map(Notifier::Session)
-                    .chain(client.listeners.iter().cloned().map(Notifier::Listen))
-                    .collect();
+                let notifiers = client.notifiers();
                 if notifiers.is_empty() {
                     continue;
                 }
@@ -739,6 +744,37 @@ impl Gateway {
             for (notifier, kinds) in due {
                 tokio::spawn(notifier.list_changed(kinds));
             }
+        }
+    }
+}
+
+impl Gateway {
+    /// Client `id`, resumed, hears of the lists that differ from what it
+    /// saw under the last controller, once the cold start is over and it
+    /// has somewhere to hear it (its session, or a listen read again).
+    async fn catch_up(self: Arc<Self>, id: u64) {
+        self.cold_start().await;
+        let (due, kinds) = {
+            let mut clients = self.lock_clients();
+            let Some(entry) = clients.by_id.get_mut(&id) else {
+                return;
+            };
+            let due = entry.notifiers();
+            let now = self.fingerprints(&entry.profile);
+            let kinds = [0, 1, 2].map(|i| now[i] != entry.seen[i]);
+            if due.is_empty() || !kinds.iter().any(|k| *k) {
+                return;
+            }
+            entry.seen = now;
+            entry.report();
+            (due, kinds)
+        };
+        tracing::info!(
+            client = id,
+            "the lists changed while the session moved; telling it"
+        );
+        for notifier in due {
+            notifier.list_changed(kinds).await;
         }
     }
 }
@@ -830,57 +866,36 @@ impl Ticket {
     /// The client goes on from another controller ([`resume`]): it is
     /// initialized (`peer`, none for a client of the 2026-07-28 lifecycle)
     /// and last saw the lists `seen`. Once the cold start is over it hears
-    /// `list_changed` for each list that differs.
+    /// `list_changed` for each list that differs (on its session, or on the
+    /// listens it had open, which the next controller reads again first).
     pub fn resume(&self, peer: Option<Peer<RoleServer>>, seen: Option<[u64; 3]>) {
         {
             let mut clients = self.gateway.lock_clients();
             if let Some(entry) = clients.by_id.get_mut(&self.id) {
                 entry.seen = seen.unwrap_or_else(|| self.gateway.fingerprints(&entry.profile));
                 entry.peer = peer;
+                entry.resumed = true;
                 entry.report();
             }
         }
-        let gateway = self.gateway.clone();
-        let id = self.id;
-        tokio::spawn(async move {
-            gateway.cold_start().await;
-            let due = {
-                let mut clients = gateway.lock_clients();
-                let Some(entry) = clients.by_id.get_mut(&id) else {
-                    return;
-                };
-                let now = gateway.fingerprints(&entry.profile);
-                let kinds = [0, 1, 2].map(|i| now[i] != entry.seen[i]);
-                if !kinds.iter().any(|k| *k) {
-                    return;
-                }
-                entry.seen = now;
-                entry.report();
-                entry
-                    .peer
-                    .clone()
-                    .map(|peer| (Notifier::Session(peer), kinds))
-            };
-            if let Some((notifier, kinds)) = due {
-                tracing::info!(
-                    client = id,
-                    "the lists changed while the session moved; telling it"
-                );
-                notifier.list_changed(kinds).await;
-            }
-        });
+        tokio::spawn(self.gateway.clone().catch_up(self.id));
     }
 
     /// A `subscriptions/listen` request of this client opened: list changes
     /// go to it until [`Self::unlisten`].
     pub fn listen(&self, sink: SubscriptionSink) {
         let mut clients = self.gateway.lock_clients();
-        if let Some(entry) = clients.by_id.get_mut(&self.id) {
-            if entry.peer.is_none() && entry.listeners.is_empty() {
-                // What it lists from now on is what it is told about.
-                entry.seen = self.gateway.fingerprints(&entry.profile);
-            }
-            entry.listeners.push(sink);
+        let Some(entry) = clients.by_id.get_mut(&self.id) else {
+            return;
+        };
+        if entry.peer.is_none() && entry.listeners.is_empty() && !entry.resumed {
+            // What it lists from now on is what it is told about.
+            entry.seen = self.gateway.fingerprints(&entry.profile);
+            entry.report();
+        }
+        entry.listeners.push(sink);
+        if entry.resumed {
+            tokio::spawn(self.gateway.clone().catch_up(self.id));
         }
     }
 

@@ -8,8 +8,9 @@
 //! with a [`Resume`]: the client's `initialize` parameters (the new
 //! controller serves the session as already initialized: no second
 //! handshake on the wire), the lists it last saw (it hears `list_changed`
-//! when they differ) and the bytes the old controller read but did not
-//! serve.
+//! when they differ), a 2026-07-28 client's open `subscriptions/listen`
+//! requests (read again first, so they go on) and the bytes the old
+//! controller read but did not serve.
 //!
 //! The controller tells `steward mcp` what it needs over the socket, one
 //! [`Back`] line at a time: the session's state whenever it changes, then
@@ -17,7 +18,8 @@
 //! [`Back::Drained`] (a graceful stop). A graceful stop stops reading the
 //! agent's input at a message boundary ([`Gate`]), lets every request
 //! already read be answered, and hands back what was read past that
-//! boundary, so no request is lost. A killed controller says nothing: the
+//! boundary, so no request is lost; from then on nothing more of it reaches
+//! the agent (its teardown would answer, and so end, the open listens). A killed controller says nothing: the
 //! requests it had read are lost (their clients time out), the next ones are
 //! served.
 //!
@@ -56,6 +58,11 @@ pub struct Resume {
     /// resources).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seen: Option<[u64; 3]>,
+    /// The client's open `subscriptions/listen` requests (2026-07-28), as
+    /// it sent them: the next controller reads them first and goes on
+    /// serving them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listens: Vec<String>,
     /// The agent's input read but not served: it comes first.
     #[serde(skip)]
     pub pending: Vec<u8>,
@@ -86,6 +93,8 @@ pub enum Back {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         initialize: Option<Box<InitializeRequestParams>>,
         seen: [u64; 3],
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        listens: Vec<String>,
     },
     /// The controller stops; every request read was answered; `pending`
     /// raw bytes follow (the input read past the last served message).
@@ -148,6 +157,8 @@ where
 pub struct Handback {
     pub initialize: Option<InitializeRequestParams>,
     pub seen: [u64; 3],
+    /// See [`Resume::listens`] (kept by the [`Gate`]).
+    pub listens: Vec<String>,
 }
 
 impl Handback {
@@ -155,6 +166,7 @@ impl Handback {
         Back::State {
             initialize: self.initialize.clone().map(Box::new),
             seen: self.seen,
+            listens: self.listens.clone(),
         }
     }
 }
@@ -164,11 +176,14 @@ pub type HandbackTx = watch::Sender<Handback>;
 
 /// The agent's input delivered to the session whole messages at a time,
 /// with the requests read and not yet answered counted, so that it can stop
-/// at a message boundary with nothing in flight (see the module doc).
+/// at a message boundary with nothing in flight (see the module doc). The
+/// open `subscriptions/listen` requests it saw go to the session's
+/// [`Handback`].
 #[derive(Debug, Clone, Default)]
 pub struct Gate {
     state: Arc<Mutex<GateState>>,
     answered: Arc<tokio::sync::Notify>,
+    handback: Option<HandbackTx>,
 }
 
 #[derive(Debug, Default)]
@@ -180,7 +195,15 @@ struct GateState {
     committed: usize,
     /// The ids (as canonical JSON) of requests delivered and not answered.
     inflight: HashSet<String>,
+    /// The open `subscriptions/listen` requests delivered: id (canonical
+    /// JSON) and the request's line.
+    listens: Vec<(String, String)>,
     draining: bool,
+    /// Drained: the session is the next controller's, nothing more goes
+    /// to the agent from here (the end of a message begun excepted). What
+    /// comes after is the session's teardown: the answers that end its
+    /// open listens, which the next controller goes on serving.
+    sealed: bool,
     /// The input ended.
     eof: bool,
     waker: Option<Waker>,
@@ -222,28 +245,73 @@ fn canonical(id: &RawValue) -> String {
 /// 2026-07-28 client's list-change subscription stays open for the session.
 const NOT_WAITED: &[&str] = &["subscriptions/listen"];
 
-/// Count what the message `line` does to the requests `inflight`.
-fn delivered(inflight: &mut HashSet<String>, line: &[u8]) {
-    let Ok(head) = serde_json::from_slice::<Head<'_>>(line) else {
-        return;
-    };
-    match (head.method.as_deref(), head.id) {
-        (Some(method), Some(id)) if !NOT_WAITED.contains(&method) => {
-            inflight.insert(canonical(id));
-        }
-        (Some("notifications/cancelled"), None) => {
-            if let Some(cancelled) = head
-                .params
-                .and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
-            {
-                inflight.remove(&canonical(cancelled.request_id));
+impl GateState {
+    /// Count what the message at the start of the buffer (`len` bytes)
+    /// does to the requests in flight and the open listens; whether the
+    /// listens changed.
+    fn delivered(&mut self, len: usize) -> bool {
+        let line = &self.buf[..len];
+        let Ok(head) = serde_json::from_slice::<Head<'_>>(line) else {
+            return false;
+        };
+        match (head.method.as_deref(), head.id) {
+            (Some(method), Some(id)) if NOT_WAITED.contains(&method) => {
+                let text = String::from_utf8_lossy(line).trim_end().to_owned();
+                self.listens.push((canonical(id), text));
+                true
             }
+            (Some(_), Some(id)) => {
+                self.inflight.insert(canonical(id));
+                false
+            }
+            (Some("notifications/cancelled"), None) => {
+                let cancelled = head
+                    .params
+                    .and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
+                    .map(|c| canonical(c.request_id));
+                cancelled.is_some_and(|id| self.ended(&id))
+            }
+            _ => false,
         }
-        _ => {}
+    }
+
+    /// The request `id` was answered or cancelled; whether it was a listen.
+    fn ended(&mut self, id: &str) -> bool {
+        if self.inflight.remove(id) {
+            return false;
+        }
+        let before = self.listens.len();
+        self.listens.retain(|(open, _)| open != id);
+        self.listens.len() != before
     }
 }
 
 impl Gate {
+    /// A gate that keeps `handback`'s open listens.
+    pub fn reporting(handback: HandbackTx) -> Gate {
+        Gate {
+            handback: Some(handback),
+            ..Gate::default()
+        }
+    }
+
+    /// Tell the handback the open listens, when they changed.
+    fn report_listens(&self) {
+        let Some(handback) = &self.handback else {
+            return;
+        };
+        let now: Vec<String> = lock(&self.state)
+            .listens
+            .iter()
+            .map(|(_, line)| line.clone())
+            .collect();
+        handback.send_if_modified(|h| {
+            let changed = h.listens != now;
+            h.listens = now;
+            changed
+        });
+    }
+
     /// The agent's input `read`, through this gate.
     pub fn reader<R: AsyncRead + Unpin>(&self, read: R) -> GateReader<R> {
         GateReader {
@@ -288,6 +356,7 @@ impl Gate {
             }
         }
         let mut state = lock(&self.state);
+        state.sealed = true;
         let unanswered = state.inflight.len();
         // A message begun but not delivered whole cannot move: it is lost
         // with the unanswered requests.
@@ -330,8 +399,11 @@ impl<R: AsyncRead + Unpin> AsyncRead for GateReader<R> {
                         None => None,
                     };
                     if let Some(len) = whole {
-                        let GateState { buf, inflight, .. } = &mut *state;
-                        delivered(inflight, &buf[..len]);
+                        if state.delivered(len) {
+                            drop(state);
+                            this.gate.report_listens();
+                            state = lock(&this.gate.state);
+                        }
                         state.committed = len;
                     }
                 }
@@ -384,7 +456,10 @@ impl<W> GateWriter<W> {
             bytes = &bytes[end + 1..];
             // Nothing waits for an answer (a notification to the agent, say):
             // no need to read the message.
-            let waiting = !lock(&self.gate.state).inflight.is_empty();
+            let waiting = {
+                let state = lock(&self.gate.state);
+                !state.inflight.is_empty() || !state.listens.is_empty()
+            };
             let answered = waiting
                 .then(|| serde_json::from_slice::<Answer<'_>>(&self.line).ok())
                 .flatten()
@@ -392,8 +467,9 @@ impl<W> GateWriter<W> {
                 .and_then(|a| a.id.map(canonical));
             self.line.clear();
             if let Some(id) = answered {
-                let removed = lock(&self.gate.state).inflight.remove(&id);
-                if removed {
+                if lock(&self.gate.state).ended(&id) {
+                    self.gate.report_listens();
+                } else {
                     self.gate.answered.notify_waiters();
                 }
             }
@@ -409,6 +485,18 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for GateWriter<W> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        let mut buf = buf;
+        if lock(&this.gate.state).sealed {
+            if this.line.is_empty() {
+                return Poll::Ready(Ok(buf.len()));
+            }
+            // The end of the message begun, no further.
+            let end = buf
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(buf.len(), |e| e + 1);
+            buf = &buf[..end];
+        }
         match Pin::new(&mut this.write).poll_write(cx, buf) {
             Poll::Ready(Ok(n)) => {
                 this.wrote(&buf[..n]);
@@ -479,6 +567,65 @@ mod tests {
         reader.read_to_end(&mut all).await.unwrap();
         assert_eq!(all, input);
         assert_eq!(gate.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn open_listens_are_kept_in_the_handback_until_answered_or_cancelled() {
+        let (handback, state) = watch::channel(Handback::default());
+        let gate = Gate::reporting(handback);
+        let listen = |id: &str| {
+            format!("{{\"id\":{id},\"method\":\"subscriptions/listen\",\"params\":{{}}}}")
+        };
+        let input = format!(
+            "{}\n{}\n{{\"method\":\"notifications/cancelled\",\"params\":{{\"requestId\":7}}}}\n",
+            listen("7"),
+            listen("\"b\"")
+        );
+        let mut reader = gate.reader(input.as_bytes());
+        let mut line = vec![0u8; 4096];
+        let n = reader.read(&mut line).await.unwrap();
+        assert_eq!(&line[..n], format!("{}\n", listen("7")).as_bytes());
+        assert_eq!(state.borrow().listens, [listen("7")]);
+        let _ = reader.read(&mut line).await.unwrap();
+        assert_eq!(state.borrow().listens, [listen("7"), listen("\"b\"")]);
+        // Cancelled: gone; listens are never waited for.
+        let _ = reader.read(&mut line).await.unwrap();
+        assert_eq!(state.borrow().listens, [listen("\"b\"")]);
+        assert_eq!(gate.in_flight(), 0);
+        // Answered (the client ended it): gone.
+        let (sink, _peer) = tokio::io::duplex(1024);
+        let mut writer = gate.writer(sink);
+        writer
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"b\",\"result\":{}}\n")
+            .await
+            .unwrap();
+        assert!(state.borrow().listens.is_empty());
+        match state.borrow().back() {
+            Back::State { listens, .. } => assert!(listens.is_empty()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn after_a_drain_only_the_end_of_a_message_begun_reaches_the_agent() {
+        let gate = Gate::default();
+        let (sink, mut agent) = tokio::io::duplex(1024);
+        let mut writer = gate.writer(sink);
+        writer.write_all(b"{\"a\":1}\n{\"b\":").await.unwrap();
+        let _ = gate
+            .drain(tokio::time::Instant::now() + std::time::Duration::from_secs(1))
+            .await;
+        // The session's teardown: the end of the message begun, then an
+        // answer to a listen, which must not reach the agent.
+        writer
+            .write_all(b"2}\n{\"id\":7,\"result\":{}}\n")
+            .await
+            .unwrap();
+        writer.write_all(b"{\"c\":3}\n").await.unwrap();
+        drop(writer);
+        let mut got = Vec::new();
+        agent.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"{\"a\":1}\n{\"b\":2}\n");
     }
 
     #[tokio::test]

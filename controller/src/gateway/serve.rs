@@ -404,7 +404,14 @@ where
 {
     match resume {
         Some(resume) => {
-            let read = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(resume.pending), read);
+            // The client's open listens first, as if it sent them again.
+            let mut input = Vec::new();
+            for line in &resume.listens {
+                input.extend_from_slice(line.as_bytes());
+                input.push(b'\n');
+            }
+            input.extend_from_slice(&resume.pending);
+            let read = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(input), read);
             let initialized = resume.initialize.is_some();
             let running = rmcp::service::serve_directly_with_ct(
                 session,
@@ -540,8 +547,8 @@ async fn serve_handed_over(
         return;
     };
     let _handing = gateway.handing();
-    let gate = Gate::default();
     let (handback, mut state) = tokio::sync::watch::channel(Handback::default());
+    let gate = Gate::reporting(handback.clone());
     let session = Session::reporting(&gateway, "unix", profile, Some(handback));
     let ended = cancel.child_token();
     let Some(running) = start(

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 use crate::real_clients::{
-    CLIENT_DEADLINE, PyClient, everything, http_url, inspector, output_within, steward_mcp_argv,
-    text_of,
+    CLIENT_DEADLINE, ModernClient, PyClient, everything, http_url, inspector, output_within,
+    steward_mcp_argv, text_of,
 };
 use serde_json::{Value, json};
 use steward_schema::resource::{Phase, Reason};
@@ -750,47 +750,18 @@ fn python_and_typescript_clients_search_and_call_tools_and_reach_a_server_added_
 
 #[test]
 fn the_pypi_client_speaks_2026_07_28_and_hears_list_changes_on_its_listen_request() {
-    use std::io::BufRead as _;
     let env = Env::new();
     let time = common::peer("mcp-server-time", "venv/bin/mcp-server-time");
     let time = json!({"command": time.to_string_lossy()});
     env.user_mcp_servers(&[("time", time.clone())]);
     let c = env.start(&[]);
     c.wait_for("time Ready", |s| ready(s, "time"));
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/modern_client.py");
-    let mut argv = vec![
-        "-B".to_owned(),
-        script.to_string_lossy().into_owned(),
-        "time__get_current_time".to_owned(),
-        json!({"timezone": "Asia/Tokyo"}).to_string(),
-    ];
-    argv.extend(steward_mcp_argv(&env));
-    let stderr = env.root.path().join("modern.stderr");
-    let mut child = Command::new(crate::real_clients::python())
-        .args(&argv)
-        .current_dir(&env.ws)
-        .env_clear()
-        .envs(env.steward_env())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
-    let (tx, lines) = std::sync::mpsc::channel();
-    let out = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let next = |what: &str| -> Value {
-        let line = lines.recv_timeout(CLIENT_DEADLINE).unwrap_or_else(|_| {
-            panic!(
-                "no {what} from the client:\n{}",
-                std::fs::read_to_string(&stderr).unwrap_or_default()
-            )
-        });
-        serde_json::from_str(&line).unwrap()
-    };
+    let client = ModernClient::spawn(
+        &env,
+        "time__get_current_time",
+        &json!({"timezone": "Asia/Tokyo"}),
+    );
+    let next = |what: &str| client.next(what);
     let first = next("first list");
     assert_eq!(first["version"], "2026-07-28", "{first}");
     assert_eq!(
@@ -818,5 +789,6 @@ fn the_pypi_client_speaks_2026_07_28_and_hears_list_changes_on_its_listen_reques
         ]),
         "{changed}"
     );
-    assert!(child.wait().unwrap().success());
+    let (ok, stderr) = client.finish();
+    assert!(ok, "{stderr}");
 }

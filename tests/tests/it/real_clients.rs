@@ -268,6 +268,83 @@ impl Drop for PyClient {
     }
 }
 
+/// The PyPI SDK's high-level `Client` in its default mode (it adopts the
+/// 2026-07-28 lifecycle when the server speaks it), through
+/// `tests/clients/modern_client.py`: it lists, calls one tool, listens for
+/// tool list changes and, at the first one, lists again and exits. Each
+/// step is one JSON line.
+pub struct ModernClient {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stderr: PathBuf,
+}
+
+impl ModernClient {
+    /// Run it against `steward mcp` for `env`, calling `tool` with `arguments`.
+    pub fn spawn(env: &Env, tool: &str, arguments: &Value) -> ModernClient {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/modern_client.py");
+        let stderr = env.root.path().join(format!("modern-{}.stderr", nanos()));
+        let mut child = Command::new(python())
+            .arg("-B")
+            .arg(script)
+            .arg(tool)
+            .arg(arguments.to_string())
+            .args(steward_mcp_argv(env))
+            .current_dir(&env.ws)
+            .env_clear()
+            .envs(env.steward_env())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        ModernClient {
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    /// Its next step's line, parsed.
+    pub fn next(&self, what: &str) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(CLIENT_DEADLINE)
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no {what} from the client:\n{}",
+                    std::fs::read_to_string(&self.stderr).unwrap_or_default()
+                )
+            });
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Wait for it to exit; whether it succeeded, and its stderr.
+    pub fn finish(mut self) -> (bool, String) {
+        let ok = poll(CLIENT_DEADLINE, Duration::from_millis(20), || {
+            self.child.try_wait().ok().flatten().ok_or(())
+        })
+        .is_ok_and(|status| status.success());
+        (
+            ok,
+            std::fs::read_to_string(&self.stderr).unwrap_or_default(),
+        )
+    }
+}
+
+impl Drop for ModernClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn nanos() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -11,7 +11,7 @@ use steward_tests::fake_mcp::read_record;
 use steward_tests::harness::{Env, fake_tools, ready, wait_until};
 
 use crate::catalog_cache::status_now;
-use crate::real_clients::{PyClient, steward_mcp_argv};
+use crate::real_clients::{ModernClient, PyClient, steward_mcp_argv};
 
 /// Whether `name`'s fake received a `tools/call`.
 fn called(env: &Env, name: &str) -> bool {
@@ -90,6 +90,55 @@ fn a_stdio_session_goes_on_after_the_controller_is_killed_and_hears_of_the_chang
     assert_eq!(result["isError"], json!(false), "{result}");
     let stderr = client.close();
     assert!(!stderr.contains("Connection closed"), "{stderr}");
+}
+
+/// A 2026-07-28 client hears of list changes on its `subscriptions/listen`
+/// request only: the next controller goes on serving that request. After a
+/// graceful stop the client hears of an edit made once the next controller
+/// runs; after a kill, of an edit made while none ran.
+#[test]
+fn a_2026_07_28_clients_listen_request_goes_on_under_the_next_controller() {
+    for kill in [false, true] {
+        let env = Env::new();
+        env.user_mcp_servers(&[("a", env.fake_mcp("a", fake_tools(&["t"])))]);
+        let mut c = env.start(&[]);
+        c.wait_for("a Ready", |s| ready(s, "a"));
+        let client = ModernClient::spawn(&env, "a__t", &json!({}));
+        assert_eq!(client.next("first list")["version"], "2026-07-28");
+        client.next("call");
+        assert_eq!(client.next("listen")["listening"], true);
+
+        let edit = || {
+            env.user_mcp_servers(&[
+                ("a", env.fake_mcp("a", fake_tools(&["t"]))),
+                ("b", env.fake_mcp("b", fake_tools(&["u"]))),
+            ]);
+        };
+        if kill {
+            c.kill();
+            edit();
+        } else {
+            assert!(c.terminate().expect("exit").success(), "{}", c.log_text());
+        }
+        let c2 = env.start(&[]);
+        c2.wait_for("a Ready again", |s| ready(s, "a"));
+        wait_until("the session resumed", || {
+            c2.log_text()
+                .contains("an agent's session resumed from the last controller")
+        });
+        if !kill {
+            edit();
+        }
+        let changed = client.next("the change heard on the listen request");
+        assert_eq!(
+            changed["changed"],
+            json!(["a__t", "b__u"]),
+            "kill: {kill}\n{}",
+            c2.log_text()
+        );
+        let (ok, stderr) = client.finish();
+        assert!(ok, "kill: {kill}\n{stderr}");
+    }
 }
 
 #[test]
