@@ -307,18 +307,20 @@ impl Gateway {
             let mut clients = self.lock_clients();
             clients.next += 1;
             let id = clients.next;
-            clients.by_id.insert(
-                id,
-                ClientEntry {
-                    transport,
-                    profile,
-                    peer: None,
-                    listeners: Vec::new(),
-                    seen,
-                    handback,
-                    resumed: false,
-                },
-            );
+            let entry = ClientEntry {
+                transport,
+                profile,
+                peer: None,
+                listeners: Vec::new(),
+                seen,
+                handback,
+                resumed: false,
+            };
+            // What it sees from the start: a stop right after its listen
+            // was acknowledged (before the listen is recorded) must not
+            // leave the bridge with nothing.
+            entry.report();
+            clients.by_id.insert(id, entry);
             self.attached.send_replace(clients.by_id.len());
             id
         };

@@ -100,7 +100,14 @@ fn a_stdio_session_goes_on_after_the_controller_is_killed_and_hears_of_the_chang
 fn a_2026_07_28_clients_listen_request_goes_on_under_the_next_controller() {
     for kill in [false, true] {
         let env = Env::new();
-        env.user_mcp_servers(&[("a", env.fake_mcp("a", fake_tools(&["t"])))]);
+        // Slow to start: the next controller lists it from the catalog
+        // cache while the session resumes.
+        let slow = steward_tests::fake_mcp::FakeMcpConfig {
+            initialize_delay_ms: 500,
+            ..fake_tools(&["t"])
+        };
+        let a = env.fake_mcp("a", slow);
+        env.user_mcp_servers(&[("a", a.clone())]);
         let mut c = env.start(&[]);
         c.wait_for("a Ready", |s| ready(s, "a"));
         let client = ModernClient::spawn(&env, "a__t", &json!({}));
@@ -110,7 +117,7 @@ fn a_2026_07_28_clients_listen_request_goes_on_under_the_next_controller() {
 
         let edit = || {
             env.user_mcp_servers(&[
-                ("a", env.fake_mcp("a", fake_tools(&["t"]))),
+                ("a", a.clone()),
                 ("b", env.fake_mcp("b", fake_tools(&["u"]))),
             ]);
         };
