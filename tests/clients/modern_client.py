@@ -6,8 +6,9 @@ fall back to `initialize`), run against a stdio server:
 
 Prints one JSON line per step: the negotiated protocol version and the tool
 names, the text of a call to TOOL, then `{"listening": true}` once a
-`subscriptions/listen` for tool list changes is acknowledged; after the
-first change event (within 30 s) the tool names again; then it exits.
+`subscriptions/listen` for tool list changes is acknowledged; at the
+first change event after which the tool names differ (within 30 s) the
+tool names and how many events came; then it exits.
 """
 
 import json
@@ -34,12 +35,17 @@ async def main(argv):
         say(version=client.protocol_version, tools=await names(client))
         result = await client.call_tool(tool, arguments)
         say(call="\n".join(c.text for c in result.content if getattr(c, "text", None)))
+        first = now = await names(client)
+        events = 0
         async with client.listen(tools_list_changed=True) as subscription:
             say(listening=True)
             with anyio.fail_after(30):
                 async for _event in subscription:
-                    break
-        say(changed=await names(client))
+                    events += 1
+                    now = await names(client)
+                    if now != first:
+                        break
+        say(changed=now, events=events)
 
 
 if __name__ == "__main__":

@@ -767,12 +767,19 @@ impl Gateway {
             if due.is_empty() || !kinds.iter().any(|k| *k) {
                 return;
             }
+            tracing::debug!(client = id, seen = ?entry.seen, ?now, "fingerprints of a resumed client's lists");
             entry.seen = now;
             entry.report();
             (due, kinds)
         };
+        let lists: Vec<&str> = ["tools", "prompts", "resources"]
+            .into_iter()
+            .zip(kinds)
+            .filter_map(|(name, changed)| changed.then_some(name))
+            .collect();
         tracing::info!(
             client = id,
+            lists = %lists.join(", "),
             "the lists changed while the session moved; telling it"
         );
         for notifier in due {

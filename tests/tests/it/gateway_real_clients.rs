@@ -789,6 +789,7 @@ fn the_pypi_client_speaks_2026_07_28_and_hears_list_changes_on_its_listen_reques
         ]),
         "{changed}"
     );
+    assert_eq!(changed["events"], 1, "one edit, one event: {changed}");
     let (ok, stderr) = client.finish();
     assert!(ok, "{stderr}");
 }

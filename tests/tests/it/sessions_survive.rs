@@ -143,6 +143,15 @@ fn a_2026_07_28_clients_listen_request_goes_on_under_the_next_controller() {
             "kill: {kill}\n{}",
             c2.log_text()
         );
+        // The edit's event; one more is tolerated: once (of 60 runs) the
+        // next controller also told the resumed client of a change while
+        // it moved that left the tool names as they were.
+        let events = changed["events"].as_u64().unwrap();
+        assert!(
+            (1..=2).contains(&events),
+            "kill: {kill}, {events} events\n{}",
+            c2.log_text()
+        );
         let (ok, stderr) = client.finish();
         assert!(ok, "kill: {kill}\n{stderr}");
     }
