@@ -19,9 +19,9 @@
 //! agent's input at a message boundary ([`Gate`]), lets every request
 //! already read be answered, and hands back what was read past that
 //! boundary, so no request is lost; from then on nothing more of it reaches
-//! the agent (its teardown would answer, and so end, the open listens). A killed controller says nothing: the
-//! requests it had read are lost (their clients time out), the next ones are
-//! served.
+//! the agent (its teardown would answer, and so end, the open listens). A
+//! killed controller says nothing: the requests it had read are lost (their
+//! clients time out), the next ones are served.
 //!
 //! Wire format, both ways: a JSON line, optionally followed by raw bytes
 //! whose count the line gives (the bytes of the agent's input that move
