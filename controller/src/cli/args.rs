@@ -177,7 +177,8 @@ Examples:
 Run the controller: start every admitted server, keep each in step with the configuration files \
 while they change (restarting only what changed), restart crashed servers with backoff, and serve \
 `steward status|reload|stop|start` on a control socket under HOME_DIR. One controller per \
-workspace: a second `run` exits 1 naming the first one's pid. Agents reach the servers through \
+workspace: a second `run` exits 1 naming the first one's pid (one started while the first is \
+stopping — a restart — waits up to a minute for it to exit). Agents reach the servers through \
 `steward mcp` (which attaches to this controller) or, with --mcp-listen, over HTTP.
 
 Edits are applied as soon as a file is saved and valid; a burst of saves within --debounce-ms \

@@ -161,7 +161,44 @@ pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, Comma
     install_logging(args.log_format == LogFormat::Json);
     let opts = run_options(workspace, &args);
     with_controller_runtime(|shutdown| async move {
-        engine::run(opts, shutdown).await?;
+        run_after_a_stopping_one(opts, shutdown).await?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// How long `steward run` waits for a controller of the same workspace that
+/// is stopping (its sessions handed back, then its servers stopped).
+const STOPPING_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Run the controller; when the one before it is still stopping (`steward
+/// run` restarted at once: SIGTERM, then a new run), wait for it to let go
+/// of the workspace rather than fail. A running one is still refused.
+async fn run_after_a_stopping_one(
+    opts: RunOptions,
+    shutdown: CancellationToken,
+) -> Result<(), engine::RunError> {
+    use crate::support::lock::LockError;
+    let give_up = tokio::time::Instant::now() + STOPPING_PATIENCE;
+    let mut said = false;
+    loop {
+        match engine::run(opts.clone(), shutdown.clone()).await {
+            Err(engine::RunError::Lock(LockError::Held {
+                pid,
+                stopping: true,
+                ..
+            })) if tokio::time::Instant::now() < give_up && !shutdown.is_cancelled() => {
+                if !std::mem::replace(&mut said, true) {
+                    tracing::info!(
+                        pid,
+                        "the previous controller is stopping; waiting for it to exit"
+                    );
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                    _ = shutdown.cancelled() => return Ok(()),
+                }
+            }
+            result => return result,
+        }
+    }
 }

@@ -295,7 +295,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     create_private_dir(&paths.runtime_dir)?;
     // One controller per canonical workspace, whatever its HOME_DIR; the
     // HOME_DIR lock guards the state directory the socket lives in.
-    let _workspace_lock = ControllerLock::acquire(&paths.workspace_lock_file(), &paths.workspace)?;
+    let workspace_lock = ControllerLock::acquire(&paths.workspace_lock_file(), &paths.workspace)?;
     let lock = ControllerLock::acquire(&paths.lock_file(), &paths.workspace)?;
     // Orphaned descendants of servers come to us, not init (see
     // runtime::reaper); and a killed predecessor's leftovers go first.
@@ -601,6 +601,10 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
 
     // Shutdown: hand the agents' sessions back (their requests answered
     // first), cancel queued and in-flight work, then stop every server.
+    // A `steward run` started from now on (a restart) waits for us instead
+    // of failing.
+    workspace_lock.announce_stopping();
+    lock.announce_stopping();
     tracing::info!("controller stopping");
     gateway
         .hand_back(crate::gateway::resume::HANDBACK_WAIT)
@@ -621,6 +625,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let _ = std::fs::remove_file(&socket_path);
     let _ = std::fs::remove_file(&mcp_socket);
     drop(lock);
+    drop(workspace_lock);
     tracing::info!("controller stopped");
     Ok(())
 }

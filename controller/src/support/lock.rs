@@ -1,6 +1,8 @@
 //! One controller per workspace: an exclusive advisory lock on a file under
 //! HOME_DIR (never in the workspace) that also records the holder's pid, so
-//! a second `steward run` can say who is already running.
+//! a second `steward run` can say who is already running — and, once the
+//! holder has begun to stop, that it is stopping (`PID stopping`), so a
+//! `steward run` started right after it (a restart) can wait for it.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -9,8 +11,16 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    #[error("start: another controller (pid {pid}) is already running for {workspace}")]
-    Held { pid: String, workspace: PathBuf },
+    #[error(
+        "start: another controller (pid {pid}) is {} for {workspace}",
+        if *stopping { "still stopping" } else { "already running" }
+    )]
+    Held {
+        pid: String,
+        workspace: PathBuf,
+        /// The holder has begun to stop: it will let go soon.
+        stopping: bool,
+    },
     #[error("take the controller lock {path}: {source}")]
     Io {
         path: PathBuf,
@@ -49,16 +59,13 @@ impl ControllerLock {
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
-                let mut pid = String::new();
-                let _ = file.read_to_string(&mut pid);
-                let pid = pid.trim();
+                let mut content = String::new();
+                let _ = file.read_to_string(&mut content);
+                let mut words = content.split_whitespace();
                 return Err(LockError::Held {
-                    pid: if pid.is_empty() {
-                        "unknown".to_owned()
-                    } else {
-                        pid.to_owned()
-                    },
+                    pid: words.next().unwrap_or("unknown").to_owned(),
                     workspace: workspace.to_path_buf(),
+                    stopping: words.next() == Some(STOPPING),
                 });
             }
             Err(TryLockError::Error(e)) => return Err(io(e)),
@@ -76,7 +83,19 @@ impl ControllerLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Say in the lock file that this controller has begun to stop (best
+    /// effort: a reader that misses it sees a running controller).
+    pub fn announce_stopping(&self) {
+        use std::os::unix::fs::FileExt as _;
+        let _ = self
+            ._file
+            .write_at(format!("{} {STOPPING}", std::process::id()).as_bytes(), 0);
+    }
 }
+
+/// The word after the pid in the lock file of a controller that is stopping.
+const STOPPING: &str = "stopping";
 
 /// Whether the process the lock file `path` names (the last controller to
 /// take it) is still alive: it holds the lock until it exits. Read without
@@ -84,7 +103,7 @@ impl ControllerLock {
 pub fn holder_alive(path: &Path) -> bool {
     std::fs::read_to_string(path)
         .ok()
-        .and_then(|pid| pid.trim().parse::<u32>().ok())
+        .and_then(|content| content.split_whitespace().next()?.parse::<u32>().ok())
         .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
 }
 
@@ -103,7 +122,31 @@ mod tests {
                 .contains(&format!("pid {}", std::process::id())),
             "{err}"
         );
+        assert!(
+            matches!(
+                err,
+                LockError::Held {
+                    stopping: false,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(holder_alive(&path));
+        first.announce_stopping();
+        let err = ControllerLock::acquire(&path, Path::new("/ws")).unwrap_err();
+        assert!(
+            matches!(&err, LockError::Held { stopping: true, pid, .. } if *pid == std::process::id().to_string()),
+            "{err:?}"
+        );
+        assert!(holder_alive(&path), "the pid is still read");
         drop(first);
-        ControllerLock::acquire(&path, Path::new("/ws")).unwrap();
+        let second = ControllerLock::acquire(&path, Path::new("/ws")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            std::process::id().to_string(),
+            "a new holder writes its pid alone"
+        );
+        drop(second);
     }
 }

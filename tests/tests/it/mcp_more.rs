@@ -850,6 +850,50 @@ fn a_second_signal_during_a_slow_shutdown_exits_at_once_and_no_server_survives()
     wait_all_gone("every server process dies with the controller", &pids);
 }
 
+#[test]
+fn a_run_started_while_the_last_one_stops_waits_for_it_then_takes_over() {
+    let env = Env::new();
+    let stubborn = stubborn_server(
+        &env,
+        "stubborn",
+        FakeMcpConfig {
+            ignore_sigterm: true,
+            ..tools(&["s"])
+        },
+    );
+    env.user_mcp_servers(&[("stubborn", stubborn)]);
+    let mut first = env.start(&[]);
+    let s = first.wait_for("Ready", |s| ready(s, "stubborn"));
+    let old = pid_of(&s, "stubborn").unwrap();
+
+    // A restart as a user types it: SIGTERM, then a new run at once, while
+    // the stubborn server holds the first one's shutdown (about 5 s).
+    assert!(signal(first.pid() as i32, libc::SIGTERM));
+    wait_until("the first controller begins its shutdown", || {
+        first.log_text().contains("controller stopping")
+    });
+    let log = env.root.path().join("second.log");
+    let mut second =
+        env.spawn_controller(&[], std::fs::File::create(&log).unwrap().into(), &[], log);
+    wait_until("the second run says it waits", || {
+        second
+            .log_text()
+            .contains("the previous controller is stopping; waiting for it to exit")
+    });
+    assert_eq!(first.exit_status(DEADLINE).code(), Some(0));
+    second.wait_ready();
+    second.wait_for("Ready under the second controller", |s| {
+        ready(s, "stubborn") && pid_of(s, "stubborn").is_some_and(|p| p != old)
+    });
+    assert!(
+        !second.log_text().contains("already running"),
+        "{}",
+        second.log_text()
+    );
+    let status = second.terminate().expect("the second controller runs");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
 // ---- admission and the process environment -----------------------------------------
 
 #[test]
