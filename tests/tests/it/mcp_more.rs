@@ -73,12 +73,18 @@ fn tree(dir: &Path) -> BTreeSet<String> {
     out
 }
 
-/// A command line that runs the fake MCP server (`config` in the env) under
+/// A command line that runs a fake MCP server with one tool, `s`, under
 /// `sh`, ignoring SIGTERM, and that does not exit when its stdin closes: the
 /// fake exits on the close, then the shell becomes `sleep 300` with SIGTERM
 /// still ignored. Only SIGKILL stops it.
-fn stubborn_server(env: &Env, name: &str, config: FakeMcpConfig) -> Value {
-    let mut entry = env.fake_mcp(name, config);
+fn stubborn_server(env: &Env, name: &str) -> Value {
+    let mut entry = env.fake_mcp(
+        name,
+        FakeMcpConfig {
+            ignore_sigterm: true,
+            ..tools(&["s"])
+        },
+    );
     let fake = entry["command"].clone();
     entry["command"] = json!("/bin/sh");
     entry["args"] = json!(["-c", "trap '' TERM; \"$0\"; exec sleep 300", fake]);
@@ -645,14 +651,7 @@ fn a_hung_server_is_detected_as_crashed_and_restarted() {
 #[test]
 fn a_server_ignoring_sigterm_is_still_stopped_on_removal_within_the_grace() {
     let env = Env::new();
-    let stubborn = stubborn_server(
-        &env,
-        "stubborn",
-        FakeMcpConfig {
-            ignore_sigterm: true,
-            ..tools(&["s"])
-        },
-    );
+    let stubborn = stubborn_server(&env, "stubborn");
     let ok = env.fake_mcp("ok", tools(&["o"]));
     env.user_mcp_servers(&[("stubborn", stubborn), ("ok", ok.clone())]);
     let c = env.start(&[]);
@@ -817,14 +816,7 @@ fn sigint_stops_every_server_exits_0_and_removes_the_socket() {
 #[test]
 fn a_second_signal_during_a_slow_shutdown_exits_at_once_and_no_server_survives() {
     let env = Env::new();
-    let stubborn = stubborn_server(
-        &env,
-        "stubborn",
-        FakeMcpConfig {
-            ignore_sigterm: true,
-            ..tools(&["s"])
-        },
-    );
+    let stubborn = stubborn_server(&env, "stubborn");
     let ok = env.fake_mcp("ok", tools(&["o"]));
     env.user_mcp_servers(&[("stubborn", stubborn), ("ok", ok)]);
     let mut c = env.start(&[]);
@@ -853,14 +845,7 @@ fn a_second_signal_during_a_slow_shutdown_exits_at_once_and_no_server_survives()
 #[test]
 fn a_run_started_while_the_last_one_stops_waits_for_it_then_takes_over() {
     let env = Env::new();
-    let stubborn = stubborn_server(
-        &env,
-        "stubborn",
-        FakeMcpConfig {
-            ignore_sigterm: true,
-            ..tools(&["s"])
-        },
-    );
+    let stubborn = stubborn_server(&env, "stubborn");
     env.user_mcp_servers(&[("stubborn", stubborn)]);
     let mut first = env.start(&[]);
     let s = first.wait_for("Ready", |s| ready(s, "stubborn"));
