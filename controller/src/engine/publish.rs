@@ -25,10 +25,13 @@ pub trait Publish: Send + Sync {
     /// It left the configuration: forget everything about it.
     fn mcp_removed(&self, name: &str);
     /// It is to be idle under `spec` (not running, `--start lazy` or
-    /// `--idle-stop`): list the catalog cached for its `configHash` in place
-    /// of any live one, calls waiting for it (and demanding its start). None
-    /// when nothing is cached for that hash: it must run to be known (a
-    /// stale cached listing is withdrawn).
+    /// `--idle-stop`): list its cached catalog in place of any live one,
+    /// calls waiting for it (and demanding its start). The catalog is the
+    /// one of the configuration it last ran, the current one or, after an
+    /// edit, the one before (a call starts it under `spec`, and clients hear
+    /// `list_changed` if it then offers something else). None when nothing
+    /// is cached for it: it must run to be known (a stale cached listing is
+    /// withdrawn).
     fn mcp_idle(&self, name: &str, spec: &McpServerSpec) -> Option<IdleCatalog>;
 
     /// Language server `name`'s connection is ready: bring it up to date
@@ -50,6 +53,8 @@ pub struct IdleCatalog {
     /// `excludeTools`.
     pub tools: Vec<String>,
     pub prompts: Vec<String>,
+    /// Offered under the configuration before an edit, not the current one.
+    pub earlier: bool,
 }
 
 /// Publishes nowhere: for tests of the engine alone.

@@ -17,9 +17,10 @@
 //!   or the server may stay `Idle`: `--start lazy` (never started) or
 //!   `--idle-stop` (stopped after no call used it for that long), no call
 //!   has demanded it since ([`Reconciler::demand`]), and the catalog cache
-//!   holds its catalog for the current `configHash` (listed instead; a
-//!   server without one must run once to be known, so a config edit of an
-//!   idle server starts it unless that hash was cached too);
+//!   holds a catalog of it (listed instead: the one of its current
+//!   `configHash` or, after a config edit of an idle server, of the
+//!   configuration it last ran — the edit updates its spec without starting
+//!   it; a server never run must run once to be known);
 //! - a Ready MCP server with `--idle-stop` is looked at again at its idle
 //!   deadline (its relay knows the last call and the calls in flight).
 //!
@@ -590,13 +591,19 @@ impl Reconciler {
 
     /// Status `Idle` for `reason`, with the cached catalog's tools.
     fn set_idle(&self, key: &Key, reason: Reason, spec: &McpServerSpec, catalog: &IdleCatalog) {
+        let cached = if catalog.earlier {
+            "the catalog cached under its configuration before the last edit"
+        } else {
+            "its cached catalog"
+        };
         let message = match (reason, self.idle_stop) {
             (Reason::IdleStopped, Some(idle)) => format!(
-                "stopped after {} without a call; its cached catalog is listed and the next call starts it",
+                "stopped after {} without a call; {cached} is listed and the next call starts it",
                 humantime::format_duration(idle)
             ),
-            _ => "not started (--start lazy); its cached catalog is listed and the first call starts it"
-                .to_owned(),
+            _ => format!(
+                "not started (--start lazy); {cached} is listed and the first call starts it"
+            ),
         };
         let tools = spec.exposed_tools(catalog.tools.iter().map(String::as_str));
         let now_s = now_rfc3339();

@@ -6,11 +6,14 @@
 //! filters and the pins), its `instructions` and `serverInfo` — is stored
 //! under its name with the `configHash` it ran under, in
 //! `HOME_DIR/steward/<workspace>/catalogCache.json` (0600, one file per
-//! workspace, replaced whole). An entry is used only for the same
-//! `configHash`; what is listed from it goes through the entry's filters and
-//! the pins ([`super::pins::Pins::screen`]) first, so the cache never lists
-//! a filtered or quarantined definition. When the server is Ready its live
-//! catalog replaces the entry if it differs.
+//! workspace, replaced whole). A server that starts is listed from its
+//! entry only for the same `configHash`; an idle one (`--start lazy`,
+//! `--idle-stop`) whose configuration was edited since lists the entry of
+//! the configuration it last ran until a call starts it. What is listed goes
+//! through the entry's filters and the pins ([`super::pins::Pins::screen`])
+//! first, so the cache never lists a filtered or quarantined definition.
+//! When the server is Ready its live catalog replaces the entry if it
+//! differs.
 //!
 //! Writes are batched on a blocking thread (a durable write takes ~10 ms and
 //! a cold start stores every server at once, from the reconcile workers): a
@@ -178,6 +181,12 @@ impl CatalogCache {
             .get(server)
             .filter(|c| c.config_hash == config_hash)
             .cloned()
+    }
+
+    /// What `server` offered the last time it ran, whatever its
+    /// configuration was then.
+    pub fn last(&self, server: &str) -> Option<CachedCatalog> {
+        self.lock().file.servers.get(server).cloned()
     }
 
     /// The servers with an entry, whatever its `configHash`.

@@ -419,7 +419,10 @@ impl Gateway {
             let Some(entry) = self.cache.get(name, &spec.config_hash) else {
                 continue;
             };
-            let Some(lists) = self.pins.screen(name, &entry.lists(), spec) else {
+            let Some(lists) = self
+                .pins
+                .screen(name, &entry.lists(), &entry.config_hash, spec)
+            else {
                 continue;
             };
             lock(&self.offered).insert(name.clone(), Arc::new(lists.tools.clone()));
@@ -614,10 +617,14 @@ impl Publish for Gateway {
     }
 
     fn mcp_idle(&self, name: &str, spec: &McpServerSpec) -> Option<IdleCatalog> {
-        let screened = self
-            .cache
-            .get(name, &spec.config_hash)
-            .and_then(|entry| Some((self.pins.screen(name, &entry.lists(), spec)?, entry)));
+        // After an edit, what it offered under the configuration it last
+        // ran: listed until a call starts it under this one.
+        let screened = self.cache.last(name).and_then(|entry| {
+            let lists = self
+                .pins
+                .screen(name, &entry.lists(), &entry.config_hash, spec)?;
+            Some((lists, entry))
+        });
         let Some((lists, entry)) = screened else {
             self.registry.withdraw_cached(name);
             return None;
@@ -631,6 +638,7 @@ impl Publish for Gateway {
         Some(IdleCatalog {
             tools: lists.tools.iter().map(|t| t.name.to_string()).collect(),
             prompts: lists.prompts.iter().map(|p| p.name.clone()).collect(),
+            earlier: entry.config_hash != spec.config_hash,
         })
     }
 

@@ -700,13 +700,20 @@ impl Pins {
         published
     }
 
-    /// `lists` (what the catalog cache holds for `server` under `spec`)
-    /// without what its pins would quarantine, judged as [`Self::admit`]
-    /// judges a publication but recording nothing: no verdict, no event, no
-    /// pin. `None` when the server is pinned and has no pins for this
-    /// `configHash` (the pins were lost): what it offers then is pinned
-    /// only when it runs, so nothing cached is vouched for.
-    pub fn screen(&self, server: &str, lists: &McpLists, spec: &McpServerSpec) -> Option<McpLists> {
+    /// `lists` (what the catalog cache holds for `server`, offered when it
+    /// ran under the `configHash` `offered_under`; `spec` is how it is
+    /// configured now) without what its pins would quarantine, judged as
+    /// [`Self::admit`] judges a publication but recording nothing: no
+    /// verdict, no event, no pin. `None` when the server is pinned and has
+    /// no pins for `offered_under` (the pins were lost): what it offers then
+    /// is pinned only when it runs, so nothing cached is vouched for.
+    pub fn screen(
+        &self,
+        server: &str,
+        lists: &McpLists,
+        offered_under: &str,
+        spec: &McpServerSpec,
+    ) -> Option<McpLists> {
         if !self.mode.pins(spec) {
             return Some(lists.clone());
         }
@@ -715,7 +722,7 @@ impl Pins {
             .file
             .servers
             .get(server)
-            .filter(|p| p.config_hash == spec.config_hash)?;
+            .filter(|p| p.config_hash == offered_under)?;
         let quarantined = judge(pins, &Offered::of(lists), |kind, name| {
             kind == Definition::Prompt || spec.exposes_tool(name)
         });
@@ -1095,20 +1102,23 @@ mod tests {
         let store = pins(dir.path(), PinMode::All);
         let cached = lists(&[echo("Echo!!"), json!({"name": "add", "inputSchema": {}})]);
         // No pins for this configuration: nothing cached is vouched for.
-        assert_eq!(store.screen("s", &cached, &spec("h1")), None);
+        assert_eq!(store.screen("s", &cached, "h1", &spec("h1")), None);
         store.admit("s", &lists(&[echo("Echo.")]), &spec("h1"));
         let events = store.status.events().list().len();
         // A changed and an added tool: both held back, no event, no verdict.
-        let screened = store.screen("s", &cached, &spec("h1")).unwrap();
+        let screened = store.screen("s", &cached, "h1", &spec("h1")).unwrap();
         assert!(names(&screened).is_empty());
         assert_eq!(store.status.events().list().len(), events);
         assert!(store.quarantined_servers().is_empty());
         let same = lists(&[echo("Echo.")]);
-        assert_eq!(store.screen("s", &same, &spec("h1")).unwrap(), same);
-        assert_eq!(store.screen("s", &same, &spec("h2")), None);
+        assert_eq!(store.screen("s", &same, "h1", &spec("h1")).unwrap(), same);
+        assert_eq!(store.screen("s", &same, "h2", &spec("h2")), None);
+        // Configured anew (an idle server edited): what it offered under the
+        // configuration it ran is judged by that configuration's pins.
+        assert_eq!(store.screen("s", &same, "h1", &spec("h2")).unwrap(), same);
         // Not pinned: as cached.
         let off = pins(dir.path(), PinMode::Off);
-        assert_eq!(off.screen("s", &cached, &spec("h2")).unwrap(), cached);
+        assert_eq!(off.screen("s", &cached, "h2", &spec("h2")).unwrap(), cached);
     }
 
     #[test]

@@ -34,7 +34,7 @@ fn overlay_path(env: &Env, name: &str) -> PathBuf {
 }
 
 /// From the next start of `name` on, these config keys replace its own.
-fn overlay(env: &Env, name: &str, keys: Value) {
+pub fn overlay(env: &Env, name: &str, keys: Value) {
     write_atomic(&overlay_path(env, name), &keys.to_string());
 }
 

@@ -10,9 +10,9 @@
 use serde_json::json;
 use steward_schema::resource::{CatalogSource, Phase, Reason, WorkspaceStatus};
 use steward_tests::fake_mcp::read_record;
-use steward_tests::harness::{Env, mcp, wait_until, with_version};
+use steward_tests::harness::{Env, fake_tools, mcp, wait_until, with_version};
 
-use crate::catalog_cache::{fake, fill_cache, settings, sorted, status_now};
+use crate::catalog_cache::{fake, fill_cache, overlay, settings, sorted, status_now};
 use crate::real_clients::{PyClient, steward_mcp_argv, text_of};
 
 /// How many processes of the fake `name` started (its record's `start`s).
@@ -146,14 +146,8 @@ fn a_server_without_a_cached_catalog_starts_at_once_under_lazy() {
 #[test]
 fn idle_stop_stops_an_unused_server_keeps_its_tools_listed_and_the_next_call_wakes_it() {
     let env = Env::new();
-    settings(
-        &env,
-        &[
-            ("a", fake(&env, "a", &["ta"])),
-            ("b", fake(&env, "b", &["tb"])),
-        ],
-        &[],
-    );
+    let (entry_a, entry_b) = (fake(&env, "a", &["ta"]), fake(&env, "b", &["tb"]));
+    settings(&env, &[("a", entry_a.clone()), ("b", entry_b.clone())], &[]);
     let c = env.start(&["--idle-stop", "1s"]);
     // Its pid from its record: a Ready that lasts a second may fall
     // between two looks at the status on a loaded machine.
@@ -198,6 +192,23 @@ fn idle_stop_stops_an_unused_server_keeps_its_tools_listed_and_the_next_call_wak
     // Unused again: stopped again, still listed.
     c.wait_for("a IdleStopped again", |s| idle(s, "a", Reason::IdleStopped));
     assert_eq!(sorted(client.tool_names()), ["a__ta", "b__tb"]);
+
+    // An edit of the idle b updates its spec without starting it.
+    let old = mcp(&status_now(&env), "b")
+        .unwrap()
+        .spec
+        .config_hash
+        .clone();
+    settings(
+        &env,
+        &[("a", entry_a), ("b", with_version(&entry_b, "2"))],
+        &[],
+    );
+    c.wait_for("b IdleStopped under its new configuration", |s| {
+        idle(s, "b", Reason::IdleStopped) && mcp(s, "b").is_some_and(|m| m.spec.config_hash != old)
+    });
+    assert_eq!(starts(&env, "b"), 1, "the edit started b");
+    assert_eq!(sorted(client.tool_names()), ["a__ta", "b__tb"]);
 }
 
 #[test]
@@ -233,32 +244,58 @@ fn an_excluded_idle_server_is_blocked_and_never_listed_or_started() {
     );
 }
 
-/// The cache holds one catalog per server, of the configuration it last
-/// ran: an edit of an idle server is a `configHash` nothing is cached for,
-/// so the server starts (it must run once to be known), and its new
-/// catalog replaces the cached one.
+/// A config edit of an idle server updates its spec without starting it:
+/// until a call needs it, the catalog of the configuration it last ran stays
+/// listed (its status says so); that call starts it under the new
+/// configuration, and the agent hears of what the new one offers.
 #[test]
-fn a_config_edit_of_an_idle_server_starts_it_when_the_new_config_is_not_cached() {
+fn a_config_edit_of_an_idle_server_updates_its_spec_without_starting_it() {
     let env = Env::new();
     let entry = fake(&env, "a", &["ta"]);
     settings(&env, &[("a", entry.clone())], &[]);
     fill_cache(&env, &["a"]);
     forget_starts(&env, &["a"]);
-    let c = env.start(&["--start", "lazy"]);
-    let s = c.wait_for("a Idle", |s| idle(s, "a", Reason::NotStarted));
+    let mut argv = steward_mcp_argv(&env);
+    argv.extend(["--start".to_owned(), "lazy".to_owned()]);
+    let mut client = PyClient::stdio(&env, &argv);
+    assert_eq!(client.tool_names(), ["a__ta"]);
+    let s = wait_status(&env, "a Idle", |s| {
+        idle(s, "a", Reason::NotStarted) && s.controller.last_reload.is_some()
+    });
     let old = mcp(&s, "a").unwrap().spec.config_hash.clone();
-    assert_eq!(starts(&env, "a"), 0);
+
+    // The edit; what the new configuration offers (a second tool) is
+    // unknown until it runs.
+    let tools = serde_json::to_value(fake_tools(&["ta", "tb"])).unwrap();
+    overlay(&env, "a", json!({"tools": tools["tools"]}));
     settings(&env, &[("a", with_version(&entry, "2"))], &[]);
-    let s = c.wait_for("a Ready under the new configuration", |s| {
-        phase(s, "a") == (Phase::Ready, None)
-            && mcp(s, "a").is_some_and(|m| m.spec.config_hash != old)
+    let s = wait_status(&env, "a Idle under the new configuration", |s| {
+        idle(s, "a", Reason::NotStarted) && mcp(s, "a").is_some_and(|m| m.spec.config_hash != old)
     });
     let a = mcp(&s, "a").unwrap();
+    assert_eq!(
+        a.status.catalog.as_ref().map(|c| c.source),
+        Some(CatalogSource::Cached)
+    );
+    let message = a.status.message.clone().unwrap_or_default();
+    assert!(message.contains("before the last edit"), "{message}");
+    assert_eq!(starts(&env, "a"), 0, "the edit started it");
+    assert_eq!(client.tool_names(), ["a__ta"]);
+
+    // The first call starts it under the new configuration.
+    let (result, _) = client.call("a__ta", json!({"x": 1}));
+    assert_ne!(result["isError"], json!(true), "{result}");
+    assert_eq!(starts(&env, "a"), 1);
+    client.wait_notification("notifications/tools/list_changed", 1);
+    assert_eq!(sorted(client.tool_names()), ["a__ta", "a__tb"]);
+    let s = status_now(&env);
+    let a = mcp(&s, "a").unwrap();
+    assert_eq!((a.status.phase, a.status.reason), (Phase::Ready, None));
+    assert_ne!(a.spec.config_hash, old);
     assert_eq!(
         a.status.catalog.map(|c| c.source),
         Some(CatalogSource::Live)
     );
-    assert_eq!(starts(&env, "a"), 1);
 }
 
 #[test]
