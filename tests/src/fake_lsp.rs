@@ -119,6 +119,24 @@ pub struct Config {
     pub warmup_ms: u64,
     /// Report indexing progress after `initialized` (see [`Indexing`]).
     pub indexing: Indexing,
+    /// After `initialized`, send `client/registerCapability` requests far
+    /// faster than any real server does (see [`RegistrationStorm`]).
+    pub registration_storm: Option<RegistrationStorm>,
+}
+
+/// A storm of `client/registerCapability` requests (ids `storm-N`), sent
+/// without waiting for their answers, which are counted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegistrationStorm {
+    pub per_second: u64,
+    pub duration_ms: u64,
+    /// It begins this long after `initialized`.
+    pub after_ms: u64,
+    /// Replaced (atomically) with `{"phase": "begin"}` when the storm
+    /// begins and `{"phase": "end", "sent", "answered"}` once every request
+    /// is answered (or 5 s after the last one was sent).
+    pub report: PathBuf,
 }
 
 impl Default for Config {
@@ -147,6 +165,7 @@ impl Default for Config {
             hover_delay_ms: 0,
             warmup_ms: 0,
             indexing: Indexing::Off,
+            registration_storm: None,
         }
     }
 }

@@ -8,13 +8,18 @@
 //! unchanged servers (from the fakes' record files), and the controller's
 //! idle CPU and peak RSS. Prints one JSON object on stdout.
 //!
+//! With `--registration-storm`, instead: one fake language server sends
+//! `client/registerCapability` 1000 times a second for 10 s
+//! (`--per-second`, `--storm-ms`), and the controller's CPU over the storm
+//! is printed with how many of the requests were answered.
+//!
 //! `cargo build --release -p steward-tests --bins && target/release/steward-lsp-bench`
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use steward_schema::resource::{Item, Phase, WorkspaceStatus};
-use steward_tests::fake_lsp::{Config, Event, read_records};
+use steward_tests::fake_lsp::{Config, Event, RegistrationStorm, read_records};
 use steward_tests::harness::Env;
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -68,7 +73,74 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// `--registration-storm` (see the module doc).
+fn registration_storm() -> Value {
+    let per_second = arg("--per-second", 1000);
+    let duration_ms = arg("--storm-ms", 10_000);
+    let env = Env::new();
+    // The product's default log filter, not the envtests' debug logs: a
+    // debug line per answered request would be most of what is measured.
+    env.set_var("RUST_LOG", "info,rmcp=warn");
+    let report = env.root.path().join("storm.json");
+    let config = Config {
+        registration_storm: Some(RegistrationStorm {
+            per_second,
+            duration_ms,
+            after_ms: 2000,
+            report: report.clone(),
+        }),
+        ..Config::default()
+    };
+    let entry = env.fake_lsp("storm", config, &[".st"]);
+    env.write(".lsp.json", &lsp_json(&[("storm".to_owned(), entry)]));
+    let c = env.start(&[]);
+    c.wait_for_within("the language server Ready", Duration::from_secs(60), |s| {
+        ready_with(s, "storm", None)
+    });
+    let pid = c.pid();
+    let phase = |want: &str, within: Duration, every: Duration| -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let seen = std::fs::read_to_string(&report)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .filter(|v| v["phase"] == want);
+            if let Some(v) = seen {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "the storm's {want} never came");
+            std::thread::sleep(every);
+        }
+    };
+    phase("begin", Duration::from_secs(30), Duration::from_millis(1));
+    let (t0, ticks0) = (Instant::now(), proc_cpu_ticks(pid));
+    let end = phase(
+        "end",
+        Duration::from_millis(duration_ms) + Duration::from_secs(30),
+        Duration::from_millis(10),
+    );
+    let (wall_s, ticks) = (t0.elapsed().as_secs_f64(), proc_cpu_ticks(pid) - ticks0);
+    let cpu_pct = ticks as f64 / 100.0 / wall_s * 100.0;
+    let status = c.status();
+    let still_ready = ready_with(&status, "storm", None);
+    json!({
+        "perSecond": per_second,
+        "durationMs": duration_ms,
+        "requestsSent": end["sent"],
+        "answered": end["answered"],
+        "wallS": (wall_s * 1000.0).round() / 1000.0,
+        "controllerCpuPct": (cpu_pct * 1000.0).round() / 1000.0,
+        "serverStillReady": still_ready,
+        "target": { "controllerCpuPct": "<= 2", "met": cpu_pct <= 2.0 && still_ready && end["sent"] == end["answered"] },
+    })
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "--registration-storm") {
+        let out = json!({ "registrationStorm": registration_storm() });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap());
+        return;
+    }
     let n = arg("--servers", 20) as usize;
     let edits = arg("--edits", 20) as usize;
     let idle_s = arg("--idle-secs", 30);

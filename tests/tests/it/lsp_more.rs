@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use steward_schema::resource::{ConditionStatus, Phase, Reason, SourceState, WorkspaceStatus};
 use steward_tests::fake_lsp::{
-    CONFIG_ENV, Config, Event, IdStyle, Record, Transport, read_records,
+    CONFIG_ENV, Config, Event, IdStyle, Record, RegistrationStorm, Transport, read_records,
 };
 use steward_tests::harness::{
     Controller, DEADLINE, Env, alive, bin, eventually, lsp, lsp_json, lsp_pid as pid, lsp_ready,
@@ -533,6 +533,51 @@ fn server_requests_with_zero_and_string_ids_are_answered_from_settings() {
         let text = hover(&env, &format!("x.{name}"));
         assert!(text.contains(&format!("fake-hover {name}")), "{text}");
     }
+    finish(c, &env, &[]);
+}
+
+/// A server flooding its client with `client/registerCapability` (500 a
+/// second for 4 s) gets every request answered and is served meanwhile:
+/// its output is read in pauses while the burst lasts, nothing is dropped.
+#[test]
+fn a_registration_storm_is_answered_whole_and_the_server_is_served_meanwhile() {
+    let env = Env::new();
+    let report = env.root.path().join("storm.json");
+    let cfg = Config {
+        registration_storm: Some(RegistrationStorm {
+            per_second: 500,
+            duration_ms: 4000,
+            after_ms: 0,
+            report: report.clone(),
+        }),
+        ..Config::default()
+    };
+    let e = env.fake_lsp("storm", cfg, &[".st"]);
+    env.write(".lsp.json", &lsp_json(&[("storm", e)]));
+    env.write("x.st", "fn storm\n");
+    let c = env.start(&[]);
+    c.wait_for("storm Ready", |s| lsp_ready(s, "storm"));
+    let phase = || -> Option<Value> {
+        let text = std::fs::read_to_string(&report).ok()?;
+        serde_json::from_str(&text).ok()
+    };
+    wait_until("the storm begins", || phase().is_some());
+    let text = hover(&env, "x.st");
+    assert!(text.contains("fake-hover storm"), "{text}");
+    assert_eq!(
+        phase().unwrap()["phase"],
+        "begin",
+        "the hover came after the storm, not during it"
+    );
+    let end = eventually(
+        "the storm's end",
+        DEADLINE,
+        Duration::from_millis(50),
+        || phase().filter(|v| v["phase"] == "end").ok_or("not yet"),
+    );
+    assert!(end["sent"].as_u64().unwrap() >= 1800, "{end}");
+    assert_eq!(end["answered"], end["sent"], "{end}");
+    assert!(lsp_ready(&c.status(), "storm"));
     finish(c, &env, &[]);
 }
 

@@ -259,7 +259,7 @@ async fn handshake(args: HandshakeArgs<'_>) -> Result<Handshaken, Failure> {
     };
     let (main_loop, socket) = MainLoop::new_client(|_| client_router(state));
     tasks.session = Some(tokio::spawn(run_session(
-        main_loop.run_buffered(input, output),
+        main_loop.run_buffered(super::pace::Paced::new(input), output),
         socket.clone(),
         exit.clone(),
         Arc::clone(&shared),

@@ -40,7 +40,8 @@
 //!
 //! Where things are: `endpoint` says where a server is reached, `handshake`
 //! opens a session (spawn, connect, `initialize`, the failure's message),
-//! `session` is the session task and the state it shares, `client` answers
+//! `session` is the session task and the state it shares, `pace` reads a
+//! server that floods its client in pauses, `client` answers
 //! what servers ask of their client, `documents` keeps the documents and
 //! diagnostics, `progress` the unfinished work-done progress, `raw` sends
 //! any request by its method, `errors` phrases async-lsp's failures, and
@@ -52,6 +53,7 @@ mod documents;
 mod endpoint;
 mod errors;
 mod handshake;
+mod pace;
 mod progress;
 mod raw;
 mod session;

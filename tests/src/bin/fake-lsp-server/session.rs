@@ -45,6 +45,8 @@ pub struct Session {
     /// Until when the `indexing` progress is unfinished (`None`: not begun,
     /// or not configured; far in the future: never ends).
     pub indexing_until: Option<tokio::time::Instant>,
+    /// Answers received to the registration storm's requests.
+    pub storm_answered: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Session {
@@ -72,6 +74,7 @@ impl Session {
             deferred: VecDeque::new(),
             tasks: JoinSet::new(),
             indexing_until: None,
+            storm_answered: Arc::default(),
         }
     }
 
@@ -129,6 +132,11 @@ impl Session {
             (Some(method), None) => {
                 let method = method.to_owned();
                 self.notification(&method, params, reader).await
+            }
+            (None, Some(id)) if id.as_str().is_some_and(|id| id.starts_with("storm-")) => {
+                self.storm_answered
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(None)
             }
             (None, Some(id)) => {
                 eprintln!(
@@ -302,6 +310,7 @@ impl Session {
                     self.server_requests(reader).await?;
                 }
                 self.begin_indexing(reader).await?;
+                self.begin_registration_storm();
             }
             "textDocument/didOpen" => {
                 let doc = &params["textDocument"];
@@ -438,6 +447,52 @@ impl Session {
             let _ = out.send(end).await;
         });
         Ok(())
+    }
+
+    /// The registration storm, by a task (see [`fake_lsp::RegistrationStorm`]).
+    pub fn begin_registration_storm(&mut self) {
+        use std::sync::atomic::Ordering;
+        let Some(storm) = self.config.registration_storm.clone() else {
+            return;
+        };
+        let (out, answered) = (self.out.clone(), self.storm_answered.clone());
+        let report = move |body: Value| {
+            let tmp = storm.report.with_extension("tmp");
+            let _ = std::fs::write(&tmp, body.to_string());
+            let _ = std::fs::rename(&tmp, &storm.report);
+        };
+        self.tasks.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(storm.after_ms)).await;
+            report(json!({ "phase": "begin" }));
+            let mut tick = tokio::time::interval(Duration::from_secs_f64(
+                1.0 / storm.per_second.max(1) as f64,
+            ));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            let end = tokio::time::Instant::now() + Duration::from_millis(storm.duration_ms);
+            let mut sent = 0u64;
+            while tokio::time::Instant::now() < end {
+                tick.tick().await;
+                let id = format!("storm-{sent}");
+                let request = json!({
+                    "jsonrpc": "2.0", "id": id, "method": "client/registerCapability",
+                    "params": { "registrations": [{
+                        "id": id, "method": "workspace/didChangeWatchedFiles",
+                        "registerOptions": { "watchers": [{ "globPattern": "**/*.rs" }] },
+                    }] },
+                });
+                if out.send(request).await.is_err() {
+                    break;
+                }
+                sent += 1;
+            }
+            let give_up = tokio::time::Instant::now() + Duration::from_secs(5);
+            while answered.load(Ordering::Relaxed) < sent && tokio::time::Instant::now() < give_up {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            report(json!({
+                "phase": "end", "sent": sent, "answered": answered.load(Ordering::Relaxed),
+            }));
+        });
     }
 
     /// Sends a request to the client and waits for its answer; whatever else
