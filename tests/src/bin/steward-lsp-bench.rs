@@ -6,7 +6,8 @@
 //! `observedHash`, status polled every 2 ms through the control socket) over
 //! a number of edits spaced beyond the debounce window, restarts of the
 //! unchanged servers (from the fakes' record files), and the controller's
-//! idle CPU and peak RSS. Prints one JSON object on stdout.
+//! idle CPU and peak RSS, with the controller at its default log level.
+//! Prints one JSON object on stdout.
 //!
 //! With `--registration-storm`, instead: one fake language server sends
 //! `client/registerCapability` 1000 times a second for 10 s
@@ -73,14 +74,20 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// A sandbox whose controller logs at the product's default filter, not at
+/// the envtests' debug level (a debug line per message would be much of
+/// what is measured).
+fn quiet_env() -> Env {
+    let env = Env::new();
+    env.set_var("RUST_LOG", "info,rmcp=warn");
+    env
+}
+
 /// `--registration-storm` (see the module doc).
 fn registration_storm() -> Value {
     let per_second = arg("--per-second", 1000);
     let duration_ms = arg("--storm-ms", 10_000);
-    let env = Env::new();
-    // The product's default log filter, not the envtests' debug logs: a
-    // debug line per answered request would be most of what is measured.
-    env.set_var("RUST_LOG", "info,rmcp=warn");
+    let env = quiet_env();
     let report = env.root.path().join("storm.json");
     let config = Config {
         registration_storm: Some(RegistrationStorm {
@@ -144,7 +151,7 @@ fn main() {
     let n = arg("--servers", 20) as usize;
     let edits = arg("--edits", 20) as usize;
     let idle_s = arg("--idle-secs", 30);
-    let env = Env::new();
+    let env = quiet_env();
     let entry = |name: &str, version: usize| {
         let mut e = env.fake_lsp(name, Config::default(), &[&format!(".x{name}")]);
         e["env"]["VERSION"] = json!(version.to_string());
