@@ -119,6 +119,21 @@ pub fn unix_s(t: std::io::Result<SystemTime>) -> Option<u64> {
 /// something else ran on the machine during it.
 pub static MACHINE_BUSY: Mutex<Vec<(String, f64, f64)>> = Mutex::new(Vec::new());
 
+/// A scenario's JSON, its targets added to `targets` (or the JSON of its
+/// failure).
+fn with_targets(
+    targets: &mut serde_json::Map<String, Value>,
+    outcome: Result<(Value, serde_json::Map<String, Value>), Value>,
+) -> Value {
+    match outcome {
+        Ok((json, t)) => {
+            targets.extend(t);
+            json
+        }
+        Err(e) => e,
+    }
+}
+
 pub fn run_scenario<T>(name: &str, f: impl FnOnce() -> Result<T>) -> Result<T, Value> {
     let started = Instant::now();
     let before = machine_jiffies();
@@ -359,92 +374,64 @@ pub fn bench(opts: Opts) -> Result<()> {
     }
 
     if on("readiness") {
-        out["readiness"] = match run_scenario("readiness", || readiness::readiness(&ctx)) {
-            Ok(r) => {
-                more_targets.extend(r.targets);
-                r.json
-            }
-            Err(e) => e,
-        };
+        out["readiness"] = with_targets(
+            &mut more_targets,
+            run_scenario("readiness", || {
+                readiness::readiness(&ctx).map(|r| (r.json, r.targets))
+            }),
+        );
     }
     if on("gate") {
-        out["gate"] = match run_scenario("gate", || readiness::gate(&ctx)) {
-            Ok((json, t)) => {
-                more_targets.extend(t);
-                json
-            }
-            Err(e) => e,
-        };
+        out["gate"] = with_targets(
+            &mut more_targets,
+            run_scenario("gate", || readiness::gate(&ctx)),
+        );
     }
 
     if on("gateway") {
-        out["gateway"] = match run_scenario("gateway", || gateway::gateway(&ctx)) {
-            Ok((json, t)) => {
-                more_targets.extend(t);
-                json
-            }
-            Err(e) => e,
-        };
+        out["gateway"] = with_targets(
+            &mut more_targets,
+            run_scenario("gateway", || gateway::gateway(&ctx)),
+        );
     }
 
     if on("search") {
-        out["search"] = match run_scenario("search", || gateway::search(&ctx)) {
-            Ok((json, t)) => {
-                more_targets.extend(t);
-                json
-            }
-            Err(e) => e,
-        };
+        out["search"] = with_targets(
+            &mut more_targets,
+            run_scenario("search", || gateway::search(&ctx)),
+        );
     }
 
     if on("observe") {
-        out["observe"] = match run_scenario("observe", || observe::observe(&ctx)) {
-            Ok((json, t)) => {
-                more_targets.extend(t);
-                json
-            }
-            Err(e) => e,
-        };
+        out["observe"] = with_targets(
+            &mut more_targets,
+            run_scenario("observe", || observe::observe(&ctx)),
+        );
     }
 
     if on("storm") {
-        out["storm"] = match run_scenario("storm", || storm::storm(&ctx)) {
-            Ok(s) => {
-                more_targets.extend(s.targets);
-                s.json
-            }
-            Err(e) => e,
-        };
+        out["storm"] = with_targets(
+            &mut more_targets,
+            run_scenario("storm", || storm::storm(&ctx).map(|s| (s.json, s.targets))),
+        );
     }
 
     if on("restarts") {
-        out["restarts"] = match run_scenario("restarts", || restarts::restarts(&ctx)) {
-            Ok((json, t)) => {
-                more_targets.extend(t);
-                json
-            }
-            Err(e) => e,
-        };
+        out["restarts"] = with_targets(
+            &mut more_targets,
+            run_scenario("restarts", || restarts::restarts(&ctx)),
+        );
     }
 
     if on("first-list") {
-        out["firstList"] = match run_scenario("first-list", || first_list::first_list(&ctx)) {
-            Ok((json, t)) => {
-                more_targets.extend(t);
-                json
-            }
-            Err(e) => e,
-        };
+        out["firstList"] = with_targets(
+            &mut more_targets,
+            run_scenario("first-list", || first_list::first_list(&ctx)),
+        );
     }
 
     if on("lazy") {
-        out["lazy"] = match run_scenario("lazy", || lazy::lazy(&ctx)) {
-            Ok((json, t)) => {
-                more_targets.extend(t);
-                json
-            }
-            Err(e) => e,
-        };
+        out["lazy"] = with_targets(&mut more_targets, run_scenario("lazy", || lazy::lazy(&ctx)));
     }
 
     // Ratios steward / mcp-hub, at the same N.
