@@ -709,34 +709,29 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let max_name_len = self.profile().max_name_len;
-        let progress = context.meta.get_progress_token();
-        let mut retried = false;
-        loop {
-            let (up, original) = match self
+        let (up, answer) = forward_once_more(&self.gateway, &context, || async {
+            let (up, original) = self
                 .gateway
                 .resolve(Kind::Prompt, &request.name, max_name_len)
                 .await
-            {
-                Ok(found) => found,
-                Err(Refusal::Unavailable { why, .. } | Refusal::Unknown(why)) => {
-                    return Err(ErrorData::invalid_params(why, None));
-                }
-            };
+                .map_err(
+                    |(Refusal::Unavailable { why, .. } | Refusal::Unknown(why))| {
+                        ErrorData::invalid_params(why, None)
+                    },
+                )?;
             let mut upstream = request.clone();
             upstream.name = original;
-            let upstream = ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream));
-            return match forward(&up, upstream, &context, progress.clone(), None).await {
-                Ok(ServerResult::GetPromptResult(r)) => {
-                    Ok(GetPromptResponse::Complete(complete(r)))
-                }
-                Ok(ServerResult::InputRequiredResult(r)) => Ok(GetPromptResponse::InputRequired(r)),
-                Ok(_) => Err(unexpected(&up.server, "prompts/get")),
-                Err(CallError::Closed) if !retried && self.gateway.worth_another_try(&up) => {
-                    retried = true;
-                    continue;
-                }
-                Err(e) => Err(call_error(&up.server, e)),
-            };
+            Ok((
+                up,
+                ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream)),
+            ))
+        })
+        .await?;
+        match answer {
+            Ok(ServerResult::GetPromptResult(r)) => Ok(GetPromptResponse::Complete(complete(r))),
+            Ok(ServerResult::InputRequiredResult(r)) => Ok(GetPromptResponse::InputRequired(r)),
+            Ok(_) => Err(unexpected(&up.server, "prompts/get")),
+            Err(e) => Err(call_error(&up.server, e)),
         }
     }
 
@@ -791,26 +786,20 @@ impl ServerHandler for Session {
                 vec![ResourceContents::text(text.clone(), request.uri.clone())],
             )));
         }
-        let progress = context.meta.get_progress_token();
-        let mut retried = false;
-        loop {
+        let (up, answer) = forward_once_more(&self.gateway, &context, || async {
             let up = self.gateway.resource_upstream(&request.uri).await?;
             let upstream =
                 ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request.clone()));
-            return match forward(&up, upstream, &context, progress.clone(), None).await {
-                Ok(ServerResult::ReadResourceResult(r)) => {
-                    Ok(ReadResourceResponse::Complete(complete(r)))
-                }
-                Ok(ServerResult::InputRequiredResult(r)) => {
-                    Ok(ReadResourceResponse::InputRequired(r))
-                }
-                Ok(_) => Err(unexpected(&up.server, "resources/read")),
-                Err(CallError::Closed) if !retried && self.gateway.worth_another_try(&up) => {
-                    retried = true;
-                    continue;
-                }
-                Err(e) => Err(call_error(&up.server, e)),
-            };
+            Ok((up, upstream))
+        })
+        .await?;
+        match answer {
+            Ok(ServerResult::ReadResourceResult(r)) => {
+                Ok(ReadResourceResponse::Complete(complete(r)))
+            }
+            Ok(ServerResult::InputRequiredResult(r)) => Ok(ReadResourceResponse::InputRequired(r)),
+            Ok(_) => Err(unexpected(&up.server, "resources/read")),
+            Err(e) => Err(call_error(&up.server, e)),
         }
     }
 
@@ -888,6 +877,29 @@ async fn forward(
     up.handle
         .call(request, caller, progress, up.timeout, idle, &context.ct)
         .await
+}
+
+/// Forward the request `resolve` makes (with the connection of its server);
+/// when that connection closed under it in a restart or an idle stop,
+/// resolve and forward it once more ([`Gateway::worth_another_try`]).
+async fn forward_once_more<F, Fut>(
+    gateway: &Gateway,
+    context: &RequestContext<RoleServer>,
+    mut resolve: F,
+) -> Result<(Arc<Upstream>, Result<ServerResult, CallError>), ErrorData>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(Arc<Upstream>, ClientRequest), ErrorData>>,
+{
+    let progress = context.meta.get_progress_token();
+    let mut retried = false;
+    loop {
+        let (up, request) = resolve().await?;
+        match forward(&up, request, context, progress.clone(), None).await {
+            Err(CallError::Closed) if !retried && gateway.worth_another_try(&up) => retried = true,
+            answer => return Ok((up, answer)),
+        }
+    }
 }
 
 /// The error for an answer of the wrong kind.
