@@ -149,6 +149,33 @@ pub fn steward_mcp(ctx: &Ctx, env: &Env) -> Result<tokio::process::Command> {
     Ok(cmd)
 }
 
+/// An agent: [`steward_mcp`] launched with an rmcp client (`handler`) on
+/// its stdio, the process registered for the cleanup (its id returned).
+pub async fn agent<H: rmcp::service::Service<rmcp::RoleClient>>(
+    ctx: &Ctx,
+    env: &Env,
+    handler: H,
+) -> Result<(
+    tokio::process::Child,
+    rmcp::service::RunningService<rmcp::RoleClient, H>,
+    u64,
+)> {
+    use rmcp::ServiceExt as _;
+    let mut child = steward_mcp(ctx, env)?
+        .spawn()
+        .context("spawn steward mcp")?;
+    let (stdout, stdin) = (
+        child.stdout.take().context("stdout")?,
+        child.stdin.take().context("stdin")?,
+    );
+    let client = handler.serve((stdout, stdin)).await?;
+    let reg = register(Live::Proc {
+        pid: child.id().unwrap_or_default() as i32,
+        group: false,
+    });
+    Ok((child, client, reg))
+}
+
 impl Drop for Stw {
     fn drop(&mut self) {
         self.terminate();

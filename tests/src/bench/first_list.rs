@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
+use rmcp::service::NotificationContext;
+use rmcp::{ClientHandler, RoleClient};
 
 use super::*;
 
@@ -87,20 +87,10 @@ struct Sample {
 
 /// Launch `steward mcp`, list, call, wait for every server, leave.
 async fn launch(ctx: &Ctx, env: &Env, names: &[String]) -> Result<Sample> {
-    let mut cmd = steward_mcp(ctx, env)?;
-    let t0 = Instant::now();
-    let mut child = cmd.spawn().context("spawn steward mcp")?;
-    let reg = register(Live::Proc {
-        pid: child.id().unwrap_or_default() as i32,
-        group: false,
-    });
-    let (stdout, stdin) = (
-        child.stdout.take().context("stdout")?,
-        child.stdin.take().context("stdin")?,
-    );
     let handler = Counting::default();
     let changed = handler.changed.clone();
-    let client: RunningService<RoleClient, Counting> = handler.serve((stdout, stdin)).await?;
+    let t0 = Instant::now();
+    let (mut child, client, reg) = agent(ctx, env, handler).await?;
     let tools = client.peer().list_all_tools().await?;
     let first_list_ms = ms(t0.elapsed());
     let listed: BTreeSet<&str> = tools

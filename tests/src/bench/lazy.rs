@@ -14,9 +14,9 @@
 //! `IdleStopped`), measures again, and times one more call, which starts
 //! its server again.
 
+use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt as _};
 use steward_schema::resource::Reason;
 
 use super::*;
@@ -93,26 +93,18 @@ fn count_phase(s: &WorkspaceStatus, phase: Phase, reason: Option<Reason>) -> usi
         .count()
 }
 
-/// Wait (bounded) until `pred` holds of the status.
+/// Wait (bounded) until `pred` holds of the status (followed as it
+/// changes).
 fn wait_status(
     stw: &mut Stw,
     what: &str,
     within: Duration,
     pred: impl Fn(&WorkspaceStatus) -> bool,
 ) -> Result<WorkspaceStatus> {
-    let deadline = Instant::now() + within;
-    loop {
-        stw.check_running()?;
-        if let Ok(s) = stw.status()
-            && pred(&s)
-        {
-            return Ok(s);
-        }
-        if Instant::now() > deadline {
-            bail!("{what}: not within {within:?}\n{}", stw.log_tail());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (_, s) = stw
+        .observe(Observe::Watch)?
+        .wait_for(what, within, |_, s| pred(s))?;
+    Ok(s)
 }
 
 /// An rmcp client on `steward mcp` (attached to the running controller).
@@ -129,20 +121,7 @@ impl Agent {
             .worker_threads(2)
             .enable_all()
             .build()?;
-        let mut cmd = steward_mcp(ctx, env)?;
-        let (child, client) = rt.block_on(async {
-            let mut child = cmd.spawn().context("spawn steward mcp")?;
-            let (stdout, stdin) = (
-                child.stdout.take().context("stdout")?,
-                child.stdin.take().context("stdin")?,
-            );
-            let client: RunningService<RoleClient, ()> = ().serve((stdout, stdin)).await?;
-            anyhow::Ok((child, client))
-        })?;
-        let reg = register(Live::Proc {
-            pid: child.id().unwrap_or_default() as i32,
-            group: false,
-        });
+        let (child, client, reg) = rt.block_on(agent(ctx, env, ()))?;
         Ok(Agent {
             rt,
             child,

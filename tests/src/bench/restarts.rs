@@ -14,9 +14,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt as _};
 
 use super::*;
 
@@ -93,20 +93,8 @@ pub(super) fn restarts(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Valu
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let mut cmd = steward_mcp(ctx, env)?;
-    let (mut child, client) = rt.block_on(async {
-        let mut child = cmd.spawn().context("spawn steward mcp")?;
-        let (stdout, stdin) = (
-            child.stdout.take().context("stdout")?,
-            child.stdin.take().context("stdin")?,
-        );
-        let client: RunningService<RoleClient, ()> = ().serve((stdout, stdin)).await?;
-        anyhow::Ok((child, Arc::new(client)))
-    })?;
-    let reg = register(Live::Proc {
-        pid: child.id().unwrap_or_default() as i32,
-        group: false,
-    });
+    let (mut child, client, reg) = rt.block_on(agent(ctx, env, ()))?;
+    let client = Arc::new(client);
     let counts = Arc::new(Counts::default());
     let stop = Arc::new(AtomicBool::new(false));
     let callers: Vec<_> = (0..CALLERS)
