@@ -175,12 +175,7 @@ impl CatalogCache {
 
     /// What `server` offered the last time it ran under `config_hash`.
     pub fn get(&self, server: &str, config_hash: &str) -> Option<CachedCatalog> {
-        self.lock()
-            .file
-            .servers
-            .get(server)
-            .filter(|c| c.config_hash == config_hash)
-            .cloned()
+        self.last(server).filter(|c| c.config_hash == config_hash)
     }
 
     /// What `server` offered the last time it ran, whatever its
