@@ -462,21 +462,21 @@ impl Gateway {
             return;
         }
         let snap = self.store.snapshot();
-        let settled = |key: &Key| {
-            matches!(
-                self.status.get(key).map(|s| s.phase),
-                Some(Phase::Failed | Phase::Blocked)
-            )
-        };
+        let phase = |key: &Key| self.status.get(key).map(|s| s.phase);
         for (name, config_hash) in cached {
             let key = Key::mcp(&name);
+            // An idle server's listing is the engine's: after an edit its
+            // reconcile lists the catalog again under the new configuration
+            // (or withdraws it); withdrawing it here first would empty the
+            // agent's list for a moment and tell it so twice.
+            let idle = phase(&key) == Some(Phase::Idle);
             let keep = snap
                 .desired
                 .mcp
                 .get(&name)
-                .is_some_and(|d| d.spec.config_hash == config_hash)
+                .is_some_and(|d| d.spec.config_hash == config_hash || idle)
                 && snap.blocked(&key).is_none()
-                && !settled(&key);
+                && !matches!(phase(&key), Some(Phase::Failed | Phase::Blocked));
             if !keep {
                 tracing::debug!(server = %name, "cached catalog withdrawn");
                 self.registry.withdraw_cached(&name);

@@ -296,6 +296,13 @@ fn a_config_edit_of_an_idle_server_updates_its_spec_without_starting_it() {
         a.status.catalog.map(|c| c.source),
         Some(CatalogSource::Live)
     );
+    // The edit itself never withdrew the listed catalog: the agent heard of
+    // one change, the new configuration's.
+    let told = client.notifications();
+    let told = told
+        .iter()
+        .filter(|m| *m == "notifications/tools/list_changed");
+    assert_eq!(told.count(), 1);
 }
 
 #[test]
