@@ -13,7 +13,7 @@ use crate::cli::args::{LogFormat, McpArgs};
 use crate::engine::{self};
 use crate::gateway::handover;
 use crate::gateway::profile::Profile;
-use crate::gateway::resume::{Attach, Back, Resume, frame, read_frame};
+use crate::gateway::resume::{Attach, Back, InFlight, Ledger, Resume, frame, read_frame};
 /// How long `steward mcp` tries to reach (or become) the controller.
 const ATTACH_DEADLINE: Duration = Duration::from_secs(15);
 /// How long, after its controller went away, `steward mcp` waits for the
@@ -155,7 +155,9 @@ async fn hand_over(
         // That controller is going away: the next one gets the session.
         return Handed::Moved(resume.map(Box::new));
     }
-    let (mut from_controller, mut to_controller) = stream.into_split();
+    let (from_controller, mut to_controller) = stream.into_split();
+    // Read with the descriptors that come along: the ledger.
+    let mut from_controller = handover::FdReader::new(from_controller);
     if !pending.is_empty()
         && tokio::io::AsyncWriteExt::write_all(&mut to_controller, &pending)
             .await
@@ -169,6 +171,8 @@ async fn hand_over(
         pending: Vec::new(),
         ..r
     });
+    // Where the controller keeps the requests it is serving.
+    let mut ledger: Option<Ledger> = None;
     let mut buf = Vec::new();
     loop {
         let back = read_frame::<Back, _>(&mut from_controller, &mut buf, |b| match b {
@@ -176,6 +180,9 @@ async fn hand_over(
             _ => 0,
         })
         .await;
+        if let Some(fd) = from_controller.take_fds().pop() {
+            ledger = Some(Ledger::from_fd(fd));
+        }
         match back {
             Ok(Some((
                 Back::State {
@@ -203,12 +210,37 @@ async fn hand_over(
                 if handover::hung_up(stdin.as_fd()) || handover::hung_up(stdout.as_fd()) {
                     return Handed::Ended;
                 }
+                let serving = ledger.as_ref().map(Ledger::read).unwrap_or_default();
                 tracing::warn!(
-                    "the controller went away without handing the session back (was it killed?): the requests it had read are lost; the session moves to the next one"
+                    answered = serving.len(),
+                    "the controller went away without handing the session back (was it killed?): the requests it was serving are answered with an error; the session moves to the next one"
                 );
+                answer_killed(&serving).await;
                 return Handed::Moved(last.map(Box::new));
             }
         }
+    }
+}
+
+/// Answer the agent's requests a killed controller was serving, so that
+/// its client does not wait for them until it times out.
+async fn answer_killed(serving: &[InFlight]) {
+    if serving.is_empty() {
+        return;
+    }
+    let answers: Vec<u8> = serving
+        .iter()
+        .filter_map(InFlight::killed_answer)
+        .flatten()
+        .collect();
+    let mut stdout = handover::stdout();
+    let written = async {
+        use tokio::io::AsyncWriteExt as _;
+        stdout.write_all(&answers).await?;
+        stdout.flush().await
+    };
+    if let Err(error) = written.await {
+        tracing::debug!(%error, "answer the requests a killed controller was serving");
     }
 }
 

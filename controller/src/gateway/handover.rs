@@ -27,13 +27,26 @@ pub const HELLO: u8 = 0xF1;
 
 /// Send [`MARK`] and `payload` with `fds` over the connected Unix socket
 /// `socket`, in one message.
-#[allow(unsafe_code)]
 pub fn send(socket: BorrowedFd<'_>, fds: &[RawFd], payload: &[u8]) -> io::Result<()> {
     let mut bytes = Vec::with_capacity(1 + payload.len());
     bytes.push(MARK);
     bytes.extend_from_slice(payload);
+    let sent = send_with(socket, fds, &bytes)?;
+    if sent != bytes.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "the handover message was cut short",
+        ));
+    }
+    Ok(())
+}
+
+/// One `sendmsg` of `bytes` with `fds` on the connected Unix socket
+/// `socket`: how many bytes went (the descriptors go with the first).
+#[allow(unsafe_code)]
+pub fn send_with(socket: BorrowedFd<'_>, fds: &[RawFd], bytes: &[u8]) -> io::Result<usize> {
     let mut iov = libc::iovec {
-        iov_base: bytes.as_mut_ptr().cast(),
+        iov_base: bytes.as_ptr().cast_mut().cast(),
         iov_len: bytes.len(),
     };
     let data_len = std::mem::size_of_val(fds) as u32;
@@ -58,25 +71,27 @@ pub fn send(socket: BorrowedFd<'_>, fds: &[RawFd], payload: &[u8]) -> io::Result
             libc::CMSG_DATA(cmsg),
             data_len as usize,
         );
+        // `sendmsg` only reads the iovec's bytes.
         let sent = libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL);
         if sent < 0 {
             return Err(io::Error::last_os_error());
         }
-        if sent as usize != bytes.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                "the handover message was cut short",
-            ));
-        }
+        Ok(sent as usize)
     }
-    Ok(())
 }
 
 /// One `recvmsg` on `socket`: the bytes read and the descriptors that came
 /// with them (close-on-exec). `WouldBlock` when nothing is there yet.
-#[allow(unsafe_code)]
 pub fn recv(socket: BorrowedFd<'_>) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
     let mut buf = vec![0u8; 8192];
+    let (n, fds) = recv_into(socket, &mut buf)?;
+    buf.truncate(n);
+    Ok((buf, fds))
+}
+
+/// [`recv`] into `buf`: how many bytes, and the descriptors.
+#[allow(unsafe_code)]
+pub fn recv_into(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -113,8 +128,58 @@ pub fn recv(socket: BorrowedFd<'_>) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
         }
         n as usize
     };
-    buf.truncate(n);
-    Ok((buf, fds))
+    Ok((n, fds))
+}
+
+/// The read half of a Unix socket read with `recvmsg`, keeping the
+/// descriptors that come with the bytes (a plain read drops them).
+pub struct FdReader {
+    half: tokio::net::unix::OwnedReadHalf,
+    fds: Vec<OwnedFd>,
+}
+
+impl FdReader {
+    pub fn new(half: tokio::net::unix::OwnedReadHalf) -> FdReader {
+        FdReader {
+            half,
+            fds: Vec::new(),
+        }
+    }
+
+    /// The descriptors received so far, oldest first.
+    pub fn take_fds(&mut self) -> Vec<OwnedFd> {
+        std::mem::take(&mut self.fds)
+    }
+}
+
+impl AsyncRead for FdReader {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        out: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        use std::os::fd::AsFd as _;
+        let this = self.get_mut();
+        if out.remaining() == 0 {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        loop {
+            let stream: &tokio::net::UnixStream = this.half.as_ref();
+            std::task::ready!(stream.poll_read_ready(cx))?;
+            let got = stream.try_io(tokio::io::Interest::READABLE, || {
+                recv_into(stream.as_fd(), out.initialize_unfilled())
+            });
+            match got {
+                Ok((n, fds)) => {
+                    out.advance(n);
+                    this.fds.extend(fds);
+                    return std::task::Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return std::task::Poll::Ready(Err(e)),
+            }
+        }
+    }
 }
 
 /// A stdio descriptor the runtime can poll.

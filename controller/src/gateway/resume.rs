@@ -20,15 +20,19 @@
 //! already read be answered, and hands back what was read past that
 //! boundary, so no request is lost; from then on nothing more of it reaches
 //! the agent (its teardown would answer, and so end, the open listens). A
-//! killed controller says nothing: the requests it had read are lost (their
-//! clients time out), the next ones are served.
+//! killed controller says nothing, but it kept the requests it was serving
+//! where `steward mcp` reads them ([`Ledger`]): `steward mcp` answers those
+//! at once (their work may or may not have been done, so they are not sent
+//! again) instead of leaving their client waiting for its timeout, and the
+//! next ones are served.
 //!
 //! Wire format, both ways: a JSON line, optionally followed by raw bytes
 //! whose count the line gives (the bytes of the agent's input that move
 //! from one controller to the next).
 
-use std::collections::HashSet;
+use std::collections::BTreeMap;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -66,6 +70,110 @@ pub struct Resume {
     /// The agent's input read but not served: it comes first.
     #[serde(skip)]
     pub pending: Vec<u8>,
+}
+
+/// A request the controller read and has not answered yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlight {
+    /// Its id, as canonical JSON.
+    pub id: String,
+    pub method: String,
+}
+
+impl InFlight {
+    /// What `steward mcp` answers it when the controller serving it was
+    /// killed (one JSON-RPC line): a tool call gets an error result, which
+    /// the agent's model reads; any other request a JSON-RPC error. `None`
+    /// for an id that is not JSON.
+    pub fn killed_answer(&self) -> Option<Vec<u8>> {
+        let id: serde_json::Value = serde_json::from_str(&self.id).ok()?;
+        let why = "steward's controller was killed while serving this request; \
+                   the session goes on under the next controller";
+        let answer = if self.method == "tools/call" {
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
+                "content": [{"type": "text", "text": format!(
+                    "{why}. The tool may or may not have run: check before calling it again."
+                )}],
+                "isError": true,
+            }})
+        } else {
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
+                "code": -32603,
+                "message": format!("{why}; send the request again"),
+            }})
+        };
+        let mut line = serde_json::to_vec(&answer).ok()?;
+        line.push(b'\n');
+        Some(line)
+    }
+}
+
+/// The requests a controller is serving in a handed-over session, kept where
+/// the `steward mcp` that handed it over can read them once the controller
+/// was killed: a memory file (`memfd`) the controller makes for the session
+/// and passes to `steward mcp` with the session's first [`Back::State`].
+/// Rewritten at each change (one `pwrite`, no wake-up of `steward mcp`:
+/// nothing reads it while the controller lives). The record is a 4-byte
+/// little-endian length and a JSON object, canonical id → method.
+#[derive(Debug)]
+pub struct Ledger(std::fs::File);
+
+impl Ledger {
+    /// A new, empty ledger.
+    #[allow(unsafe_code)]
+    pub fn create() -> io::Result<Ledger> {
+        // SAFETY: a NUL-terminated name and flags; the descriptor returned
+        // is owned by nothing else.
+        let fd = unsafe { libc::memfd_create(c"steward-inflight".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned here alone.
+        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        Ok(Ledger(std::fs::File::from(fd)))
+    }
+
+    /// The ledger a controller passed.
+    pub fn from_fd(fd: OwnedFd) -> Ledger {
+        Ledger(std::fs::File::from(fd))
+    }
+
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.0)
+    }
+
+    /// Record `inflight` in place of what was there.
+    fn write(&self, inflight: &BTreeMap<String, String>) {
+        use std::os::unix::fs::FileExt as _;
+        let mut record = vec![0u8; 4];
+        if serde_json::to_writer(&mut record, inflight).is_err() {
+            return;
+        }
+        let len = (record.len() - 4) as u32;
+        record[..4].copy_from_slice(&len.to_le_bytes());
+        if let Err(error) = self.0.write_all_at(&record, 0) {
+            tracing::debug!(%error, "record the requests in flight");
+        }
+    }
+
+    /// The requests last recorded (none when the record is unreadable: a
+    /// write cut short by the kill).
+    pub fn read(&self) -> Vec<InFlight> {
+        use std::os::unix::fs::FileExt as _;
+        let mut len = [0u8; 4];
+        if self.0.read_exact_at(&mut len, 0).is_err() {
+            return Vec::new();
+        }
+        let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+        if self.0.read_exact_at(&mut body, 4).is_err() {
+            return Vec::new();
+        }
+        serde_json::from_slice::<BTreeMap<String, String>>(&body)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(id, method)| InFlight { id, method })
+            .collect()
+    }
 }
 
 /// What a bridge sends after the handover's mark: its client's view and,
@@ -177,13 +285,14 @@ pub type HandbackTx = watch::Sender<Handback>;
 /// The agent's input delivered to the session whole messages at a time,
 /// with the requests read and not yet answered counted, so that it can stop
 /// at a message boundary with nothing in flight (see the module doc). The
-/// open `subscriptions/listen` requests it saw go to the session's
-/// [`Handback`].
+/// requests in flight and the open `subscriptions/listen` requests it saw go
+/// to the session's [`Handback`].
 #[derive(Debug, Clone, Default)]
 pub struct Gate {
     state: Arc<Mutex<GateState>>,
     answered: Arc<tokio::sync::Notify>,
     handback: Option<HandbackTx>,
+    ledger: Option<Arc<Ledger>>,
 }
 
 #[derive(Debug, Default)]
@@ -193,8 +302,9 @@ struct GateState {
     /// Bytes of a message whose delivery has begun (it is delivered whole
     /// even while draining).
     committed: usize,
-    /// The ids (as canonical JSON) of requests delivered and not answered.
-    inflight: HashSet<String>,
+    /// The requests delivered and not answered: id (as canonical JSON) and
+    /// method.
+    inflight: BTreeMap<String, String>,
     /// The open `subscriptions/listen` requests delivered: id (canonical
     /// JSON) and the request's line.
     listens: Vec<(String, String)>,
@@ -247,8 +357,8 @@ const NOT_WAITED: &[&str] = &["subscriptions/listen"];
 
 impl GateState {
     /// Count what the message at the start of the buffer (`len` bytes)
-    /// does to the requests in flight and the open listens; whether the
-    /// listens changed.
+    /// does to the requests in flight and the open listens; whether either
+    /// changed.
     fn delivered(&mut self, len: usize) -> bool {
         let line = &self.buf[..len];
         let Ok(head) = serde_json::from_slice::<Head<'_>>(line) else {
@@ -260,9 +370,9 @@ impl GateState {
                 self.listens.push((canonical(id), text));
                 true
             }
-            (Some(_), Some(id)) => {
-                self.inflight.insert(canonical(id));
-                false
+            (Some(method), Some(id)) => {
+                self.inflight.insert(canonical(id), method.to_owned());
+                true
             }
             (Some("notifications/cancelled"), None) => {
                 let cancelled = head
@@ -275,10 +385,11 @@ impl GateState {
         }
     }
 
-    /// The request `id` was answered or cancelled; whether it was a listen.
+    /// The request `id` was answered or cancelled; whether it was one in
+    /// flight or a listen.
     fn ended(&mut self, id: &str) -> bool {
-        if self.inflight.remove(id) {
-            return false;
+        if self.inflight.remove(id).is_some() {
+            return true;
         }
         let before = self.listens.len();
         self.listens.retain(|(open, _)| open != id);
@@ -287,29 +398,34 @@ impl GateState {
 }
 
 impl Gate {
-    /// A gate that keeps `handback`'s open listens.
-    pub fn reporting(handback: HandbackTx) -> Gate {
+    /// A gate that keeps `handback`'s open listens and, in `ledger`, the
+    /// requests in flight.
+    pub fn reporting(handback: HandbackTx, ledger: Option<Arc<Ledger>>) -> Gate {
         Gate {
             handback: Some(handback),
+            ledger,
             ..Gate::default()
         }
     }
 
-    /// Tell the handback the open listens, when they changed.
-    fn report_listens(&self) {
-        let Some(handback) = &self.handback else {
-            return;
+    /// Record the requests in flight and tell the handback the open
+    /// listens, after either changed.
+    fn report(&self) {
+        let listens: Vec<String> = {
+            let state = lock(&self.state);
+            if let Some(ledger) = &self.ledger {
+                // Under the lock: the last change is the last written.
+                ledger.write(&state.inflight);
+            }
+            state.listens.iter().map(|(_, line)| line.clone()).collect()
         };
-        let now: Vec<String> = lock(&self.state)
-            .listens
-            .iter()
-            .map(|(_, line)| line.clone())
-            .collect();
-        handback.send_if_modified(|h| {
-            let changed = h.listens != now;
-            h.listens = now;
-            changed
-        });
+        if let Some(handback) = &self.handback {
+            handback.send_if_modified(|h| {
+                let changed = h.listens != listens;
+                h.listens = listens;
+                changed
+            });
+        }
     }
 
     /// The agent's input `read`, through this gate.
@@ -401,7 +517,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for GateReader<R> {
                     if let Some(len) = whole {
                         if state.delivered(len) {
                             drop(state);
-                            this.gate.report_listens();
+                            this.gate.report();
                             state = lock(&this.gate.state);
                         }
                         state.committed = len;
@@ -466,12 +582,11 @@ impl<W> GateWriter<W> {
                 .filter(|a| a.method.is_none())
                 .and_then(|a| a.id.map(canonical));
             self.line.clear();
-            if let Some(id) = answered {
-                if lock(&self.gate.state).ended(&id) {
-                    self.gate.report_listens();
-                } else {
-                    self.gate.answered.notify_waiters();
-                }
+            if let Some(id) = answered
+                && lock(&self.gate.state).ended(&id)
+            {
+                self.gate.report();
+                self.gate.answered.notify_waiters();
             }
         }
         self.line.extend_from_slice(bytes);
@@ -572,7 +687,7 @@ mod tests {
     #[tokio::test]
     async fn open_listens_are_kept_in_the_handback_until_answered_or_cancelled() {
         let (handback, state) = watch::channel(Handback::default());
-        let gate = Gate::reporting(handback);
+        let gate = Gate::reporting(handback, None);
         let listen = |id: &str| {
             format!("{{\"id\":{id},\"method\":\"subscriptions/listen\",\"params\":{{}}}}")
         };
@@ -604,6 +719,71 @@ mod tests {
             Back::State { listens, .. } => assert!(listens.is_empty()),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn the_requests_in_flight_are_in_the_ledger_until_answered_or_cancelled() {
+        let (handback, _state) = watch::channel(Handback::default());
+        let ledger = Arc::new(Ledger::create().unwrap());
+        // What `steward mcp` reads: the descriptor it was passed.
+        let read = Ledger::from_fd(ledger.as_fd().try_clone_to_owned().unwrap());
+        assert!(read.read().is_empty());
+        let gate = Gate::reporting(handback, Some(ledger));
+        let input = b"{\"id\":1,\"method\":\"tools/call\"}\n{\"id\":\"p\",\"method\":\"prompts/get\"}\n{\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"p\"}}\n";
+        let mut reader = gate.reader(&input[..]);
+        let mut line = vec![0u8; 4096];
+        let request = |id: &str, method: &str| InFlight {
+            id: id.to_owned(),
+            method: method.to_owned(),
+        };
+        let _ = reader.read(&mut line).await.unwrap();
+        assert_eq!(read.read(), [request("1", "tools/call")]);
+        let _ = reader.read(&mut line).await.unwrap();
+        assert_eq!(
+            read.read(),
+            [request("\"p\"", "prompts/get"), request("1", "tools/call")]
+        );
+        // Cancelled by the client: not served any more.
+        let _ = reader.read(&mut line).await.unwrap();
+        assert_eq!(read.read(), [request("1", "tools/call")]);
+        let (sink, _peer) = tokio::io::duplex(1024);
+        let mut writer = gate.writer(sink);
+        writer
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n")
+            .await
+            .unwrap();
+        assert!(read.read().is_empty());
+    }
+
+    #[test]
+    fn a_killed_controllers_call_is_answered_as_a_tool_error_and_other_requests_as_errors() {
+        let answer = |id: &str, method: &str| -> serde_json::Value {
+            let line = InFlight {
+                id: id.to_owned(),
+                method: method.to_owned(),
+            }
+            .killed_answer()
+            .unwrap();
+            assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+            assert!(line.ends_with(b"\n"));
+            serde_json::from_slice(&line).unwrap()
+        };
+        let call = answer("7", "tools/call");
+        assert_eq!(call["id"], 7);
+        assert_eq!(call["result"]["isError"], true);
+        let text = call["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("may or may not have run"), "{text}");
+        let other = answer("\"x\"", "resources/read");
+        assert_eq!(other["id"], "x");
+        assert_eq!(other["error"]["code"], -32603);
+        assert!(
+            InFlight {
+                id: "not json".to_owned(),
+                method: "tools/call".to_owned()
+            }
+            .killed_answer()
+            .is_none()
+        );
     }
 
     #[tokio::test]

@@ -36,7 +36,9 @@ use tokio_util::sync::CancellationToken;
 use super::Gateway;
 use super::http_sessions::HttpSessions;
 use super::profile::Profile;
-use super::resume::{Attach, Back, Gate, HANDBACK_WAIT, Handback, Resume, frame, read_frame};
+use super::resume::{
+    Attach, Back, Gate, HANDBACK_WAIT, Handback, Ledger, Resume, frame, read_frame,
+};
 use super::session::Session;
 use crate::support::listen::{self, Guarded};
 
@@ -548,7 +550,16 @@ async fn serve_handed_over(
     };
     let _handing = gateway.handing();
     let (handback, mut state) = tokio::sync::watch::channel(Handback::default());
-    let gate = Gate::reporting(handback.clone());
+    // Where the bridge reads the requests in flight if this controller is
+    // killed: passed with the first state.
+    let mut ledger = match Ledger::create() {
+        Ok(ledger) => Some(Arc::new(ledger)),
+        Err(error) => {
+            tracing::debug!(%error, "make the ledger of an agent's requests in flight");
+            None
+        }
+    };
+    let gate = Gate::reporting(handback.clone(), ledger.clone());
     let session = Session::reporting(&gateway, "unix", profile, Some(handback));
     let ended = cancel.child_token();
     let Some(running) = start(
@@ -595,7 +606,7 @@ async fn serve_handed_over(
             }
             Ok(()) = state.changed() => {
                 let line = frame(&state.borrow_and_update().back(), &[]);
-                if to_bridge.write_all(&line).await.is_err() {
+                if send_state(&mut to_bridge, &line, ledger.take()).await.is_err() {
                     ended.cancel();
                     return;
                 }
@@ -626,6 +637,33 @@ async fn serve_handed_over(
     ));
     let _ = to_bridge.write_all(&out).await;
     let _ = to_bridge.shutdown().await;
+}
+
+/// Write a [`Back`] frame to the bridge, with the session's `ledger` the
+/// first time (a bridge of an earlier version drops the descriptor).
+async fn send_state(
+    to_bridge: &mut tokio::net::unix::OwnedWriteHalf,
+    line: &[u8],
+    ledger: Option<Arc<Ledger>>,
+) -> std::io::Result<()> {
+    use std::os::fd::{AsFd as _, AsRawFd as _};
+    use tokio::io::AsyncWriteExt as _;
+    let mut sent = 0;
+    if let Some(ledger) = ledger {
+        let stream: &tokio::net::UnixStream = to_bridge.as_ref();
+        let fds = [ledger.as_fd().as_raw_fd()];
+        sent = loop {
+            stream.writable().await?;
+            match stream.try_io(tokio::io::Interest::WRITABLE, || {
+                super::handover::send_with(stream.as_fd(), &fds, line)
+            }) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        };
+    }
+    to_bridge.write_all(&line[sent..]).await
 }
 
 /// The profile `steward mcp` sent; a profile this controller cannot read

@@ -7,9 +7,10 @@
 //! (SIGKILL, then a new one), each time after the client has made
 //! [`CALLS_BETWEEN`] more successful calls. A call is lost when it errs or
 //! gets no answer within [`CALL_TIMEOUT`]. Graceful stops hand the session
-//! back after answering what they read (target: none lost); a killed
-//! controller takes the requests it had read with it (its client times out
-//! on those), and the next ones are served.
+//! back after answering what they read (target: none lost); the calls a
+//! killed controller was serving are answered at once with an error by
+//! `steward mcp` (a call it had read but not yet recorded would time out),
+//! and the next ones are served.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -185,7 +186,7 @@ pub(super) fn restarts(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Valu
                 "errors": counts.errors.load(Ordering::Relaxed),
                 "timeouts": counts.timeouts.load(Ordering::Relaxed),
                 "killToCallsFlowingAgainMs": summary_ms(&gap(true)),
-                "why": "a killed controller takes the requests it had read and not answered with it; their client times out on them",
+                "why": "a killed controller cannot finish the requests it was serving: steward mcp answers each at once with an error (errors); a request it had read but not yet recorded in its ledger gets no answer (timeouts)",
             },
             "stewardMcpExitedAfterTheAgentLeft": matches!(closed, Ok(Ok(s)) if s.success()),
         }),

@@ -3,15 +3,15 @@
 //! restarted (SIGTERM, as an upgrade does) or killed (SIGKILL) and the same
 //! client session goes on: a call in flight during a graceful stop is
 //! answered, calls after the restart are served, the client never sees its
-//! connection close, and after a kill it hears `list_changed` when the
-//! lists differ. Over HTTP the next controller accepts the session id.
+//! connection close, and after a kill its call in flight is answered with
+//! an error at once and it hears `list_changed` when the lists differ. Over HTTP the next controller accepts the session id.
 
 use serde_json::json;
 use steward_tests::fake_mcp::read_record;
 use steward_tests::harness::{Env, fake_tools, ready, wait_until};
 
 use crate::catalog_cache::status_now;
-use crate::real_clients::{ModernClient, PyClient, steward_mcp_argv};
+use crate::real_clients::{ModernClient, PyClient, steward_mcp_argv, text_of};
 
 /// Whether `name`'s fake received a `tools/call`.
 fn called(env: &Env, name: &str) -> bool {
@@ -74,8 +74,26 @@ fn a_stdio_session_goes_on_after_the_controller_is_killed_and_hears_of_the_chang
     let mut client = PyClient::stdio(&env, &steward_mcp_argv(&env));
     assert_eq!(client.tool_names(), ["a__t"]);
 
-    // Killed; while no controller runs, a server is added.
-    c.kill();
+    // Killed while a call is in flight: `steward mcp` answers it (the
+    // controller said it was serving it) instead of leaving the client
+    // waiting until its timeout; the server's sleep outlasts the client's
+    // deadline, so nobody else could have answered.
+    let result = std::thread::scope(|scope| {
+        let killer = scope.spawn(|| {
+            wait_until("the call reached the server", || called(&env, "a"));
+            c.kill();
+        });
+        let (result, _) = client.call("a__t", json!({"sleepMs": 120_000}));
+        killer.join().unwrap();
+        result
+    });
+    assert_eq!(result["isError"], json!(true), "{result}");
+    assert!(
+        text_of(&result).contains("controller was killed while serving this request"),
+        "{result}"
+    );
+
+    // While no controller runs, a server is added.
     env.user_mcp_servers(&[
         ("a", env.fake_mcp("a", fake_tools(&["t"]))),
         ("b", env.fake_mcp("b", fake_tools(&["u"]))),
