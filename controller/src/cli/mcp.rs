@@ -13,7 +13,7 @@ use crate::cli::args::{LogFormat, McpArgs};
 use crate::engine::{self};
 use crate::gateway::handover;
 use crate::gateway::profile::Profile;
-use crate::gateway::resume::{Attach, Back, InFlight, Ledger, Resume, frame, read_frame};
+use crate::gateway::resume::{Attach, Back, Ledger, Resume, Served, frame, read_frame};
 /// How long `steward mcp` tries to reach (or become) the controller.
 const ATTACH_DEADLINE: Duration = Duration::from_secs(15);
 /// How long, after its controller went away, `steward mcp` waits for the
@@ -210,12 +210,12 @@ async fn hand_over(
                 if handover::hung_up(stdin.as_fd()) || handover::hung_up(stdout.as_fd()) {
                     return Handed::Ended;
                 }
-                let serving = ledger.as_ref().map(Ledger::read).unwrap_or_default();
+                let served = ledger.as_ref().map(Ledger::read).unwrap_or_default();
                 tracing::warn!(
-                    answered = serving.len(),
+                    answered = served.inflight.len(),
                     "the controller went away without handing the session back (was it killed?): the requests it was serving are answered with an error; the session moves to the next one"
                 );
-                answer_killed(&serving).await;
+                answer_killed(&served).await;
                 return Handed::Moved(last.map(Box::new));
             }
         }
@@ -223,16 +223,13 @@ async fn hand_over(
 }
 
 /// Answer the agent's requests a killed controller was serving, so that
-/// its client does not wait for them until it times out.
-async fn answer_killed(serving: &[InFlight]) {
-    if serving.is_empty() {
+/// its client does not wait for them until it times out (after ending the
+/// message it left half written, if any).
+async fn answer_killed(served: &Served) {
+    let answers = served.killed_answers();
+    if answers.is_empty() {
         return;
     }
-    let answers: Vec<u8> = serving
-        .iter()
-        .filter_map(InFlight::killed_answer)
-        .flatten()
-        .collect();
     let mut stdout = handover::stdout();
     let written = async {
         use tokio::io::AsyncWriteExt as _;

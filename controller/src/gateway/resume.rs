@@ -114,7 +114,7 @@ impl InFlight {
 /// and passes to `steward mcp` with the session's first [`Back::State`].
 /// Rewritten at each change (one `pwrite`, no wake-up of `steward mcp`:
 /// nothing reads it while the controller lives). The record is a 4-byte
-/// little-endian length and a JSON object, canonical id → method.
+/// little-endian length, then a JSON [`Served`].
 #[derive(Debug)]
 pub struct Ledger(std::fs::File);
 
@@ -142,11 +142,11 @@ impl Ledger {
         std::os::fd::AsFd::as_fd(&self.0)
     }
 
-    /// Record `inflight` in place of what was there.
-    fn write(&self, inflight: &BTreeMap<String, String>) {
+    /// Record `served` in place of what was there.
+    fn write(&self, served: &Served) {
         use std::os::unix::fs::FileExt as _;
         let mut record = vec![0u8; 4];
-        if serde_json::to_writer(&mut record, inflight).is_err() {
+        if serde_json::to_writer(&mut record, served).is_err() {
             return;
         }
         let len = (record.len() - 4) as u32;
@@ -156,23 +156,59 @@ impl Ledger {
         }
     }
 
-    /// The requests last recorded (none when the record is unreadable: a
+    /// What was last recorded (nothing when the record is unreadable: a
     /// write cut short by the kill).
-    pub fn read(&self) -> Vec<InFlight> {
+    pub fn read(&self) -> Served {
         use std::os::unix::fs::FileExt as _;
         let mut len = [0u8; 4];
         if self.0.read_exact_at(&mut len, 0).is_err() {
-            return Vec::new();
+            return Served::default();
         }
         let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
         if self.0.read_exact_at(&mut body, 4).is_err() {
-            return Vec::new();
+            return Served::default();
         }
-        serde_json::from_slice::<BTreeMap<String, String>>(&body)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(id, method)| InFlight { id, method })
+        serde_json::from_slice(&body).unwrap_or_default()
+    }
+}
+
+/// What a [`Ledger`] holds: where the session's output stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Served {
+    /// The requests delivered and not answered: canonical id → method.
+    #[serde(default)]
+    pub inflight: BTreeMap<String, String>,
+    /// A message to the agent was begun and not ended (its line break not
+    /// written yet): a kill leaves that line torn.
+    #[serde(default)]
+    pub torn: bool,
+}
+
+impl Served {
+    /// The requests, oldest id first.
+    pub fn requests(&self) -> Vec<InFlight> {
+        self.inflight
+            .iter()
+            .map(|(id, method)| InFlight {
+                id: id.clone(),
+                method: method.clone(),
+            })
             .collect()
+    }
+
+    /// What `steward mcp` writes to the agent once the controller was
+    /// killed: a line break ending a torn message (the agent drops that
+    /// line, and nothing after it is glued to it), then an answer to each
+    /// request.
+    pub fn killed_answers(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if self.torn {
+            out.push(b'\n');
+        }
+        for request in self.requests() {
+            out.extend(request.killed_answer().unwrap_or_default());
+        }
+        out
     }
 }
 
@@ -302,9 +338,9 @@ struct GateState {
     /// Bytes of a message whose delivery has begun (it is delivered whole
     /// even while draining).
     committed: usize,
-    /// The requests delivered and not answered: id (as canonical JSON) and
-    /// method.
-    inflight: BTreeMap<String, String>,
+    /// The requests delivered and not answered, and whether a message to
+    /// the agent is half written (what the ledger records).
+    served: Served,
     /// The open `subscriptions/listen` requests delivered: id (canonical
     /// JSON) and the request's line.
     listens: Vec<(String, String)>,
@@ -371,7 +407,9 @@ impl GateState {
                 true
             }
             (Some(method), Some(id)) => {
-                self.inflight.insert(canonical(id), method.to_owned());
+                self.served
+                    .inflight
+                    .insert(canonical(id), method.to_owned());
                 true
             }
             (Some("notifications/cancelled"), None) => {
@@ -388,7 +426,7 @@ impl GateState {
     /// The request `id` was answered or cancelled; whether it was one in
     /// flight or a listen.
     fn ended(&mut self, id: &str) -> bool {
-        if self.inflight.remove(id).is_some() {
+        if self.served.inflight.remove(id).is_some() {
             return true;
         }
         let before = self.listens.len();
@@ -415,7 +453,7 @@ impl Gate {
             let state = lock(&self.state);
             if let Some(ledger) = &self.ledger {
                 // Under the lock: the last change is the last written.
-                ledger.write(&state.inflight);
+                ledger.write(&state.served);
             }
             state.listens.iter().map(|(_, line)| line.clone()).collect()
         };
@@ -441,6 +479,7 @@ impl Gate {
         GateWriter {
             write,
             line: Vec::new(),
+            torn: false,
             gate: self.clone(),
         }
     }
@@ -448,7 +487,7 @@ impl Gate {
     /// How many requests were read and not answered.
     #[cfg(test)]
     fn in_flight(&self) -> usize {
-        lock(&self.state).inflight.len()
+        lock(&self.state).served.inflight.len()
     }
 
     /// Stop delivering input at the next message boundary and wait (until
@@ -463,7 +502,7 @@ impl Gate {
             answered.as_mut().enable();
             {
                 let state = lock(&self.state);
-                if (state.inflight.is_empty() && state.committed == 0) || state.eof {
+                if (state.served.inflight.is_empty() && state.committed == 0) || state.eof {
                     break;
                 }
             }
@@ -473,7 +512,7 @@ impl Gate {
         }
         let mut state = lock(&self.state);
         state.sealed = true;
-        let unanswered = state.inflight.len();
+        let unanswered = state.served.inflight.len();
         // A message begun but not delivered whole cannot move: it is lost
         // with the unanswered requests.
         let committed = state.committed.min(state.buf.len());
@@ -561,6 +600,8 @@ pub struct GateWriter<W> {
     write: W,
     /// The message being written, up to its line break.
     line: Vec<u8>,
+    /// Whether the ledger says a message is half written.
+    torn: bool,
     gate: Gate,
 }
 
@@ -574,7 +615,7 @@ impl<W> GateWriter<W> {
             // no need to read the message.
             let waiting = {
                 let state = lock(&self.gate.state);
-                !state.inflight.is_empty() || !state.listens.is_empty()
+                !state.served.inflight.is_empty() || !state.listens.is_empty()
             };
             let answered = waiting
                 .then(|| serde_json::from_slice::<Answer<'_>>(&self.line).ok())
@@ -590,6 +631,14 @@ impl<W> GateWriter<W> {
             }
         }
         self.line.extend_from_slice(bytes);
+        // A message is written whole in one write but when the agent's pipe
+        // is full or the message is larger: then the ledger says so.
+        let torn = !self.line.is_empty();
+        if torn != self.torn && self.gate.ledger.is_some() {
+            self.torn = torn;
+            lock(&self.gate.state).served.torn = torn;
+            self.gate.report();
+        }
     }
 }
 
@@ -722,12 +771,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_requests_in_flight_are_in_the_ledger_until_answered_or_cancelled() {
+    async fn the_ledger_has_the_requests_in_flight_and_a_half_written_message() {
         let (handback, _state) = watch::channel(Handback::default());
         let ledger = Arc::new(Ledger::create().unwrap());
         // What `steward mcp` reads: the descriptor it was passed.
         let read = Ledger::from_fd(ledger.as_fd().try_clone_to_owned().unwrap());
-        assert!(read.read().is_empty());
+        assert_eq!(read.read(), Served::default());
         let gate = Gate::reporting(handback, Some(ledger));
         let input = b"{\"id\":1,\"method\":\"tools/call\"}\n{\"id\":\"p\",\"method\":\"prompts/get\"}\n{\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"p\"}}\n";
         let mut reader = gate.reader(&input[..]);
@@ -736,23 +785,35 @@ mod tests {
             id: id.to_owned(),
             method: method.to_owned(),
         };
+        let requests = || read.read().requests();
         let _ = reader.read(&mut line).await.unwrap();
-        assert_eq!(read.read(), [request("1", "tools/call")]);
+        assert_eq!(requests(), [request("1", "tools/call")]);
         let _ = reader.read(&mut line).await.unwrap();
         assert_eq!(
-            read.read(),
+            requests(),
             [request("\"p\"", "prompts/get"), request("1", "tools/call")]
         );
         // Cancelled by the client: not served any more.
         let _ = reader.read(&mut line).await.unwrap();
-        assert_eq!(read.read(), [request("1", "tools/call")]);
+        assert_eq!(requests(), [request("1", "tools/call")]);
+        // The answer, written in two pieces: torn in between.
         let (sink, _peer) = tokio::io::duplex(1024);
         let mut writer = gate.writer(sink);
         writer
-            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n")
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,")
             .await
             .unwrap();
-        assert!(read.read().is_empty());
+        assert!(read.read().torn);
+        let killed = read.read().killed_answers();
+        assert!(
+            killed.starts_with(b"\n{"),
+            "{}",
+            String::from_utf8_lossy(&killed)
+        );
+        assert_eq!(killed.iter().filter(|b| **b == b'\n').count(), 2);
+        writer.write_all(b"\"result\":{}}\n").await.unwrap();
+        assert_eq!(read.read(), Served::default());
+        assert!(read.read().killed_answers().is_empty());
     }
 
     #[test]
