@@ -6,7 +6,9 @@
 //! `observedHash`, status polled every 2 ms through the control socket) over
 //! a number of edits spaced beyond the debounce window, restarts of the
 //! unchanged servers (from the fakes' record files), and the controller's
-//! idle CPU and peak RSS, with the controller at its default log level.
+//! idle CPU and peak RSS (and, at the end, how much of its resident set is
+//! its own memory and how much its binary's code pages), with the
+//! controller at its default log level.
 //! Prints one JSON object on stdout.
 //!
 //! With `--registration-storm`, instead: one fake language server sends
@@ -56,11 +58,12 @@ fn proc_cpu_ticks(pid: u32) -> u64 {
         + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
 }
 
-fn vm_hwm_mb(pid: u32) -> f64 {
+/// A `/proc/PID/status` figure in MB (`VmHWM`, `RssAnon`, `RssFile`).
+fn status_mb(pid: u32, field: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
@@ -223,7 +226,11 @@ fn main() {
                 .saturating_sub(1)
         })
         .sum();
-    let rss = vm_hwm_mb(pid);
+    let rss = status_mb(pid, "VmHWM");
+    // What the resident set is made of at the end: the controller's own
+    // memory, and the pages of its binary's code it has run (file-backed,
+    // shared with every process of the binary, dropped under pressure).
+    let (anon, file) = (status_mb(pid, "RssAnon"), status_mb(pid, "RssFile"));
     latencies.sort_by(f64::total_cmp);
     let out = json!({
         "servers": n,
@@ -239,6 +246,10 @@ fn main() {
         "controllerCpuMsPerEdit": (cpu_ms_per_edit * 10.0).round() / 10.0,
         "unchangedServerRestarts": unchanged_restarts,
         "controllerPeakRssMb": (rss * 10.0).round() / 10.0,
+        "controllerRssAtEnd": {
+            "anonMb": (anon * 10.0).round() / 10.0,
+            "binaryPagesMb": (file * 10.0).round() / 10.0,
+        },
     });
     println!("{}", serde_json::to_string_pretty(&out).unwrap());
 }
