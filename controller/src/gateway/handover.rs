@@ -301,6 +301,32 @@ mod tests {
         assert_eq!(got, "hi");
     }
 
+    /// A frame sent with a descriptor: `FdReader` keeps it; a plain read
+    /// (a `steward mcp` of an earlier version) gets the same bytes and no
+    /// descriptor.
+    #[tokio::test]
+    async fn a_descriptor_sent_with_bytes_is_kept_by_fd_reader_and_dropped_by_a_plain_read() {
+        use tokio::io::AsyncReadExt as _;
+        let line = b"{\"type\":\"state\"}\n";
+        let (pipe_r, _pipe_w) = std::io::pipe().unwrap();
+        let fds = [pipe_r.as_fd().as_raw_fd()];
+
+        let (a, b) = tokio::net::UnixStream::pair().unwrap();
+        assert_eq!(send_with(a.as_fd(), &fds, line).unwrap(), line.len());
+        let (read, _write) = b.into_split();
+        let mut reader = FdReader::new(read);
+        let mut got = vec![0u8; 64];
+        let n = reader.read(&mut got).await.unwrap();
+        assert_eq!(&got[..n], line);
+        assert_eq!(reader.take_fds().len(), 1);
+        assert!(reader.take_fds().is_empty());
+
+        let (a, mut b) = tokio::net::UnixStream::pair().unwrap();
+        send_with(a.as_fd(), &fds, line).unwrap();
+        let n = b.read(&mut got).await.unwrap();
+        assert_eq!(&got[..n], line);
+    }
+
     #[test]
     fn plain_bytes_come_without_descriptors() {
         let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
