@@ -136,22 +136,8 @@ async fn hand_over(
         pending: pending.len(),
     };
     let head = frame(&attach, &[]);
-    let sent = loop {
-        if stream.writable().await.is_err() {
-            break false;
-        }
-        match stream.try_io(tokio::io::Interest::WRITABLE, || {
-            handover::send(stream.as_fd(), &fds, &head)
-        }) {
-            Ok(()) => break true,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) => {
-                tracing::debug!(error = %e, "hand the agent's stdio over");
-                break false;
-            }
-        }
-    };
-    if !sent {
+    if let Err(error) = handover::send(&stream, &fds, &head).await {
+        tracing::debug!(%error, "hand the agent's stdio over");
         // That controller is going away: the next one gets the session.
         return Handed::Moved(resume.map(Box::new));
     }

@@ -25,18 +25,42 @@ pub const MARK: u8 = 0xF0;
 /// byte stream.
 pub const HELLO: u8 = 0xF1;
 
-/// Send [`MARK`] and `payload` with `fds` over the connected Unix socket
-/// `socket`, in one message.
-pub fn send(socket: BorrowedFd<'_>, fds: &[RawFd], payload: &[u8]) -> io::Result<()> {
+/// Send [`MARK`] and `payload` over `stream`, `fds` with them.
+pub async fn send(
+    stream: &tokio::net::UnixStream,
+    fds: &[RawFd],
+    payload: &[u8],
+) -> io::Result<()> {
     let mut bytes = Vec::with_capacity(1 + payload.len());
     bytes.push(MARK);
     bytes.extend_from_slice(payload);
-    let sent = send_with(socket, fds, &bytes)?;
-    if sent != bytes.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::WriteZero,
-            "the handover message was cut short",
-        ));
+    send_all(stream, fds, &bytes).await
+}
+
+/// Send `bytes` whole over `stream`, `fds` with the first of them (the
+/// reader's first `recvmsg` gets them; the rest may come in later reads).
+pub async fn send_all(
+    stream: &tokio::net::UnixStream,
+    fds: &[RawFd],
+    bytes: &[u8],
+) -> io::Result<()> {
+    use std::os::fd::AsFd as _;
+    let mut sent = 0;
+    while sent < bytes.len() {
+        stream.writable().await?;
+        let result = if sent == 0 {
+            stream.try_io(tokio::io::Interest::WRITABLE, || {
+                send_with(stream.as_fd(), fds, bytes)
+            })
+        } else {
+            stream.try_write(&bytes[sent..])
+        };
+        match result {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
 }
@@ -44,7 +68,7 @@ pub fn send(socket: BorrowedFd<'_>, fds: &[RawFd], payload: &[u8]) -> io::Result
 /// One `sendmsg` of `bytes` with `fds` on the connected Unix socket
 /// `socket`: how many bytes went (the descriptors go with the first).
 #[allow(unsafe_code)]
-pub fn send_with(socket: BorrowedFd<'_>, fds: &[RawFd], bytes: &[u8]) -> io::Result<usize> {
+fn send_with(socket: BorrowedFd<'_>, fds: &[RawFd], bytes: &[u8]) -> io::Result<usize> {
     let mut iov = libc::iovec {
         iov_base: bytes.as_ptr().cast_mut().cast(),
         iov_len: bytes.len(),
@@ -282,11 +306,13 @@ mod tests {
     use std::io::{Read as _, Write as _};
     use std::os::fd::AsFd as _;
 
-    #[test]
-    fn descriptors_pass_with_the_mark() {
-        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    #[tokio::test]
+    async fn descriptors_pass_with_the_mark() {
+        let (a, b) = tokio::net::UnixStream::pair().unwrap();
         let (mut pipe_r, mut pipe_w) = std::io::pipe().unwrap();
-        send(a.as_fd(), &[pipe_w.as_fd().as_raw_fd()], b"{}").unwrap();
+        send(&a, &[pipe_w.as_fd().as_raw_fd()], b"{}")
+            .await
+            .unwrap();
         let (bytes, mut fds) = recv(b.as_fd()).unwrap();
         assert_eq!(bytes, [MARK, b'{', b'}']);
         assert_eq!(fds.len(), 1);
@@ -312,7 +338,7 @@ mod tests {
         let fds = [pipe_r.as_fd().as_raw_fd()];
 
         let (a, b) = tokio::net::UnixStream::pair().unwrap();
-        assert_eq!(send_with(a.as_fd(), &fds, line).unwrap(), line.len());
+        send_all(&a, &fds, line).await.unwrap();
         let (read, _write) = b.into_split();
         let mut reader = FdReader::new(read);
         let mut got = vec![0u8; 64];
@@ -322,7 +348,7 @@ mod tests {
         assert!(reader.take_fds().is_empty());
 
         let (a, mut b) = tokio::net::UnixStream::pair().unwrap();
-        send_with(a.as_fd(), &fds, line).unwrap();
+        send_all(&a, &fds, line).await.unwrap();
         let n = b.read(&mut got).await.unwrap();
         assert_eq!(&got[..n], line);
     }

@@ -72,40 +72,30 @@ pub struct Resume {
     pub pending: Vec<u8>,
 }
 
-/// A request the controller read and has not answered yet.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InFlight {
-    /// Its id, as canonical JSON.
-    pub id: String,
-    pub method: String,
-}
-
-impl InFlight {
-    /// What `steward mcp` answers it when the controller serving it was
-    /// killed (one JSON-RPC line): a tool call gets an error result, which
-    /// the agent's model reads; any other request a JSON-RPC error. `None`
-    /// for an id that is not JSON.
-    pub fn killed_answer(&self) -> Option<Vec<u8>> {
-        let id: serde_json::Value = serde_json::from_str(&self.id).ok()?;
-        let why = "steward's controller was killed while serving this request; \
-                   the session goes on under the next controller";
-        let answer = if self.method == "tools/call" {
-            serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
-                "content": [{"type": "text", "text": format!(
-                    "{why}. The tool may or may not have run: check before calling it again."
-                )}],
-                "isError": true,
-            }})
-        } else {
-            serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
-                "code": -32603,
-                "message": format!("{why}; send the request again"),
-            }})
-        };
-        let mut line = serde_json::to_vec(&answer).ok()?;
-        line.push(b'\n');
-        Some(line)
-    }
+/// What `steward mcp` answers the request `id` (canonical JSON) of
+/// `method` when the controller serving it was killed (one JSON-RPC line): a
+/// tool call gets an error result, which the agent's model reads; any other
+/// request a JSON-RPC error. `None` for an id that is not JSON.
+fn killed_answer(id: &str, method: &str) -> Option<Vec<u8>> {
+    let id: serde_json::Value = serde_json::from_str(id).ok()?;
+    let why = "steward's controller was killed while serving this request; \
+               the session goes on under the next controller";
+    let answer = if method == "tools/call" {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
+            "content": [{"type": "text", "text": format!(
+                "{why}. The tool may or may not have run: check before calling it again."
+            )}],
+            "isError": true,
+        }})
+    } else {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
+            "code": -32603,
+            "message": format!("{why}; send the request again"),
+        }})
+    };
+    let mut line = serde_json::to_vec(&answer).ok()?;
+    line.push(b'\n');
+    Some(line)
 }
 
 /// The requests a controller is serving in a handed-over session, kept where
@@ -185,17 +175,6 @@ pub struct Served {
 }
 
 impl Served {
-    /// The requests, oldest id first.
-    pub fn requests(&self) -> Vec<InFlight> {
-        self.inflight
-            .iter()
-            .map(|(id, method)| InFlight {
-                id: id.clone(),
-                method: method.clone(),
-            })
-            .collect()
-    }
-
     /// What `steward mcp` writes to the agent once the controller was
     /// killed: a line break ending a torn message (the agent drops that
     /// line, and nothing after it is glued to it), then an answer to each
@@ -205,8 +184,8 @@ impl Served {
         if self.torn {
             out.push(b'\n');
         }
-        for request in self.requests() {
-            out.extend(request.killed_answer().unwrap_or_default());
+        for (id, method) in &self.inflight {
+            out.extend(killed_answer(id, method).unwrap_or_default());
         }
         out
     }
@@ -321,8 +300,8 @@ pub type HandbackTx = watch::Sender<Handback>;
 /// The agent's input delivered to the session whole messages at a time,
 /// with the requests read and not yet answered counted, so that it can stop
 /// at a message boundary with nothing in flight (see the module doc). The
-/// requests in flight and the open `subscriptions/listen` requests it saw go
-/// to the session's [`Handback`].
+/// requests in flight go to the session's [`Ledger`], the open
+/// `subscriptions/listen` requests it saw to its [`Handback`].
 #[derive(Debug, Clone, Default)]
 pub struct Gate {
     state: Arc<Mutex<GateState>>,
@@ -391,47 +370,59 @@ fn canonical(id: &RawValue) -> String {
 /// 2026-07-28 client's list-change subscription stays open for the session.
 const NOT_WAITED: &[&str] = &["subscriptions/listen"];
 
+/// What a message changed of what the gate keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    Nothing,
+    /// The requests in flight (the ledger's).
+    InFlight,
+    /// The open listens (the handback's).
+    Listens,
+}
+
 impl GateState {
     /// Count what the message at the start of the buffer (`len` bytes)
-    /// does to the requests in flight and the open listens; whether either
-    /// changed.
-    fn delivered(&mut self, len: usize) -> bool {
+    /// does to the requests in flight and the open listens.
+    fn delivered(&mut self, len: usize) -> Kept {
         let line = &self.buf[..len];
         let Ok(head) = serde_json::from_slice::<Head<'_>>(line) else {
-            return false;
+            return Kept::Nothing;
         };
         match (head.method.as_deref(), head.id) {
             (Some(method), Some(id)) if NOT_WAITED.contains(&method) => {
                 let text = String::from_utf8_lossy(line).trim_end().to_owned();
                 self.listens.push((canonical(id), text));
-                true
+                Kept::Listens
             }
             (Some(method), Some(id)) => {
                 self.served
                     .inflight
                     .insert(canonical(id), method.to_owned());
-                true
+                Kept::InFlight
             }
             (Some("notifications/cancelled"), None) => {
                 let cancelled = head
                     .params
                     .and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
                     .map(|c| canonical(c.request_id));
-                cancelled.is_some_and(|id| self.ended(&id))
+                cancelled.map_or(Kept::Nothing, |id| self.ended(&id))
             }
-            _ => false,
+            _ => Kept::Nothing,
         }
     }
 
-    /// The request `id` was answered or cancelled; whether it was one in
-    /// flight or a listen.
-    fn ended(&mut self, id: &str) -> bool {
+    /// The request `id` was answered or cancelled: which it was.
+    fn ended(&mut self, id: &str) -> Kept {
         if self.served.inflight.remove(id).is_some() {
-            return true;
+            return Kept::InFlight;
         }
         let before = self.listens.len();
         self.listens.retain(|(open, _)| open != id);
-        self.listens.len() != before
+        if self.listens.len() != before {
+            Kept::Listens
+        } else {
+            Kept::Nothing
+        }
     }
 }
 
@@ -446,23 +437,32 @@ impl Gate {
         }
     }
 
-    /// Record the requests in flight and tell the handback the open
-    /// listens, after either changed.
-    fn report(&self) {
-        let listens: Vec<String> = {
-            let state = lock(&self.state);
-            if let Some(ledger) = &self.ledger {
-                // Under the lock: the last change is the last written.
-                ledger.write(&state.served);
+    /// Pass on what `kept` says changed: the requests in flight to the
+    /// ledger, the open listens to the handback.
+    fn report(&self, kept: Kept) {
+        match kept {
+            Kept::Nothing => {}
+            Kept::InFlight => {
+                if let Some(ledger) = &self.ledger {
+                    // Under the lock: the last change is the last written.
+                    ledger.write(&lock(&self.state).served);
+                }
             }
-            state.listens.iter().map(|(_, line)| line.clone()).collect()
-        };
-        if let Some(handback) = &self.handback {
-            handback.send_if_modified(|h| {
-                let changed = h.listens != listens;
-                h.listens = listens;
-                changed
-            });
+            Kept::Listens => {
+                let Some(handback) = &self.handback else {
+                    return;
+                };
+                let now: Vec<String> = lock(&self.state)
+                    .listens
+                    .iter()
+                    .map(|(_, line)| line.clone())
+                    .collect();
+                handback.send_if_modified(|h| {
+                    let changed = h.listens != now;
+                    h.listens = now;
+                    changed
+                });
+            }
         }
     }
 
@@ -554,9 +554,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for GateReader<R> {
                         None => None,
                     };
                     if let Some(len) = whole {
-                        if state.delivered(len) {
+                        let kept = state.delivered(len);
+                        if kept != Kept::Nothing {
                             drop(state);
-                            this.gate.report();
+                            this.gate.report(kept);
                             state = lock(&this.gate.state);
                         }
                         state.committed = len;
@@ -623,11 +624,12 @@ impl<W> GateWriter<W> {
                 .filter(|a| a.method.is_none())
                 .and_then(|a| a.id.map(canonical));
             self.line.clear();
-            if let Some(id) = answered
-                && lock(&self.gate.state).ended(&id)
-            {
-                self.gate.report();
-                self.gate.answered.notify_waiters();
+            if let Some(id) = answered {
+                let kept = lock(&self.gate.state).ended(&id);
+                if kept != Kept::Nothing {
+                    self.gate.report(kept);
+                    self.gate.answered.notify_waiters();
+                }
             }
         }
         self.line.extend_from_slice(bytes);
@@ -637,7 +639,7 @@ impl<W> GateWriter<W> {
         if torn != self.torn && self.gate.ledger.is_some() {
             self.torn = torn;
             lock(&self.gate.state).served.torn = torn;
-            self.gate.report();
+            self.gate.report(Kept::InFlight);
         }
     }
 }
@@ -781,11 +783,8 @@ mod tests {
         let input = b"{\"id\":1,\"method\":\"tools/call\"}\n{\"id\":\"p\",\"method\":\"prompts/get\"}\n{\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"p\"}}\n";
         let mut reader = gate.reader(&input[..]);
         let mut line = vec![0u8; 4096];
-        let request = |id: &str, method: &str| InFlight {
-            id: id.to_owned(),
-            method: method.to_owned(),
-        };
-        let requests = || read.read().requests();
+        let request = |id: &str, method: &str| (id.to_owned(), method.to_owned());
+        let requests = || read.read().inflight.into_iter().collect::<Vec<_>>();
         let _ = reader.read(&mut line).await.unwrap();
         assert_eq!(requests(), [request("1", "tools/call")]);
         let _ = reader.read(&mut line).await.unwrap();
@@ -819,12 +818,7 @@ mod tests {
     #[test]
     fn a_killed_controllers_call_is_answered_as_a_tool_error_and_other_requests_as_errors() {
         let answer = |id: &str, method: &str| -> serde_json::Value {
-            let line = InFlight {
-                id: id.to_owned(),
-                method: method.to_owned(),
-            }
-            .killed_answer()
-            .unwrap();
+            let line = killed_answer(id, method).unwrap();
             assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
             assert!(line.ends_with(b"\n"));
             serde_json::from_slice(&line).unwrap()
@@ -837,14 +831,7 @@ mod tests {
         let other = answer("\"x\"", "resources/read");
         assert_eq!(other["id"], "x");
         assert_eq!(other["error"]["code"], -32603);
-        assert!(
-            InFlight {
-                id: "not json".to_owned(),
-                method: "tools/call".to_owned()
-            }
-            .killed_answer()
-            .is_none()
-        );
+        assert!(killed_answer("not json", "tools/call").is_none());
     }
 
     #[tokio::test]

@@ -646,24 +646,15 @@ async fn send_state(
     line: &[u8],
     ledger: Option<Arc<Ledger>>,
 ) -> std::io::Result<()> {
-    use std::os::fd::{AsFd as _, AsRawFd as _};
+    use std::os::fd::AsRawFd as _;
     use tokio::io::AsyncWriteExt as _;
-    let mut sent = 0;
-    if let Some(ledger) = ledger {
-        let stream: &tokio::net::UnixStream = to_bridge.as_ref();
-        let fds = [ledger.as_fd().as_raw_fd()];
-        sent = loop {
-            stream.writable().await?;
-            match stream.try_io(tokio::io::Interest::WRITABLE, || {
-                super::handover::send_with(stream.as_fd(), &fds, line)
-            }) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e),
-            }
-        };
+    match ledger {
+        Some(ledger) => {
+            let fds = [ledger.as_fd().as_raw_fd()];
+            super::handover::send_all(to_bridge.as_ref(), &fds, line).await
+        }
+        None => to_bridge.write_all(line).await,
     }
-    to_bridge.write_all(&line[sent..]).await
 }
 
 /// The profile `steward mcp` sent; a profile this controller cannot read
