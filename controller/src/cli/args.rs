@@ -349,9 +349,15 @@ desired, and wait until it is Ready or failed. A failed server in back-off is re
 Unlike `steward stop`, nothing is persisted. A blocked server (pending approval, stopped…) has \
 nothing to restart.
 
-Example:
-  steward restart github")]
-    Restart(NamesArgs),
+As a config edit does, a Ready MCP server first finishes the tool calls in flight (bounded by \
+the entry's `timeout`); new calls wait for the new process. A call is never sent twice: with \
+--now the old process stops at once and its calls in flight are answered with an error saying \
+the tool may or may not have run.
+
+Examples:
+  steward restart github
+  steward restart --now github")]
+    Restart(RestartArgs),
 
     /// Use the running language servers: hover, definition, diagnostics...
     #[command(long_about = "\
@@ -502,6 +508,17 @@ pub struct NamesArgs {
     /// Server names
     #[arg(value_name = "NAME", required = true)]
     pub names: Vec<String>,
+}
+
+/// `steward restart`.
+#[derive(Debug, clap::Args)]
+pub struct RestartArgs {
+    /// Server names
+    #[arg(value_name = "NAME", required = true)]
+    pub names: Vec<String>,
+    /// Stop at once instead of letting the calls in flight finish
+    #[arg(long)]
+    pub now: bool,
 }
 
 /// Which servers' tool definitions are pinned (`--pin-tools`).

@@ -203,7 +203,7 @@ pub fn run(
         Command::Events(args) => {
             events::run(&resolve_paths(&workspace, env)?, &args, now(env)?, io)
         }
-        Command::Restart(args) => restart::run(&resolve_paths(&workspace, env)?, &args.names, io),
+        Command::Restart(args) => restart::run(&resolve_paths(&workspace, env)?, &args, io),
         Command::Start(args) => stop::run(&resolve_paths(&workspace, env)?, &args.names, false, io),
     }
 }

@@ -6,12 +6,14 @@ use std::process::ExitCode;
 
 use steward_schema::resource::WorkspaceStatus;
 
+use super::args::RestartArgs;
 use super::client::{REQUEST_TIMEOUT, need_controller, runtime};
 use super::{CommandError, Io};
 use crate::control::client;
 use crate::support::paths::Paths;
 /// `steward restart`: restart each server once and say how it came back.
-pub fn run(paths: &Paths, names: &[String], io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
+pub fn run(paths: &Paths, args: &RestartArgs, io: &mut Io<'_>) -> Result<ExitCode, CommandError> {
+    let names = &args.names;
     let rt = runtime()?;
     let socket = paths.socket_path();
     let status = || {
@@ -26,7 +28,7 @@ pub fn run(paths: &Paths, names: &[String], io: &mut Io<'_>) -> Result<ExitCode,
             .collect()
     };
     let before = pids(status()?);
-    rt.block_on(client::restart(&socket, names, REQUEST_TIMEOUT))
+    rt.block_on(client::restart(&socket, names, args.now, REQUEST_TIMEOUT))
         .map_err(|e| need_controller(paths, e))?;
     let after = status()?;
     let mut failed = false;

@@ -121,10 +121,12 @@ pub async fn reload(path: &Path, timeout: Duration) -> Result<Reloaded, ControlE
 pub async fn restart(
     path: &Path,
     names: &[String],
+    now: bool,
     timeout: Duration,
 ) -> Result<ReloadSummary, ControlError> {
     let asked = Request::Restart {
         names: names.to_vec(),
+        now,
     };
     match request(path, &asked, timeout).await? {
         Reply::Reload(summary) => Ok(summary),
@@ -394,7 +396,9 @@ mod tests {
     async fn the_controllers_refusal_is_an_error_that_reads_after_failed_to() {
         let dir = tempfile::tempdir().unwrap();
         let path = controller(&dir, vec![Err("restart a: it is blocked".to_owned())]);
-        let e = restart(&path, &["a".to_owned()], T).await.unwrap_err();
+        let e = restart(&path, &["a".to_owned()], false, T)
+            .await
+            .unwrap_err();
         assert!(matches!(e, ControlError::Refused(_)));
         assert_eq!(e.to_string(), "restart a: it is blocked");
     }

@@ -42,8 +42,13 @@ pub enum Request {
     /// A server's stderr (`steward logs`).
     Logs(LogsQuery),
     /// Stop and start servers once, keeping them desired; answers when their
-    /// reconciles have finished.
-    Restart { names: Vec<String> },
+    /// reconciles have finished. A Ready MCP server finishes its calls in
+    /// flight first, unless `now`.
+    Restart {
+        names: Vec<String>,
+        #[serde(default)]
+        now: bool,
+    },
     /// Re-read every source (extensions included); answers when the reload's
     /// reconciles have finished.
     Reload,

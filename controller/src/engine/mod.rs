@@ -37,7 +37,7 @@ use crate::control::{self, Answer, Incoming, RawJson, Reply, Request};
 use crate::desired::snapshot::{Applied, Desired, DesiredStore, Key, Snapshot};
 use crate::engine::instance::RuntimeEvent;
 use crate::engine::queue::{WorkQueue, run_workers};
-use crate::engine::reconcile::{ReconcileConfig, Reconciler, Settled};
+use crate::engine::reconcile::{ReconcileConfig, Reconciler, Restart, Settled};
 use crate::engine::watch::{FileChange, Judge, Verdict, WatchConfig, WatchError, Watcher};
 use crate::gateway::lsp::LspService;
 use crate::gateway::pins::Pins;

@@ -125,6 +125,16 @@ pub struct Settled {
     pub epoch: u64,
 }
 
+/// How `steward restart` stops what runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// As a config edit does: calls in flight finish first (bounded by the
+    /// entry's `timeout`).
+    Graceful,
+    /// At once (`--now`): calls in flight are answered with an error.
+    Now,
+}
+
 /// What runs for a key: at most one current instance, and older ones still
 /// stopping (never started beside: a new instance waits for them).
 #[derive(Debug, Default)]
@@ -136,8 +146,9 @@ struct Slot {
     /// The last instance failed or crashed: the next start is a retry
     /// (`status.restarts` counts it).
     retrying: bool,
-    /// `steward restart`: stop what runs and start it again once.
-    restart: bool,
+    /// `steward restart`: stop what runs and start it again once; `now`
+    /// (`--now`) does not wait for the calls in flight.
+    restart: Option<Restart>,
     /// The next instance replaces a stopped one (a restart, not an add).
     replacing: bool,
     /// Stopped by `--idle-stop`: stays idle until a call demands it.
@@ -149,7 +160,7 @@ impl Slot {
         self.current.is_none()
             && self.retiring.is_empty()
             && !self.retrying
-            && !self.restart
+            && self.restart.is_none()
             && !self.idle_stopped
     }
 }
@@ -267,10 +278,10 @@ impl Reconciler {
 
     /// `steward restart`: the next reconcile of `key` stops what runs and
     /// starts it again (a failed server is retried at once).
-    pub fn request_restart(&self, key: &Key) {
+    pub fn request_restart(&self, key: &Key, how: Restart) {
         self.retry_now(key);
         lock(&self.wanted).insert(key.clone());
-        lock(&self.slots).entry(key.clone()).or_default().restart = true;
+        lock(&self.slots).entry(key.clone()).or_default().restart = Some(how);
     }
 
     /// A call needs MCP server `key` (the agent endpoint's demand, through
@@ -432,19 +443,28 @@ impl Reconciler {
             return (Requeue::No, Some(Outcome::Skipped(b.reason)));
         }
 
+        // A graceful replacement lets a Ready MCP server finish its calls
+        // in flight first: none is cut off, none is sent again.
+        let drain = match &desired {
+            Desired::Mcp(d) => StopMode::Drain(d.spec.call_timeout()),
+            Desired::Lsp(_) => StopMode::Now,
+        };
+
         // `steward restart`: the running instance makes way for a new one.
-        if std::mem::take(&mut slot.restart) && slot.current.is_some() {
-            self.replace(key, slot, StopMode::Now);
+        if let Some(how) = slot.restart.take()
+            && slot.current.is_some()
+        {
+            let mode = match how {
+                Restart::Graceful => drain,
+                Restart::Now => StopMode::Now,
+            };
+            self.replace(key, slot, mode);
             return (Requeue::After(Duration::ZERO), None);
         }
 
         // An instance of another spec: stop it; the new one starts once it
-        // has stopped (a Ready MCP server finishes its calls first).
+        // has stopped.
         if slot.current.as_ref().is_some_and(|i| i.hash != hash) {
-            let drain = match &desired {
-                Desired::Mcp(d) => StopMode::Drain(d.spec.call_timeout()),
-                Desired::Lsp(_) => StopMode::Now,
-            };
             self.replace(key, slot, drain);
             self.retry_now(key);
         }

@@ -30,7 +30,7 @@ pub(super) fn handle_request(
             let snap = shared.store.snapshot();
             let _ = reply.send(streams::read_logs(&snap, &shared.status, &query));
         }
-        Request::Restart { names } => {
+        Request::Restart { names, now } => {
             let snap = shared.store.snapshot();
             let keys = match restartable(shared, &snap, &names) {
                 Ok(keys) => keys,
@@ -42,7 +42,8 @@ pub(super) fn handle_request(
             let rx = tracker.waiter();
             tracker.begin("steward restart", &keys, snap.epoch, snap.key_iter());
             for key in &keys {
-                shared.reconciler.request_restart(key);
+                let how = if now { Restart::Now } else { Restart::Graceful };
+                shared.reconciler.request_restart(key, how);
                 shared.status.events().record(
                     ObjectRef::server(key),
                     NewEvent::new(

@@ -491,7 +491,7 @@ impl Session {
             let server = &up.server;
             call.ended(match &answer {
                 Err(CallError::Cancelled) => CallResult::Cancelled,
-                Err(CallError::Closed) => CallResult::Unavailable,
+                Err(CallError::Closed | CallError::NotSent) => CallResult::Unavailable,
                 Err(CallError::Timeout(_) | CallError::Idle(_)) => CallResult::Timeout,
                 Err(_) => CallResult::Error,
                 Ok(_) => CallResult::Ok,
@@ -518,16 +518,23 @@ impl Session {
                     "the request was cancelled",
                     None,
                 )),
-                Err(CallError::Closed) => {
+                // Never reached the server: it may go to the next connection.
+                Err(CallError::NotSent) => {
                     if !retried && gateway.worth_another_try(&up) {
                         retried = true;
                         counted = Some(guard);
                         continue;
                     }
                     Ok(tool_error(format!(
-                        "server \"{server}\" closed the connection before answering (it exited or was stopped); see `steward describe {server}`"
+                        "server \"{server}\" closed the connection before the call was sent (it exited or was stopped); see `steward describe {server}`"
                     )))
                 }
+                // Sent: the server may have acted on it, so it is never
+                // sent again (a call never runs twice).
+                Err(CallError::Closed) => Ok(tool_error(format!(
+                    "server \"{server}\" stopped while serving this call (it exited, crashed or was stopped); \
+                     the tool may or may not have run: check before calling it again. See `steward describe {server}`"
+                ))),
                 Err(CallError::Timeout(t)) => Ok(tool_error(format!(
                     "server \"{server}\" did not answer within {} (the entry's \"timeout\")",
                     humantime::format_duration(t)
@@ -881,7 +888,8 @@ async fn forward(
 
 /// Forward the request `resolve` makes (with the connection of its server);
 /// when that connection closed under it in a restart or an idle stop,
-/// resolve and forward it once more ([`Gateway::worth_another_try`]).
+/// resolve and forward it once more ([`Gateway::worth_another_try`]): only
+/// for reads (`prompts/get`, `resources/read`), which may run twice.
 async fn forward_once_more<F, Fut>(
     gateway: &Gateway,
     context: &RequestContext<RoleServer>,
@@ -896,7 +904,11 @@ where
     loop {
         let (up, request) = resolve().await?;
         match forward(&up, request, context, progress.clone(), None).await {
-            Err(CallError::Closed) if !retried && gateway.worth_another_try(&up) => retried = true,
+            Err(CallError::Closed | CallError::NotSent)
+                if !retried && gateway.worth_another_try(&up) =>
+            {
+                retried = true
+            }
             answer => return Ok((up, answer)),
         }
     }

@@ -29,7 +29,7 @@ use tokio::sync::Notify;
 
 /// The agent: counts list changes, keeps progress, answers sampling.
 #[derive(Clone, Default)]
-struct Agent {
+pub(crate) struct Agent {
     tool_changes: Arc<AtomicUsize>,
     changed: Arc<Notify>,
     progress: Arc<Mutex<Vec<f64>>>,
@@ -78,9 +78,9 @@ impl ClientHandler for Agent {
     }
 }
 
-type Client = RunningService<RoleClient, Agent>;
+pub(crate) type Client = RunningService<RoleClient, Agent>;
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -89,7 +89,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Connect to the running controller's agent socket.
-async fn attach(env: &Env, agent: Agent) -> Client {
+pub(crate) async fn attach(env: &Env, agent: Agent) -> Client {
     let stream = tokio::net::UnixStream::connect(env.paths().mcp_socket_path())
         .await
         .expect("connect to the agent socket");
@@ -117,7 +117,7 @@ async fn tool_names(client: &Client) -> Vec<String> {
         .collect()
 }
 
-async fn call(client: &Client, name: &str, arguments: Value) -> CallToolResult {
+pub(crate) async fn call(client: &Client, name: &str, arguments: Value) -> CallToolResult {
     let Value::Object(arguments) = arguments else {
         panic!("arguments are an object")
     };
@@ -127,7 +127,7 @@ async fn call(client: &Client, name: &str, arguments: Value) -> CallToolResult {
         .unwrap_or_else(|e| panic!("call {name}: {e}"))
 }
 
-fn text(result: &CallToolResult) -> String {
+pub(crate) fn text(result: &CallToolResult) -> String {
     result
         .content
         .iter()

@@ -24,6 +24,7 @@ mod validate;
 
 // The envtests.
 mod async_start;
+mod calls_once;
 mod catalog_cache;
 mod demo_walkthrough;
 mod gateway;

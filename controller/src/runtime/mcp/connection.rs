@@ -191,9 +191,10 @@ impl McpConnection {
     }
 
     /// Waits until no forwarded request is in flight, or `deadline`; true
-    /// when drained.
+    /// when drained, and then no new request is sent over this connection
+    /// (a request that arrives later may go to the next one).
     pub async fn drain(&self, deadline: Instant) -> bool {
-        tokio::time::timeout_at(deadline, self.relay.drained())
+        tokio::time::timeout_at(deadline, self.relay.close_when_drained())
             .await
             .is_ok()
     }
@@ -203,6 +204,9 @@ impl McpConnection {
     /// SIGTERM → `grace` → SIGKILL, group reaped. Emits no event.
     pub async fn stop(mut self, close_timeout: Duration, grace: Duration) {
         self.stopped.store(true, Ordering::SeqCst);
+        // Nothing is sent from now on; what is in flight ends with the
+        // session, answered `Closed` (it may have run), never sent again.
+        self.relay.close();
         let started = Instant::now();
         let deadline = started + close_timeout;
         if let Some(watcher) = self.watcher.take() {

@@ -16,7 +16,10 @@
 //!   `elicitation/create`) go to the caller whose call is in flight, newest
 //!   first ([`Caller::forward`]);
 //! - the count of calls in flight lets a restart wait for them to finish
-//!   ([`Relay::drained`]) before the old process stops.
+//!   before the old process stops ([`Relay::close_when_drained`]), and the
+//!   relay then refuses new calls ([`CallError::NotSent`]): a call either
+//!   reaches this process and ends here, or never reaches it and may go to
+//!   the next one — never both (a call is never sent twice).
 //!
 //! Notifications that belong to no call (logging, resource updates) go to
 //! the connection's [`Broadcast`] hook. `roots/list` is answered by the
@@ -68,9 +71,15 @@ pub enum CallError {
     Idle(Duration),
     #[error("the request was cancelled")]
     Cancelled,
-    /// The session ended before the answer came.
+    /// The session ended after the request was sent and before the answer
+    /// came: the server may have acted on it, so it is never sent again.
     #[error("the server closed the connection before answering")]
     Closed,
+    /// The request never reached the server (its connection was closing or
+    /// closed before it was sent): it may go to the server's next
+    /// connection.
+    #[error("the connection closed before the request was sent")]
+    NotSent,
     /// The server answered with a JSON-RPC error.
     #[error("{}", .0.message)]
     Server(ErrorData),
@@ -97,9 +106,17 @@ struct InFlight {
     last_progress: u64,
 }
 
+/// The calls in flight, and whether new ones are refused.
+#[derive(Default)]
+struct Calls {
+    in_flight: HashMap<u64, InFlight>,
+    /// Set once the connection is closing: no call begins any more.
+    closed: bool,
+}
+
 /// Routes of one connection (see the module doc).
 pub struct Relay {
-    calls: Mutex<HashMap<u64, InFlight>>,
+    calls: Mutex<Calls>,
     next: AtomicU64,
     in_flight: watch::Sender<usize>,
     broadcast: OnceLock<Broadcast>,
@@ -136,7 +153,7 @@ impl fmt::Debug for Relay {
 impl Relay {
     pub fn new(root: &Path) -> Arc<Relay> {
         Arc::new(Relay {
-            calls: Mutex::new(HashMap::new()),
+            calls: Mutex::new(Calls::default()),
             next: AtomicU64::new(1),
             in_flight: watch::Sender::new(0),
             broadcast: OnceLock::new(),
@@ -169,7 +186,7 @@ impl Relay {
     }
 
     /// The calls in flight, locked.
-    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<u64, InFlight>> {
+    fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
         crate::support::sync::lock(&self.calls)
     }
 
@@ -189,16 +206,33 @@ impl Relay {
             .fetch_max(millis(tokio::time::Instant::now()), Ordering::Relaxed);
     }
 
-    /// Resolves once no request is in flight.
-    pub async fn drained(&self) {
+    /// Refuses every call from now on ([`CallError::NotSent`]); the calls
+    /// in flight go on until the connection closes under them.
+    pub fn close(&self) {
+        self.calls().closed = true;
+    }
+
+    /// Resolves once no request is in flight, refusing every call from
+    /// then on: a graceful stop, after which nothing was sent that is not
+    /// answered.
+    pub async fn close_when_drained(&self) {
         let mut rx = self.in_flight.subscribe();
-        let _ = rx.wait_for(|n| *n == 0).await;
+        loop {
+            let _ = rx.wait_for(|n| *n == 0).await;
+            let mut calls = self.calls();
+            // A call may have begun between the count and the lock.
+            if calls.in_flight.is_empty() {
+                calls.closed = true;
+                return;
+            }
+        }
     }
 
     /// Route a progress notification to the caller of its request.
     pub async fn progress(&self, mut params: ProgressNotificationParam) {
         let route = self
             .calls()
+            .in_flight
             .values()
             .find(|c| c.progress.as_ref() == Some(&params.progress_token))
             .map(|c| (c.caller_token.clone(), c.caller.clone()));
@@ -212,6 +246,7 @@ impl Relay {
         }
         if let Some(call) = self
             .calls()
+            .in_flight
             .values_mut()
             .find(|c| c.progress.as_ref() == Some(&token))
         {
@@ -225,6 +260,7 @@ impl Relay {
     fn progress_read(&self, token: &ProgressToken) {
         if let Some(call) = self
             .calls()
+            .in_flight
             .values_mut()
             .find(|c| c.progress.as_ref() == Some(token))
         {
@@ -236,6 +272,7 @@ impl Relay {
     /// When call `id` last showed a sign of life (progress, or its start).
     fn last_progress(&self, id: u64) -> Option<tokio::time::Instant> {
         self.calls()
+            .in_flight
             .get(&id)
             .map(|c| clock_base() + Duration::from_millis(c.last_progress))
     }
@@ -248,6 +285,7 @@ impl Relay {
             let handled = self.progress_handled.notified();
             if self
                 .calls()
+                .in_flight
                 .get(&id)
                 .is_none_or(|c| c.progress_handled >= c.progress_read)
             {
@@ -266,6 +304,7 @@ impl Relay {
     /// The caller a server request goes to: the newest call in flight.
     pub fn current_caller(&self) -> Option<Arc<dyn Caller>> {
         self.calls()
+            .in_flight
             .iter()
             .max_by_key(|(id, _)| **id)
             .map(|(_, c)| c.caller.clone())
@@ -278,20 +317,24 @@ impl Relay {
         }
     }
 
-    fn begin(&self, call: InFlight) -> u64 {
+    /// The call's id, or `None` when the relay is closed.
+    fn begin(&self, call: InFlight) -> Option<u64> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let n = {
             let mut calls = self.calls();
-            calls.insert(id, call);
-            calls.len()
+            if calls.closed {
+                return None;
+            }
+            calls.in_flight.insert(id, call);
+            calls.in_flight.len()
         };
         self.used();
         self.in_flight.send_replace(n);
-        id
+        Some(id)
     }
 
     fn sent(&self, id: u64, progress: ProgressToken) {
-        if let Some(call) = self.calls().get_mut(&id) {
+        if let Some(call) = self.calls().in_flight.get_mut(&id) {
             call.progress = Some(progress);
         }
     }
@@ -299,8 +342,8 @@ impl Relay {
     fn end(&self, id: u64) {
         let n = {
             let mut calls = self.calls();
-            calls.remove(&id);
-            calls.len()
+            calls.in_flight.remove(&id);
+            calls.in_flight.len()
         };
         self.used();
         self.in_flight.send_replace(n);
@@ -352,14 +395,17 @@ impl McpHandle {
         let started = tokio::time::Instant::now();
         // Known before the request leaves: a server may ask its sampling
         // question before this task runs again after the send.
-        let id = self.relay.begin(InFlight {
-            progress: None,
-            caller_token,
-            caller,
-            progress_read: 0,
-            progress_handled: 0,
-            last_progress: millis(started),
-        });
+        let id = self
+            .relay
+            .begin(InFlight {
+                progress: None,
+                caller_token,
+                caller,
+                progress_read: 0,
+                progress_handled: 0,
+                last_progress: millis(started),
+            })
+            .ok_or(CallError::NotSent)?;
         let _end = EndGuard {
             relay: &self.relay,
             id,
@@ -509,6 +555,7 @@ fn upstream_error(error: UpstreamError) -> CallError {
     match error {
         UpstreamError::Server(e) => CallError::Server(e),
         UpstreamError::Closed => CallError::Closed,
+        UpstreamError::NotSent => CallError::NotSent,
         other => CallError::Other(other.to_string()),
     }
 }

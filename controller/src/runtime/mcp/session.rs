@@ -47,9 +47,14 @@ pub(crate) enum UpstreamError {
     /// The server answered with an error.
     #[error("Mcp error: {0}")]
     Server(ErrorData),
-    /// The session ended before the answer.
+    /// The session ended before the answer, after the request was handed
+    /// to the transport: the server may have acted on it.
     #[error("the connection closed")]
     Closed,
+    /// The session ended before the request was handed to the transport:
+    /// the server never saw it, so it may go to another connection.
+    #[error("the connection closed before the request was sent")]
+    NotSent,
     /// Sending the request failed.
     #[error("send {what}")]
     Send {
@@ -179,7 +184,7 @@ impl Upstream {
                 request,
                 id.clone(),
             )))
-            .map_err(|_| UpstreamError::Closed)?;
+            .map_err(|_| UpstreamError::NotSent)?;
         Ok(Sent {
             id,
             progress_token,
@@ -399,7 +404,15 @@ async fn drive<T: Transport<RoleClient>, H: Handler>(
             }
         }
     }
-    // Whatever still waits gets `Closed` (its sender dropped).
+    // The requests still queued never reached the transport: `NotSent`.
+    // Whatever else still waits was sent and gets `Closed` (its sender
+    // dropped).
+    queue.close();
+    while let Ok(message) = queue.try_recv() {
+        if let JsonRpcMessage::Request(r) = message.as_ref() {
+            pending.answer(&r.id, Err(UpstreamError::NotSent));
+        }
+    }
     lock(&pending.waiting).clear();
     let _ = transport.close().await;
 }

@@ -34,7 +34,8 @@
 //! `progress` (send that many `notifications/progress` for the request's
 //! progress token, spread over `sleepMs`), `sample` (ask the client
 //! `sampling/createMessage` with this text and answer with the reply's text
-//! or error), `reportPid` (`structuredContent: {"pid": <pid>}`) and
+//! or error), `reportPid` (`structuredContent: {"pid": <pid>}`), `exitMs`
+//! (exit with code 3 this long into the call, never answering it) and
 //! `content` (answer with this content array verbatim, for pass-through
 //! tests of every content type). Exit codes: 0 on stdin close or SIGTERM, the
 //! configured code on `crashAfterMs` or `crashAfterListedMs`, 2 on a bad config.

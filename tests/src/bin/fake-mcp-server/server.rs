@@ -329,6 +329,11 @@ impl Server {
                 }));
             }
         }
+        if let Some(ms) = arguments.get("exitMs").and_then(Value::as_u64) {
+            // A crash in the middle of this call: it is never answered.
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            self.exit(3, "exitMs in a tools/call");
+        }
         if steps == 0 && sleep_ms > 0 {
             tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
         }
