@@ -18,7 +18,9 @@
 //!    (precedence, policy, [`trust`]);
 //! 5. [`admission`] decides, per server, whether it may run and why not;
 //! 6. [`resource`] is the contract those results are published in;
-//!    [`redact`] is how a published spec is shown without its secrets.
+//!    [`redact`] is how a published spec is shown without its secrets;
+//!    [`secrets`] is the syntax of `${secret:NAME}` references, which the
+//!    spec keeps as written (the runtime resolves them).
 pub mod admission;
 pub mod canonical;
 pub mod desired;
@@ -35,6 +37,7 @@ pub mod qwen;
 pub mod redact;
 pub mod resource;
 pub mod schemas;
+pub mod secrets;
 pub mod trust;
 pub mod validate;
 

@@ -62,7 +62,7 @@ pub use files::{
     load_approvals, load_cli_mcp_config, load_lsp_json, load_mcp_json, load_trusted_folders,
 };
 pub use lsp::lsp_config_hash;
-pub use mcp::{build_mcp, mcp_outcome};
+pub use mcp::{build_mcp, mcp_config_hash, mcp_outcome};
 pub use paths::{absolute_in, file_uri, file_uri_path, normalize_lexically};
 pub use reload::{EntrySpans, entry_spans, reload_edited_entry};
 pub use settings::load_settings;
@@ -184,6 +184,8 @@ pub struct SettingsContent {
     pub lsp_require_trusted_workspace: Option<bool>,
     pub lsp_allowed: Option<Vec<String>>,
     pub lsp_excluded: Option<Vec<String>>,
+    /// `steward.secrets.requireReferences`.
+    pub secrets_require_references: Option<bool>,
 }
 
 /// What an extension contributes.

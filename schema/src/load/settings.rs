@@ -65,6 +65,10 @@ pub fn load_settings(
             lsp_require_trusted_workspace: lsp.require_trusted_workspace,
             lsp_allowed: lsp.allowed,
             lsp_excluded: lsp.excluded,
+            secrets_require_references: file
+                .steward
+                .and_then(|s| s.secrets)
+                .and_then(|s| s.require_references),
         }))
     })
 }
