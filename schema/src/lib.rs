@@ -37,6 +37,7 @@ pub mod qwen;
 pub mod redact;
 pub mod resource;
 pub mod schemas;
+pub mod secret_move;
 pub mod secrets;
 pub mod trust;
 pub mod validate;

@@ -4,6 +4,7 @@ pub mod mcp;
 pub mod process;
 mod procfs;
 pub mod reaper;
+pub mod secrets;
 pub mod start;
 
 pub use self::start::StartError;
