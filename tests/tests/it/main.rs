@@ -47,6 +47,7 @@ mod metrics;
 mod pins;
 mod qwen_parity;
 mod robust;
+mod secret_refs;
 mod sessions_survive;
 mod traces;
 
