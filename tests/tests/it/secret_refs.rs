@@ -605,3 +605,240 @@ fn export_writes_one_secret_stub_per_secret_and_reads_its_value_from_the_keyring
         String::from_utf8_lossy(&checked.stdout)
     );
 }
+
+/// A private D-Bus session (no service activation) with a real GNOME
+/// Keyring on it, its login keyring unlocked; both killed on drop.
+struct Keyring {
+    dbus: Child,
+    daemon: Child,
+    address: String,
+    /// HOME of the keyring daemon and of `secret-tool`.
+    home: PathBuf,
+}
+
+const BUS_CONFIG: &str = r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=@SOCKET@</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"#;
+
+impl Keyring {
+    fn start(env: &Env) -> Keyring {
+        use crate::metrics::on_path;
+        let dbus_daemon = on_path("dbus-daemon", "dbus");
+        let keyring_daemon = on_path("gnome-keyring-daemon", "gnome-keyring");
+        on_path("secret-tool", "libsecret-tools");
+        on_path("dbus-send", "dbus");
+        let dir = env.root.path().join("keyring");
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let socket = dir.join("bus");
+        let config = dir.join("bus.conf");
+        std::fs::write(
+            &config,
+            BUS_CONFIG.replace("@SOCKET@", &socket.to_string_lossy()),
+        )
+        .unwrap();
+        let dbus = Command::new(dbus_daemon)
+            .arg(format!("--config-file={}", config.display()))
+            .arg("--nofork")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start dbus-daemon");
+        wait_until("the session bus listens", || socket.exists());
+        let address = format!("unix:path={}", socket.display());
+        let mut daemon = Command::new(keyring_daemon)
+            .args(["--unlock", "--components=secrets", "--foreground"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("DBUS_SESSION_BUS_ADDRESS", &address)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start gnome-keyring-daemon");
+        // The login keyring's password, then EOF: created and unlocked.
+        drop(
+            daemon
+                .stdin
+                .take()
+                .map(|mut s| s.write_all(b"test-password")),
+        );
+        let keyring = Keyring {
+            dbus,
+            daemon,
+            address,
+            home,
+        };
+        wait_until("the Secret Service is on the bus", || {
+            keyring
+                .secret_tool(&["search", "service", "steward-probe"], None)
+                .status
+                .code()
+                .is_some_and(|c| c == 0 || c == 1)
+                && keyring
+                    .tool(
+                        "dbus-send",
+                        &[
+                            "--session",
+                            "--print-reply",
+                            "--dest=org.freedesktop.DBus",
+                            "/",
+                            "org.freedesktop.DBus.NameHasOwner",
+                            "string:org.freedesktop.secrets",
+                        ],
+                    )
+                    .contains("boolean true")
+        });
+        keyring
+    }
+
+    fn tool(&self, name: &str, args: &[&str]) -> String {
+        let out = Command::new(name)
+            .args(args)
+            .env("HOME", &self.home)
+            .env("DBUS_SESSION_BUS_ADDRESS", &self.address)
+            .output()
+            .expect("run a D-Bus tool");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `secret-tool ARGS` on this session, `stdin` given as its input.
+    fn secret_tool(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+        let mut child = Command::new("secret-tool")
+            .args(args)
+            .env("HOME", &self.home)
+            .env("DBUS_SESSION_BUS_ADDRESS", &self.address)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run secret-tool");
+        let input = child.stdin.take().unwrap();
+        if let Some(text) = stdin {
+            let mut input = input;
+            input.write_all(text.as_bytes()).unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Keyring {
+    fn drop(&mut self) {
+        for child in [&mut self.daemon, &mut self.dbus] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[test]
+fn a_secret_stored_with_secret_tool_in_a_real_gnome_keyring_reaches_the_server() {
+    let env = Env::new();
+    let keyring = Keyring::start(&env);
+    env.set_var("DBUS_SESSION_BUS_ADDRESS", &keyring.address);
+    let stored = keyring.secret_tool(
+        &[
+            "store",
+            "--label=GitHub token",
+            "service",
+            "steward",
+            "name",
+            "gh-token",
+        ],
+        Some("kv-1-from-secret-tool"),
+    );
+    assert!(stored.status.success(), "{stored:?}");
+    env.user_mcp_servers(&[(
+        "srv",
+        fake_with_env(&env, "srv", &[("GH", "${secret:gh-token}")]),
+    )]);
+    let c = env.start(&[]);
+    let s = c.wait_for("srv Ready", |s| ready(s, "srv"));
+    let pid = pid_of(&s, "srv").unwrap();
+    assert!(environ(pid).contains(&"GH=kv-1-from-secret-tool".to_owned()));
+
+    let list = env.run(&["secret", "list", "-o", "json"]);
+    let list: Value = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(list["backend"], "secret-service", "{list}");
+    assert_eq!(
+        list["items"],
+        json!([{"name": "gh-token", "set": true, "usedBy": ["McpServer/srv"]}])
+    );
+    // `steward secret set` stores where secret-tool finds it; no file store.
+    let run = set_secret(&env, "other", "kv-other");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("Secret Service"), "{}", run.stdout);
+    let lookup = keyring.secret_tool(&["lookup", "service", "steward", "name", "other"], None);
+    assert_eq!(String::from_utf8_lossy(&lookup.stdout), "kv-other");
+    let store = env.home.join("steward").join("secrets.json");
+    assert!(
+        !store.exists(),
+        "the file store is not used beside a keyring"
+    );
+
+    // Rotated with secret-tool (outside Steward): seen at `steward reload`.
+    let stored = keyring.secret_tool(
+        &[
+            "store",
+            "--label=GitHub token",
+            "service",
+            "steward",
+            "name",
+            "gh-token",
+        ],
+        Some("kv-2-from-secret-tool"),
+    );
+    assert!(stored.status.success());
+    assert!(env.steward(&["reload"]).status.success());
+    let s = c.wait_for("srv restarted", |s| {
+        ready(s, "srv") && pid_of(s, "srv").is_some_and(|p| p != pid)
+    });
+    assert!(environ(pid_of(&s, "srv").unwrap()).contains(&"GH=kv-2-from-secret-tool".to_owned()));
+
+    // Locked: SecretUnavailable, and never the file store's value instead.
+    std::fs::create_dir_all(store.parent().unwrap()).unwrap();
+    std::fs::write(
+        &store,
+        r#"{"version":1,"secrets":{"gh-token":"from-the-file"}}"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // (`secret-tool lock` crashes in libsecret 0.21; the D-Bus call is the same.)
+    let locked = keyring.tool(
+        "dbus-send",
+        &[
+            "--session",
+            "--print-reply",
+            "--dest=org.freedesktop.secrets",
+            "/org/freedesktop/secrets",
+            "org.freedesktop.Secret.Service.Lock",
+            "array:objpath:/org/freedesktop/secrets/collection/login",
+        ],
+    );
+    assert!(locked.contains("collection/login"), "{locked}");
+    assert!(env.steward(&["reload"]).status.success());
+    let s = c.wait_for("srv blocked: the keyring is locked", |s| {
+        mcp(s, "srv").is_some_and(|m| m.status.reason == Some(Reason::SecretUnavailable))
+    });
+    let srv = mcp(&s, "srv").unwrap();
+    assert_eq!(srv.status.phase, Phase::Blocked);
+    assert!(
+        srv.status.message.as_deref().unwrap().contains("locked"),
+        "{:?}",
+        srv.status.message
+    );
+    assert_eq!(srv.status.pid, None);
+}
