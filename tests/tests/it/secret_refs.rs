@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use steward_schema::resource::{Phase, Reason, WorkspaceStatus};
 use steward_tests::fake_mcp::{CONFIG_ENV, FakeMcpConfig, HttpConfig};
 use steward_tests::harness::{
-    DEADLINE, Env, Run, bin, eventually, fake_tools as tools, mcp, pid_of, ready, wait_until,
+    DEADLINE, Env, Run, bin, eventually, fake_tools as tools, lsp_json, lsp_pid, lsp_ready, mcp,
+    pid_of, ready, wait_until,
 };
 
 /// The value of `${secret:tok}` in these tests: grepped for everywhere.
@@ -351,11 +352,18 @@ fn rotation_restarts_exactly_the_servers_that_use_the_secret_and_a_missing_one_b
         ("none", env.fake_mcp("none", tools(&["n"]))),
         ("c1", fake_with_env(&env, "c1", &[("T", "${secret:c}")])),
     ]);
+    // A language server takes references too.
+    let mut py = env.fake_lsp("py", Default::default(), &[".py"]);
+    py["env"]["T"] = json!("${secret:a}");
+    env.write(".lsp.json", &lsp_json(&[("py", py)]));
     let c = env.start(&[]);
     let s = c.wait_for("all but c1 Ready, c1 blocked", |s| {
         ["a1", "a2", "b1", "none"].iter().all(|n| ready(s, n))
+            && lsp_ready(s, "py")
             && mcp(s, "c1").is_some_and(|m| m.status.reason == Some(Reason::SecretMissing))
     });
+    let py_pid = lsp_pid(&s, "py").unwrap();
+    assert!(environ(py_pid).contains(&"T=value-a-1".to_owned()));
     let c1 = mcp(&s, "c1").unwrap();
     assert_eq!(c1.status.phase, Phase::Blocked);
     assert!(
@@ -376,12 +384,15 @@ fn rotation_restarts_exactly_the_servers_that_use_the_secret_and_a_missing_one_b
     let run = set_secret(&env, "a", "value-a-2");
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.contains("restarting"), "{}", run.stdout);
-    let s = c.wait_for("a1 and a2 restarted", |s| {
+    let s = c.wait_for("a1, a2 and py restarted", |s| {
         ["a1", "a2"]
             .iter()
             .enumerate()
             .all(|(i, n)| ready(s, n) && pid_of(s, n) != before[i])
+            && lsp_ready(s, "py")
+            && lsp_pid(s, "py") != Some(py_pid)
     });
+    assert!(environ(lsp_pid(&s, "py").unwrap()).contains(&"T=value-a-2".to_owned()));
     assert_eq!(pids(&s, &["b1", "none"]), before[2..].to_vec());
     assert!(environ(pid_of(&s, "a2").unwrap()).contains(&"T=x-value-a-2-value-b-1".to_owned()));
 
