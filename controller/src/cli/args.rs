@@ -133,7 +133,8 @@ Examples:
 
 Values of env, headers, URLs (user info and query) and args are shown as written in the files \
 (`${MY_TOKEN}` stays `${MY_TOKEN}`), with credentials written literally shown as <redacted>; \
---show-secrets shows them expanded, as the servers get them.")]
+--show-secrets shows them expanded, as the servers get them — except ${secret:NAME} references, \
+which stay references everywhere.")]
     Status(StatusArgs),
 
     /// Approve gated MCP servers (from .mcp.json or workspace settings)
@@ -373,6 +374,32 @@ Examples:
   steward lsp symbols app.py -o json
   steward lsp request --server clangd textDocument/foldingRange '{\"textDocument\":{\"uri\":\"file:///w/a.c\"}}'")]
     Lsp(LspArgs),
+
+    /// Store, list, remove secrets, or move a literal credential into one
+    #[command(long_about = "\
+Secrets are the values of ${secret:NAME} references, which any string field Steward expands \
+(command, args, env, cwd, url, httpUrl, headers) may hold, in every config file and .lsp.json. \
+A reference is resolved only when the server starts: the files, status, logs and events keep \
+${secret:NAME}, and each server gets only its own values.
+
+Secrets belong to the user: every workspace sees the same names. They live in the desktop \
+keyring through the Secret Service (items with attributes service=steward name=NAME, so \
+`secret-tool store --label=X service steward name NAME` stores one too), or, when no Secret \
+Service is on the session bus, in HOME_DIR/steward/secrets.json (mode 0600). `set` and `rm` \
+tell every running controller, which restarts exactly the servers whose values changed; a \
+change made with another tool is seen at `steward reload` and at start.
+
+`move` takes a credential written literally out of a config file: it stores it, then rewrites \
+that one value to ${secret:NAME} (the rest of the file byte for byte as it was); the server \
+keeps running (its values are the same) and an approved entry stays approved.
+
+Examples:
+  steward secret set github-token            (prompts without echo)
+  printf %s \"$TOKEN\" | steward secret set github-token
+  steward secret list -o json
+  steward secret move .mcp.json github env.GITHUB_TOKEN --name github-token
+  steward secret rm github-token")]
+    Secret(crate::cli::secret::SecretArgs),
 }
 
 /// `steward lsp`.

@@ -23,6 +23,7 @@ mod reload;
 mod restart;
 mod run;
 mod schema;
+pub(crate) mod secret;
 mod status;
 mod stop;
 mod tools;
@@ -205,6 +206,7 @@ pub fn run(
         }
         Command::Restart(args) => restart::run(&resolve_paths(&workspace, env)?, &args, io),
         Command::Start(args) => stop::run(&resolve_paths(&workspace, env)?, &args.names, false, io),
+        Command::Secret(args) => secret::run(&resolve_paths(&workspace, env)?, args, env, io),
     }
 }
 

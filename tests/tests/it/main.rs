@@ -48,6 +48,7 @@ mod pins;
 mod qwen_parity;
 mod robust;
 mod sandbox;
+mod secret_refs;
 mod sessions_survive;
 mod traces;
 
