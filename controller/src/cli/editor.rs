@@ -1,7 +1,8 @@
 //! `steward schema --editor vscode [--write]`: the JSON Schemas of the
-//! source formats, written under `HOME_DIR/steward/schemas/` (again whenever
-//! the build of steward changes: a user's workspace has no
-//! `crds-like-specs/` to point at), and VS Code's `json.schemas` setting
+//! source formats, written under `HOME_DIR/steward/schemas/` (a user's
+//! workspace has no `crds-like-specs/` to point at; written again by the
+//! next `steward schema --editor` or `steward run` of another build), and
+//! VS Code's `json.schemas` setting
 //! that associates each source file with its schema — printed, or merged
 //! into the workspace's `.vscode/settings.json` keeping that file's
 //! comments, its other settings and the user's own associations.
@@ -95,6 +96,26 @@ pub fn ensure_schemas(dir: &Path) -> Result<bool, EditorError> {
     write_atomically(&stamp, format!("{}\n", version::build_id()).as_bytes())
         .map_err(failed(&stamp))?;
     Ok(true)
+}
+
+/// At the start of `steward run`: the editor schemas the user installed
+/// (`steward schema --editor`) written again when another build of steward
+/// wrote them — an upgrade reaches the editor without a step of its own.
+/// Best effort: a failure is logged, never fatal.
+pub fn refresh_if_installed(workspace: &Path) {
+    let env = crate::support::paths::process_env();
+    let Ok(paths) = Paths::resolve(workspace, &env) else {
+        return; // the controller reports an unusable workspace itself
+    };
+    let dir = schemas_dir(&paths);
+    if !dir.is_dir() {
+        return;
+    }
+    match ensure_schemas(&dir) {
+        Ok(true) => tracing::info!(dir = %dir.display(), "wrote the editor schemas of this build"),
+        Ok(false) => {}
+        Err(error) => tracing::warn!(%error, "the editor schemas were not updated"),
+    }
 }
 
 fn file_name(name: &str) -> &'static str {

@@ -113,7 +113,11 @@ pub fn command() -> clap::Command {
 mod tests {
     use super::*;
 
-    const A: &str = "0123456789abcdef0123456789abcdef01234567";
+    const LOOSE: &str = "0123456789abcdef0123456789abcdef01234567\n";
+    const PACKED: &str = "# pack-refs with: peeled fully-peeled sorted
+ffffffffffffffffffffffffffffffffffffffff refs/heads/other
+0123456789abcdef0123456789abcdef01234567 refs/heads/main
+";
 
     #[test]
     fn the_commit_is_read_from_a_loose_ref_packed_refs_or_a_detached_head() {
@@ -123,13 +127,9 @@ mod tests {
             name: "refs/heads/main",
         };
         let want = Some("0123456789ab".to_owned());
-        let loose = format!("{A}\n");
-        assert_eq!(git("ref: refs/heads/main\n", &loose).commit(), want);
-        let packed = format!(
-            "# pack-refs with: peeled fully-peeled sorted\nffffffffffffffffffffffffffffffffffffffff refs/heads/other\n{A} refs/heads/main\n"
-        );
-        assert_eq!(git("ref: refs/heads/main\n", &packed).commit(), want);
-        assert_eq!(git(&loose, "").commit(), want);
+        assert_eq!(git("ref: refs/heads/main\n", LOOSE).commit(), want);
+        assert_eq!(git("ref: refs/heads/main\n", PACKED).commit(), want);
+        assert_eq!(git(LOOSE, "").commit(), want);
         assert_eq!(git("ref: refs/heads/main\n", "").commit(), None);
         assert_eq!(git("garbage", "").commit(), None);
         assert_eq!(BuiltFrom::Given("v1.2").commit().as_deref(), Some("v1.2"));

@@ -445,3 +445,27 @@ fn schema_editor_writes_schemas_once_per_build_and_merges_settings() {
         bad.stderr
     );
 }
+
+/// An upgrade reaches the editor: `steward run` writes the editor schemas
+/// again when another build wrote them (and never installs them itself).
+#[test]
+fn steward_run_refreshes_the_editor_schemas_another_build_wrote() {
+    let sb = Env::new();
+    let dir = sb.home.join("steward/schemas");
+    {
+        let _controller = sb.start(&[]);
+        assert!(!dir.exists(), "run installed editor schemas unasked");
+    }
+    assert_eq!(sb.run(&["schema", "--editor", "vscode"]).code, 0);
+    let stamp = dir.join("steward-build.txt");
+    let current = std::fs::read_to_string(&stamp).unwrap();
+    std::fs::write(&stamp, "steward 0.0.1 0123456789ab\n").unwrap();
+    std::fs::write(dir.join("lsp-json.schema.json"), "{}").unwrap();
+    let _controller = sb.start(&[]);
+    // The controller answered: the refresh, before it started, is done.
+    assert_eq!(std::fs::read_to_string(&stamp).unwrap(), current);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("lsp-json.schema.json")).unwrap(),
+        sb.run(&["schema", "lsp-json"]).stdout
+    );
+}
