@@ -225,7 +225,7 @@ pub(super) fn sandbox(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Value
     let (plain, off_status) = restarts(ctx, &off_vars, runs)?;
     let added = summarize(&standard).p50 - summarize(&plain).p50;
 
-    progress("sandbox: the exec shim alone".to_owned());
+    progress("sandbox: the exec shim alone");
     let plan = standard_plan(ctx, &scratch.env)?;
     let shim_runs_n = if quick { 20 } else { SHIM_RUNS };
     let shim_plain = shim_runs(ctx, None, shim_runs_n)?;
@@ -240,7 +240,7 @@ pub(super) fn sandbox(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Value
         summarize(&reload_off.ready).p50,
     );
 
-    progress("sandbox: the egress proxy".to_owned());
+    progress("sandbox: the egress proxy");
     let proxy = proxy(quick)?;
 
     let json = json!({
