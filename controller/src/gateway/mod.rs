@@ -58,6 +58,8 @@ use crate::runtime::mcp::{Broadcast, McpHandle, McpLists};
 use crate::support::sync::lock;
 
 pub mod cache;
+pub mod call;
+pub mod code;
 pub mod cost;
 pub mod explain;
 pub mod finder;
@@ -71,6 +73,7 @@ pub mod pins;
 pub mod profile;
 pub mod registry;
 pub mod resume;
+pub mod route;
 pub mod search;
 pub mod serve;
 pub mod session;
