@@ -31,7 +31,7 @@ use super::call::{ClientCaller, Origin, call_error, complete, forward, unexpecte
 use super::profile::Profile;
 use super::registry::{Union, Upstream};
 use super::route::{Kind, Refusal};
-use super::{Gateway, Ticket, finder, instructions, lsp_tool, view};
+use super::{Gateway, Ticket, code, finder, instructions, lsp_tool, view};
 use crate::observe::metrics::Via;
 use crate::runtime::mcp::CallError;
 use crate::support::sync::lock;
@@ -107,8 +107,10 @@ fn page<T: Clone>(
 const OWN_INSTRUCTIONS: &str = "Steward offers the tools, prompts and resources of every MCP server \
      of this workspace that is ready, named server__tool, and code intelligence as the lsp tool. \
      The list follows the configuration files live (list_changed). With --expose search, \
-     search_tools finds a tool by describing the task and call_tool calls it. What each server \
-     tells its clients follows.";
+     search_tools finds a tool by describing the task and call_tool calls it. With --expose code, \
+     run_code runs a JavaScript program that calls the tools (their types: describe_tools), so \
+     that their intermediate results stay out of the context. What each server tells its \
+     clients follows.";
 
 impl Session {
     /// Call the tool listed (or found) as `exposed`: `lsp` or a server's.
@@ -235,6 +237,18 @@ impl ServerHandler for Session {
             finder::SEARCH => {
                 self.gateway.cold_start().await;
                 let result = finder::search(&self.union(), request.arguments);
+                Ok(CallToolResponse::Complete(result))
+            }
+            code::DESCRIBE => {
+                self.gateway.cold_start().await;
+                let result = code::describe(&self.union(), request.arguments);
+                Ok(CallToolResponse::Complete(result))
+            }
+            code::RUN => {
+                self.gateway.cold_start().await;
+                let max_name_len = self.profile().max_name_len;
+                let result =
+                    code::run(&self.gateway, max_name_len, request.arguments, &context).await;
                 Ok(CallToolResponse::Complete(result))
             }
             finder::CALL => match finder::call_args(request.arguments.clone()) {
