@@ -33,15 +33,16 @@ pub struct ToolDecl<'a> {
 /// The declarations of `tools` (grouped by server, in the order given).
 pub fn declare(tools: &[ToolDecl<'_>]) -> String {
     let mut names = TypeNames::default();
-    let mut by_server: BTreeMap<&str, Vec<(&ToolDecl<'_>, String, String)>> = BTreeMap::new();
+    let mut by_server: BTreeMap<&str, Vec<Declared<'_, '_>>> = BTreeMap::new();
     for tool in tools {
         let base = names.pascal(&[tool.server, tool.tool]);
-        let args = names.unique(&format!("{base}Args"));
-        let result = names.unique(&format!("{base}Result"));
+        // Arguments without properties are any object, said inline.
+        let args = (!is_free_object(tool.input)).then(|| names.unique(&format!("{base}Args")));
+        let result = tool.output.map(|_| names.unique(&format!("{base}Result")));
         by_server
             .entry(tool.server)
             .or_default()
-            .push((tool, args, result));
+            .push(Declared { tool, args, result });
     }
     let mut out = String::from("declare var tools: Tools;\n");
     let server_types: Vec<(&str, String)> = by_server
@@ -62,12 +63,13 @@ pub fn declare(tools: &[ToolDecl<'_>]) -> String {
         let entries = &by_server[server];
         let _ = writeln!(
             out,
-            "/** Tools of MCP server \"{}\": await tools{}.NAME(args) */",
+            "/** MCP server \"{}\": await tools{}.NAME(args). A result without a type is the tool's text, parsed when it is JSON. */",
             comment_text(server),
             accessor(server)
         );
         let _ = writeln!(out, "interface {type_name} {{");
-        for (tool, args, result) in entries {
+        for entry in entries {
+            let tool = entry.tool;
             let mut doc = tool.description.unwrap_or_default().trim().to_owned();
             let conventional = format!("{}__{}", tool.server, tool.tool);
             if tool.exposed != conventional {
@@ -79,6 +81,8 @@ pub fn declare(tools: &[ToolDecl<'_>]) -> String {
             } else {
                 ""
             };
+            let args = entry.args.as_deref().unwrap_or("Record<string, unknown>");
+            let result = entry.result.as_deref().unwrap_or("unknown");
             let _ = writeln!(
                 out,
                 "  {}(args{optional}: {args}): Promise<{result}>;",
@@ -86,24 +90,46 @@ pub fn declare(tools: &[ToolDecl<'_>]) -> String {
             );
         }
         out.push_str("}\n");
-        for (tool, args, result) in entries {
-            let input = Value::Object(tool.input.clone());
-            declare_type(&mut out, args, &input, &input);
-            match tool.output {
-                Some(output) => {
-                    let output = Value::Object(output.clone());
-                    declare_type(&mut out, result, &output, &output);
-                }
-                None => {
-                    let _ = writeln!(
-                        out,
-                        "/** No output schema: the tool's text, parsed when it is JSON. */\ntype {result} = unknown;"
-                    );
-                }
+        for entry in entries {
+            if let Some(args) = &entry.args {
+                let input = Value::Object(entry.tool.input.clone());
+                declare_type(&mut out, args, &input, &input);
+            }
+            if let (Some(result), Some(output)) = (&entry.result, entry.tool.output) {
+                let output = Value::Object(output.clone());
+                declare_type(&mut out, result, &output, &output);
             }
         }
     }
     out
+}
+
+/// A tool and the names of its types (none: said inline).
+struct Declared<'a, 'b> {
+    tool: &'b ToolDecl<'a>,
+    args: Option<String>,
+    result: Option<String>,
+}
+
+/// An object schema that names no property (any object).
+fn is_free_object(schema: &Map<String, Value>) -> bool {
+    let no_properties = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_none_or(|p| p.is_empty());
+    no_properties
+        && schema.get("type").is_none_or(|t| t == "object")
+        && [
+            "$ref",
+            "anyOf",
+            "oneOf",
+            "allOf",
+            "additionalProperties",
+            "enum",
+            "const",
+        ]
+        .iter()
+        .all(|k| !schema.contains_key(*k))
 }
 
 /// The one-line type of a tool's arguments, for an error message
@@ -600,7 +626,7 @@ mod tests {
         interface Tools {
           everything: EverythingTools;
         }
-        /** Tools of MCP server "everything": await tools.everything.NAME(args) */
+        /** MCP server "everything": await tools.everything.NAME(args). A result without a type is the tool's text, parsed when it is JSON. */
         interface EverythingTools {
           /** Returns the sum of two numbers *\/ evil */
           "get-sum"(args: EverythingGetSumArgs): Promise<EverythingGetSumResult>;
@@ -665,9 +691,24 @@ mod tests {
         assert!(text.contains("pair?: [string, number];"), "{text}");
         assert!(text.contains("free?: unknown;"), "{text}");
         assert!(
-            text.contains("type MyServer9livesResult = unknown;"),
+            text.contains("): Promise<unknown>;"),
+            "no output schema: {text}"
+        );
+        assert!(!text.contains("MyServer9livesResult"), "{text}");
+        let free = object(json!({"type": "object"}));
+        let text = declare(&[ToolDecl {
+            server: "s",
+            tool: "ping",
+            exposed: "s__ping",
+            description: None,
+            input: &free,
+            output: None,
+        }]);
+        assert!(
+            text.contains("  ping(args?: Record<string, unknown>): Promise<unknown>;"),
             "{text}"
         );
+        assert!(!text.contains("PingArgs"), "{text}");
         // The cycle is cut after DEPTH levels.
         assert!(text.matches("next?:").count() <= DEPTH + 1, "{text}");
     }
