@@ -18,6 +18,11 @@
 //! - [`cost`]: what each tool's definition costs an agent (`steward tools`).
 //! - [`session`]: one client's MCP session (lists, calls, pass-through);
 //!   [`instructions`]: the servers' instructions, combined.
+//! - [`route`]: which live connection serves a name, waiting while its
+//!   server (re)starts; [`call`]: the one path of a `tools/call` (counted,
+//!   traced, forwarded), for direct calls, `call_tool` and code mode.
+//! - [`code`]: code mode, `describe_tools` (TypeScript declarations) and
+//!   `run_code` (a bounded JavaScript engine whose tool calls take [`call`]).
 //! - [`serve`]: the transports (stdio bridge, Unix socket, streamable HTTP);
 //!   [`handover`]: an attached `steward mcp` passes the agent's stdio over.
 //! - [`lsp_tool`]: the `lsp` tool (Qwen Code's interface) over the language

@@ -341,8 +341,25 @@ async fn a_program_reaches_nothing_of_the_host() {
 }
 
 #[tokio::test]
-async fn awaiting_a_server_is_not_a_call() {
-    let (outcome, fake) = run_with("const s = await tools.s; return typeof s;", LIMITS).await;
-    assert_eq!(outcome.result, Some(json!("object")));
+async fn awaiting_printing_or_converting_the_tools_is_not_a_call() {
+    let (outcome, fake) = run_with(
+        r#"
+        const s = await tools.s;
+        console.log(tools.s, tools);
+        return {type: typeof s, json: JSON.stringify(tools.s), keys: Object.keys(tools.s),
+                unlisted: typeof tools.s.addedLater};
+        "#,
+        LIMITS,
+    )
+    .await;
+    assert_eq!(outcome.error, None, "{outcome:?}");
+    assert_eq!(
+        outcome.result,
+        Some(
+            json!({"type": "object", "json": "{}", "keys": ["echo", "broken"],
+                    "unlisted": "function"})
+        )
+    );
+    assert_eq!(outcome.logs, ["{} {\"other-server\":{},\"s\":{}}"]);
     assert!(fake.requests.lock().unwrap().is_empty());
 }

@@ -70,6 +70,13 @@
 
   const catalog = () => JSON.parse(hostCatalog());
 
+  // The names JavaScript itself looks up on an object (await, JSON,
+  // conversions): a server or tool by such a name is reached only when it
+  // is listed (else callTool reaches it).
+  const protocol = new Set(["then", "toJSON", "toString", "valueOf", "constructor"]);
+  const named = (name, listed) =>
+    typeof name === "string" && (!protocol.has(name) || listed().includes(name));
+
   // tools.SERVER.TOOL(args): any name resolves at call time against the
   // live catalog (a tool added after the run began is reachable); the
   // listing (Object.keys, `in`) is the catalog now.
@@ -88,8 +95,7 @@
       servers.set(
         server,
         new Proxy(Object.create(null), {
-          // Not a thenable: `await tools.x` is not a call.
-          get: (_, name) => (typeof name === "string" && name !== "then" ? tool(name) : undefined),
+          get: (_, name) => (named(name, listed) ? tool(name) : undefined),
           has: (_, name) => listed().includes(name),
           ownKeys: () => listed(),
           getOwnPropertyDescriptor: (_, name) =>
@@ -106,7 +112,7 @@
   };
   const tools = new Proxy(Object.create(null), {
     get: (_, server) =>
-      typeof server === "string" && server !== "then" ? serverTools(server) : undefined,
+      named(server, () => Object.keys(catalog())) ? serverTools(server) : undefined,
     has: (_, server) => Object.hasOwn(catalog(), server),
     ownKeys: () => Object.keys(catalog()),
     getOwnPropertyDescriptor: (_, server) =>
