@@ -600,8 +600,9 @@ pub fn estimated_tokens(bytes: u64) -> u64 {
 pub struct GatewaySession {
     /// `stdio`, `unix` or `http`.
     pub transport: String,
-    /// `direct` (every tool listed), `search` (only `search_tools` and
-    /// `call_tool`) or `direct,search`.
+    /// `direct` (every tool listed), `search` (`search_tools` and
+    /// `call_tool`), `code` (`describe_tools` and `run_code`), or several
+    /// joined by commas (`direct,search`, `direct,code`).
     pub expose: String,
     /// The longest tool or prompt name this client is given.
     pub max_name_len: u64,
