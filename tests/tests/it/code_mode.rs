@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use steward_tests::fake_mcp::{Definitions, FakeMcpConfig, read_record};
-use steward_tests::harness::{Env, fake_tools as tools, pid_of, ready, wait_until, with_version};
+use steward_tests::harness::{
+    Controller, Env, fake_tools as tools, pid_of, ready, wait_until, with_version,
+};
 
 use crate::common;
 use crate::metrics::{http_get, metrics_addr};
@@ -25,6 +27,15 @@ fn code_argv(env: &Env) -> Vec<String> {
     let mut argv = steward_mcp_argv(env);
     argv.extend(["--expose".to_owned(), "direct,code".to_owned()]);
     argv
+}
+
+/// A controller with one fake server `name` offering `offered`, Ready.
+fn one_fake(name: &str, offered: &[&str]) -> (Env, Controller) {
+    let env = Env::new();
+    env.user_mcp_servers(&[(name, env.fake_mcp(name, tools(offered)))]);
+    let c = env.start(&[]);
+    c.wait_for(&format!("{name} Ready"), |s| ready(s, name));
+    (env, c)
 }
 
 /// `run_code`'s answer (its `structuredContent`) and whether it is an error.
@@ -358,10 +369,7 @@ fn tool_errors_and_invalid_arguments_throw_and_invalid_calls_are_never_sent() {
 
 #[test]
 fn promise_all_runs_eight_calls_at_once_and_no_more() {
-    let env = Env::new();
-    env.user_mcp_servers(&[("slow", env.fake_mcp("slow", tools(&["work"])))]);
-    let c = env.start(&[]);
-    c.wait_for("slow Ready", |s| ready(s, "slow"));
+    let (env, _c) = one_fake("slow", &["work"]);
     let mut client = PyClient::stdio(&env, &code_argv(&env));
     let (answer, failed) = run_code(
         &mut client,
@@ -518,10 +526,7 @@ fn direct_latencies(client: &mut PyClient, n: usize) -> (Duration, Duration) {
 
 #[test]
 fn a_busy_loop_and_a_memory_bomb_end_with_errors_while_another_client_is_served() {
-    let env = Env::new();
-    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["t1"])))]);
-    let c = env.start(&[]);
-    c.wait_for("alpha Ready", |s| ready(s, "alpha"));
+    let (env, c) = one_fake("alpha", &["t1"]);
     let mut direct = PyClient::stdio(&env, &steward_mcp_argv(&env));
     let (usual, _) = direct_latencies(&mut direct, 20);
     let mut coder = PyClient::stdio(&env, &code_argv(&env));
@@ -581,10 +586,7 @@ fn a_busy_loop_and_a_memory_bomb_end_with_errors_while_another_client_is_served(
 
 #[test]
 fn the_answer_is_capped_saying_what_was_cut() {
-    let env = Env::new();
-    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["t1"])))]);
-    let c = env.start(&[]);
-    c.wait_for("alpha Ready", |s| ready(s, "alpha"));
+    let (env, _c) = one_fake("alpha", &["t1"]);
     let mut client = PyClient::stdio(&env, &code_argv(&env));
     let (answer, failed) = run_code(
         &mut client,
@@ -612,10 +614,7 @@ fn cancelling_run_code_cancels_its_slow_inner_call() {
     use rmcp::ServiceExt as _;
     use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 
-    let env = Env::new();
-    env.user_mcp_servers(&[("slow", env.fake_mcp("slow", tools(&["work"])))]);
-    let c = env.start(&[]);
-    c.wait_for("slow Ready", |s| ready(s, "slow"));
+    let (env, _c) = one_fake("slow", &["work"]);
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

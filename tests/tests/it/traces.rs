@@ -20,7 +20,7 @@ use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, MetaObject, RequestMetaObject};
 use serde_json::{Value, json};
 use steward_tests::fake_mcp::read_record;
-use steward_tests::harness::{DEADLINE, Env, eventually, fake_tools as tools, ready};
+use steward_tests::harness::{Controller, DEADLINE, Env, eventually, fake_tools as tools, ready};
 
 /// What the receiver got: each span with its resource's `service.name`.
 #[derive(Default)]
@@ -155,11 +155,9 @@ fn thread_names(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
-const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
-const CLIENT_SPAN: &str = "00f067aa0ba902b7";
-
-#[test]
-fn a_forwarded_call_continues_the_clients_trace_and_passes_its_own_to_the_server() {
+/// A controller exporting to a new receiver (service
+/// `steward-under-test`), with fake server `alpha` (tool `t1`) Ready.
+fn traced_alpha() -> (Env, Receiver, Controller) {
     let env = Env::new();
     env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["t1"])))]);
     let receiver = Receiver::start();
@@ -175,6 +173,15 @@ fn a_forwarded_call_continues_the_clients_trace_and_passes_its_own_to_the_server
         log,
     );
     c.wait_for("alpha Ready", |s| ready(s, "alpha"));
+    (env, receiver, c)
+}
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+#[test]
+fn a_forwarded_call_continues_the_clients_trace_and_passes_its_own_to_the_server() {
+    let (env, receiver, c) = traced_alpha();
     let threads = thread_names(c.pid());
     assert!(
         threads.iter().any(|t| t.starts_with("OpenTelemetry")),
@@ -298,20 +305,7 @@ fn without_an_endpoint_nothing_is_exported_and_no_exporter_thread_runs() {
 
 #[test]
 fn a_run_code_programs_inner_calls_are_children_of_its_span() {
-    let env = Env::new();
-    env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["t1"])))]);
-    let receiver = Receiver::start();
-    let log = env.root.path().join("controller.log");
-    let c = env.start_logging_to(
-        &[],
-        Stdio::from(std::fs::File::create(&log).unwrap()),
-        &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url.as_str()),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ],
-        log,
-    );
-    c.wait_for("alpha Ready", |s| ready(s, "alpha"));
+    let (env, receiver, _c) = traced_alpha();
     let traceparent = format!("00-{TRACE_ID}-{CLIENT_SPAN}-01");
     let result = tokio::runtime::Builder::new_current_thread()
         .enable_all()

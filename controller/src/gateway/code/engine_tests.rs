@@ -17,6 +17,12 @@ const LIMITS: Limits = Limits {
     parallel: 8,
 };
 
+/// A run of 300 ms.
+const SHORT: Limits = Limits {
+    time: Duration::from_millis(300),
+    ..LIMITS
+};
+
 /// Answers `echo` with its arguments (after `sleepMs`), fails `broken`
 /// with a tool error; counts calls in flight.
 #[derive(Default)]
@@ -179,10 +185,7 @@ async fn a_syntax_error_says_where() {
 
 #[tokio::test]
 async fn a_busy_loop_ends_at_the_time_limit() {
-    let limits = Limits {
-        time: Duration::from_millis(300),
-        ..LIMITS
-    };
+    let limits = SHORT;
     let began = Instant::now();
     let (outcome, _) = run_with("console.log('spinning'); while (true) {}", limits).await;
     assert_eq!(outcome.error, Some(Failure::Time(limits.time)));
@@ -199,10 +202,7 @@ async fn a_busy_loop_ends_at_the_time_limit() {
 
 #[tokio::test]
 async fn a_program_waiting_on_a_call_ends_at_the_time_limit_and_the_call_is_dropped() {
-    let limits = Limits {
-        time: Duration::from_millis(300),
-        ..LIMITS
-    };
+    let limits = SHORT;
     let began = Instant::now();
     let (outcome, fake) = run_with("await tools.s.echo({sleepMs: 60000});", limits).await;
     assert_eq!(outcome.error, Some(Failure::Time(limits.time)));

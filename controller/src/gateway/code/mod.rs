@@ -33,6 +33,7 @@ use tracing::Instrument as _;
 
 use super::Gateway;
 use super::call::Origin;
+use super::finder::schema;
 use super::registry::Union;
 use crate::observe::metrics::Via;
 use crate::observe::trace;
@@ -66,13 +67,6 @@ static RUNS: Semaphore = Semaphore::const_new(RUNS_AT_ONCE);
 /// Tools `describe_tools` declares for a query unless it asks for more.
 const DEFAULT_MATCHES: usize = 5;
 const MAX_MATCHES: usize = 50;
-
-fn schema(value: Value) -> Arc<JsonObject> {
-    match value {
-        Value::Object(map) => Arc::new(map),
-        _ => unreachable!("a schema literal is an object"),
-    }
-}
 
 /// The two tools' definitions; `run_code`'s names the servers of `union`.
 pub fn tools(union: &Union) -> [Tool; 2] {
