@@ -568,9 +568,11 @@ fn a_busy_loop_and_a_memory_bomb_end_with_errors_while_another_client_is_served(
             "{program} ended in {:?}",
             began.elapsed()
         );
+        // Were the engine on a thread that serves calls, they would wait for
+        // the whole run (4 s and more); a loaded CI machine gets some slack.
         for (p50, max) in during {
             assert!(
-                p50 < usual + Duration::from_millis(100) && max < Duration::from_secs(1),
+                p50 < usual + Duration::from_millis(200) && max < Duration::from_secs(2),
                 "{program}: direct calls took p50 {p50:?} (usually {usual:?}), max {max:?}"
             );
         }
