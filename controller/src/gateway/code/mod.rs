@@ -106,7 +106,7 @@ pub fn tools(union: &Union) -> [Tool; 2] {
     let run = Tool::new(
         RUN,
         format!(
-            "Run a JavaScript program (async, ES2023; `return` gives the result) that calls this \
+            "Run a JavaScript program (async, ES2023, not TypeScript; `return` gives the result) that calls this \
              workspace's MCP tools, so that their intermediate results stay out of your context. \
              In it: `await tools.SERVER.TOOL(args)` (names that are not identifiers as \
              `tools.SERVER[\"get-sum\"]`), `await callTool(\"server__tool\", args)`, \
@@ -350,9 +350,11 @@ pub async fn run(
         () = context.ct.cancelled() => None,
         () = tokio::time::sleep(time) => None,
     };
-    let outcome = match turn {
+    let code = unfenced(&args.code).to_owned();
+    let typescript = looks_like_typescript(&code);
+    let mut outcome = match turn {
         Some(_turn) => {
-            engine::run(args.code, limits, host, &context.ct)
+            engine::run(code, limits, host, &context.ct)
                 .instrument(span.clone())
                 .await
         }
@@ -369,6 +371,12 @@ pub async fn run(
         },
     };
     run_ct.cancel();
+    if let Some(Failure::Thrown(error)) = &mut outcome.error
+        && error.starts_with("SyntaxError")
+        && typescript
+    {
+        error.push_str("\n(run_code runs JavaScript: leave out TypeScript's type annotations)");
+    }
     trace::run_code_ended(
         &span,
         u64::from(outcome.calls),
@@ -386,4 +394,51 @@ pub async fn run(
     result.structured_content = Some(answer);
     result.is_error = Some(outcome.error.is_some());
     result
+}
+
+/// The program inside a Markdown code fence (```js ... ```), which agents
+/// sometimes send; any other text as it is.
+fn unfenced(code: &str) -> &str {
+    let trimmed = code.trim();
+    let Some(rest) = trimmed.strip_prefix("```") else {
+        return code;
+    };
+    let Some(body) = rest.strip_suffix("```") else {
+        return code;
+    };
+    // The fence's first line names the language.
+    body.split_once('\n').map_or(body, |(_, body)| body)
+}
+
+/// Whether a program that did not compile looks like TypeScript (the
+/// declarations `describe_tools` gives invite it).
+fn looks_like_typescript(code: &str) -> bool {
+    [
+        ": string",
+        ": number",
+        ": boolean",
+        ": any",
+        ": unknown",
+        ": Promise<",
+        "interface ",
+        " as const",
+        "): ",
+        "<T>",
+    ]
+    .iter()
+    .any(|marker| code.contains(marker))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fenced_program_is_unfenced_and_typescript_is_recognized() {
+        assert_eq!(unfenced("```js\nreturn 1;\n```"), "return 1;\n");
+        assert_eq!(unfenced("  ```\nreturn 1;```  "), "return 1;");
+        assert_eq!(unfenced("return `a`;"), "return `a`;");
+        assert!(looks_like_typescript("const x: number = 1;"));
+        assert!(!looks_like_typescript("const x = {a: 1};"));
+    }
 }
