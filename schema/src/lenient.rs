@@ -77,8 +77,9 @@ pub const STARTUP_HOOKS: [&str; 7] = [
 ];
 
 /// MCP entry keys Steward reads (the typed form).
-pub const MCP_KEYS: [&str; 21] = [
+pub const MCP_KEYS: [&str; 22] = [
     "type",
+    "sandbox",
     "command",
     "args",
     "env",
@@ -105,8 +106,9 @@ pub const MCP_KEYS: [&str; 21] = [
 const MCP_IGNORED_KEYS: [&str; 4] = ["tcp", "scope", "extensionName", "agentPluginV1"];
 
 /// LSP entry keys Steward reads (`socketPath` is read as `path`).
-pub const LSP_KEYS: [&str; 20] = [
+pub const LSP_KEYS: [&str; 21] = [
     "languages",
+    "sandbox",
     "command",
     "args",
     "transport",

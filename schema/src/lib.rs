@@ -17,6 +17,7 @@
 //! 4. [`desired`] merges every source into a [`desired::DesiredState`]
 //!    (precedence, policy, [`trust`]);
 //! 5. [`admission`] decides, per server, whether it may run and why not;
+//!    [`sandbox`] decides each server's permission profile;
 //! 6. [`resource`] is the contract those results are published in;
 //!    [`redact`] is how a published spec is shown without its secrets.
 pub mod admission;
@@ -34,6 +35,7 @@ pub mod memo;
 pub mod qwen;
 pub mod redact;
 pub mod resource;
+pub mod sandbox;
 pub mod schemas;
 pub mod trust;
 pub mod validate;

@@ -27,6 +27,7 @@ use crate::lenient;
 use crate::memo::{self, Coverage, Failed, FieldErrors, Outcome, Place};
 use crate::redact;
 use crate::resource::{LspServerSpec, LspSocket, Scope};
+use crate::sandbox;
 
 /// Where an LSP entry comes from (decides trust and path resolution).
 pub(super) enum LspOrigin<'a> {
@@ -189,6 +190,8 @@ fn placeholder_lsp(
         max_restarts: DEFAULT_MAX_RESTARTS,
         trust_required: true,
         extension_name,
+        sandbox: None,
+        resolved_sandbox: None,
         as_written: Default::default(),
         config_hash: hash_value(literal),
     }
@@ -338,6 +341,9 @@ fn build_lsp(
         LspOrigin::Workspace => true,
         LspOrigin::Extension { .. } => entry.trust_required.unwrap_or(true),
     };
+    for (pointer, message) in entry.sandbox.iter().flat_map(sandbox::check_field) {
+        errors.push((format!("/sandbox{pointer}"), message));
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -366,6 +372,8 @@ fn build_lsp(
         max_restarts: entry.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS),
         trust_required,
         extension_name,
+        sandbox: entry.sandbox.clone(),
+        resolved_sandbox: None,
         config_hash: String::new(),
         as_written: redact::lsp_as_written(entry),
     };

@@ -82,6 +82,20 @@ fn mcp_json_corpus() -> Vec<(&'static str, Value)> {
             json!({"command": "steward-parity-missing", "env": {"PORT": 8080, "DEBUG": true}}),
         ),
         ("shadowed", json!({"command": "steward-parity-missing"})),
+        // Steward's `sandbox` key, narrower than the default: Qwen Code
+        // loads the entry (and hashes the key as written), and an approval
+        // made by either tool admits it in both.
+        (
+            "sandbox-named",
+            json!({"command": "steward-parity-missing", "sandbox": "none"}),
+        ),
+        (
+            "sandbox-inline",
+            json!({"command": "steward-parity-missing", "sandbox": {
+                "read": ["./data"], "write": ["./out"],
+                "network": {"outbound": {"allow_host": ["api.github.com"], "allow_port": [443]}}
+            }}),
+        ),
     ]
 }
 
@@ -133,9 +147,11 @@ impl Parity {
             .unwrap(),
         );
         // Scopes that need no approval, in both tools.
+        // `steward.sandbox` is Steward's own key: Qwen Code loads the file.
         env.write_home(
             "settings.json",
-            r#"{"mcpServers": {"user-srv": {"command": "steward-parity-missing"}}}"#,
+            r#"{"mcpServers": {"user-srv": {"command": "steward-parity-missing"}},
+                "steward": {"sandbox": {"default": "standard", "profiles": {"gh": {"read": ["."]}}}}}"#,
         );
         env.write_home(
             "extensions/ext1/qwen-extension.json",

@@ -46,6 +46,8 @@ pub(super) fn spec(workspace: &Path, transport: LspTransport) -> LspServerSpec {
         max_restarts: 3,
         trust_required: true,
         extension_name: None,
+        sandbox: None,
+        resolved_sandbox: None,
         config_hash: String::new(),
         as_written: Default::default(),
     }

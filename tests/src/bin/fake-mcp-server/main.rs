@@ -36,10 +36,12 @@
 //! `sampling/createMessage` with this text and answer with the reply's text
 //! or error), `reportPid` (`structuredContent: {"pid": <pid>}`), `exitMs`
 //! (exit with code 3 this long into the call, never answering it),
-//! `content` (answer with this content array verbatim, for pass-through
-//! tests of every content type), `isError` (answer with `isError: true`),
-//! `issues` (answer with that many issue summaries as JSON text, about 450
-//! bytes each) and `issue` (one issue in full, about 2.5 KB). Exit codes: 0 on stdin close or SIGTERM, the
+//! `attempt` (what a hostile server tries: see `attempt.rs`; the outcome is
+//! the `structuredContent`), `content` (answer with this content array
+//! verbatim, for pass-through tests of every content type), `isError`
+//! (answer with `isError: true`), `issues` (answer with that many issue
+//! summaries as JSON text, about 450 bytes each) and `issue` (one issue in
+//! full, about 2.5 KB). Exit codes: 0 on stdin close or SIGTERM, the
 //! configured code on `crashAfterMs` or `crashAfterListedMs`, 2 on a bad config.
 
 use std::{
@@ -71,6 +73,7 @@ use fake_mcp::{
     RecordEvent, SUPPORTED_PROTOCOL_VERSIONS, TlsConfig, TokenEndpoint,
 };
 
+mod attempt;
 mod http;
 mod server;
 mod stdio;
