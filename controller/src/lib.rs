@@ -101,9 +101,12 @@
 //!   changed ones, which `steward approve NAME --tools` re-pins. Every
 //!   client session reads the registry's union (`server__tool` names, at
 //!   most its `--max-name-len` long) through its own view
-//!   ([`gateway::profile`]: every tool, or only `search_tools` /
-//!   `call_tool` over [`gateway::search`]), forwards calls through
-//!   [`runtime::mcp::relay`], and learns of changes from the registry's
+//!   ([`gateway::profile`]: every tool, `search_tools` / `call_tool` over
+//!   [`gateway::search`], `describe_tools` / `run_code` of code mode, or a
+//!   mix), forwards calls through [`runtime::mcp::relay`] along one call
+//!   path ([`gateway::call`]: a direct call, `call_tool`, and each inner
+//!   call of a `run_code` program, whose engine runs on a thread of its
+//!   own, [`gateway::code`]), and learns of changes from the registry's
 //!   version, coalesced into `list_changed` when what *it* lists differs. A call to a
 //!   server that is not live is answered from the status store: why, and what
 //!   to do. The gateway never enqueues work, and reconcile never waits on a

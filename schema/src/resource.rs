@@ -588,6 +588,13 @@ pub struct SandboxStatus {
     /// The hosts the egress proxy lets through (network `Proxy`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
+    /// What it may read (absolute paths; `/` for `standard`, whose
+    /// credential stores and agents' state are never readable).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<String>,
+    /// What it may write.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write: Vec<String>,
 }
 
 /// A tool or prompt held back because its definition changed since it was
@@ -695,8 +702,9 @@ pub fn estimated_tokens(bytes: u64) -> u64 {
 pub struct GatewaySession {
     /// `stdio`, `unix` or `http`.
     pub transport: String,
-    /// `direct` (every tool listed), `search` (only `search_tools` and
-    /// `call_tool`) or `direct,search`.
+    /// `direct` (every tool listed), `search` (`search_tools` and
+    /// `call_tool`), `code` (`describe_tools` and `run_code`), or several
+    /// joined by commas (`direct,search`, `direct,code`).
     pub expose: String,
     /// The longest tool or prompt name this client is given.
     pub max_name_len: u64,

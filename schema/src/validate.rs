@@ -91,14 +91,25 @@ impl SchemaValidator {
     /// Compile `schema` (Draft 2020-12 unless it says otherwise in `$schema`).
     /// Only local references are resolved; anything else is a [`SchemaError`].
     pub fn new(schema: &Value) -> Result<Self, SchemaError> {
-        let validator = jsonschema::options()
-            .with_draft(jsonschema::Draft::Draft202012)
-            .should_validate_formats(true)
-            .build(schema)
-            .map_err(|e| SchemaError {
-                pointer: e.instance_path().as_str().to_owned(),
-                message: e.to_string(),
-            })?;
+        Self::build(schema, true)
+    }
+
+    /// A schema written by others, such as a tool's `inputSchema`: its draft
+    /// as its `$schema` says (else 2020-12), `format` an annotation only
+    /// (its server decides what a format accepts).
+    pub fn foreign(schema: &Value) -> Result<Self, SchemaError> {
+        Self::build(schema, false)
+    }
+
+    fn build(schema: &Value, ours: bool) -> Result<Self, SchemaError> {
+        let mut options = jsonschema::options().should_validate_formats(ours);
+        if ours {
+            options = options.with_draft(jsonschema::Draft::Draft202012);
+        }
+        let validator = options.build(schema).map_err(|e| SchemaError {
+            pointer: e.instance_path().as_str().to_owned(),
+            message: e.to_string(),
+        })?;
         Ok(SchemaValidator {
             validator,
             schema: schema.clone(),

@@ -242,6 +242,9 @@ and stays up while any agent is attached; when the last one leaves it stops ever
 With many servers, --expose search keeps the catalog out of the agent's context: it lists only \
 search_tools (find tools by describing the task) and call_tool (call one), and reaches tools added \
 after it connected even when the agent never re-lists. --expose direct,search lists both. \
+--expose code adds run_code (a JavaScript program that calls the tools, so that their \
+intermediate results stay out of the agent's context; bounded in time, memory and calls) and \
+describe_tools (the tools' TypeScript types); it combines with the others (direct,code). \
 --max-name-len shortens the exposed names for agents that prefix them (Claude Code shows \
 mcp__steward__server__tool and needs it within 64 characters: use 50).
 
@@ -594,8 +597,9 @@ pub struct McpArgs {
     #[command(flatten)]
     pub run: RunArgs,
 
-    /// What the agent lists: every tool (direct), only search_tools and
-    /// call_tool (search), or both (direct,search)
+    /// What the agent lists: every tool (direct), search_tools and
+    /// call_tool (search), run_code and describe_tools (code), or several
+    /// (direct,code)
     #[arg(long, value_name = "MODE", default_value = "direct", value_parser = parse_expose)]
     pub expose: Expose,
 

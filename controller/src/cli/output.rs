@@ -78,6 +78,7 @@ pub fn header(wide: bool) -> Vec<String> {
         "KIND", "NAME", "SOURCE", "PHASE", "REASON", "PID", "RESTARTS", "AGE",
     ];
     if wide {
+        h.push("SANDBOX");
         h.push("MESSAGE");
     }
     h.into_iter().map(str::to_owned).collect()
@@ -187,6 +188,16 @@ fn row(item: &Item, wide: bool, now: SystemTime) -> Vec<String> {
             }),
     ];
     if wide {
+        // The profile, and how much of it this kernel enforces when not all.
+        cells.push(
+            status
+                .sandbox
+                .as_ref()
+                .map_or_else(dash, |b| match b.enforcement {
+                    steward_schema::resource::Enforcement::Full => b.profile.clone(),
+                    other => format!("{} ({other:?})", b.profile),
+                }),
+        );
         cells.push(
             status
                 .message
@@ -196,6 +207,56 @@ fn row(item: &Item, wide: bool, now: SystemTime) -> Vec<String> {
         );
     }
     cells
+}
+
+/// One `Name:  value` line of `describe` (a value's further lines aligned
+/// under its first).
+fn field(out: &mut String, indent: usize, name: &str, value: &str) {
+    let label = format!("{:indent$}{name}:", "");
+    let mut lines = value.lines();
+    let first = lines.next().unwrap_or("");
+    out.push_str(format!("{label:<24}{first}").trim_end());
+    out.push('\n');
+    for more in lines {
+        out.push_str(format!("{:24}{more}", "").trim_end());
+        out.push('\n');
+    }
+}
+
+/// The `Sandbox:` block of `describe`: the profile in force, how fully it
+/// is enforced and what is missing, the network, the paths it reads and
+/// writes beyond the base, and what the egress proxy refused.
+fn describe_sandbox(out: &mut String, b: &steward_schema::resource::SandboxStatus) {
+    out.push_str("Sandbox:\n");
+    field(out, 2, "Profile", &b.profile);
+    let enforcement = match b.missing.is_empty() {
+        true => format!("{:?} (Landlock ABI {})", b.enforcement, b.abi),
+        false => format!(
+            "{:?} (Landlock ABI {}): {}",
+            b.enforcement,
+            b.abi,
+            b.missing.join("; ")
+        ),
+    };
+    field(out, 2, "Enforcement", &enforcement);
+    let network = match b.hosts.is_empty() {
+        true => format!("{:?}", b.network),
+        false => format!("{:?}: {}", b.network, b.hosts.join(", ")),
+    };
+    field(out, 2, "Network", &network);
+    let paths = |p: &[String]| {
+        if p.is_empty() {
+            "<none>".to_owned()
+        } else {
+            p.join("\n")
+        }
+    };
+    field(out, 2, "Reads", &paths(&b.read));
+    field(out, 2, "Writes", &paths(&b.write));
+    field(out, 2, "Egress Denied", &b.egress_denied.to_string());
+    for note in &b.notes {
+        field(out, 2, "Note", note);
+    }
 }
 
 /// kubectl's short human durations: `45s`, `3m20s`, `42m`, `5h3m`, `30h`, `3d4h`, `12d`, `2y30d`.
@@ -337,17 +398,6 @@ pub fn render_describe(
     let status = item.status();
     let none = "<none>";
     let mut out = String::new();
-    let field = |out: &mut String, indent: usize, name: &str, value: &str| {
-        let label = format!("{:indent$}{name}:", "");
-        let mut lines = value.lines();
-        let first = lines.next().unwrap_or("");
-        out.push_str(format!("{label:<24}{first}").trim_end());
-        out.push('\n');
-        for more in lines {
-            out.push_str(format!("{:24}{more}", "").trim_end());
-            out.push('\n');
-        }
-    };
     field(&mut out, 0, "Name", &meta.name);
     field(&mut out, 0, "Kind", &item.kind().to_string());
     field(&mut out, 0, "Source", meta.source.as_str());
@@ -440,6 +490,9 @@ pub fn render_describe(
                 .map(|o| o.keys().cloned().collect::<Vec<_>>());
             field(&mut out, 2, "Capabilities", &list(&caps));
         }
+    }
+    if let Some(sandbox) = &status.sandbox {
+        describe_sandbox(&mut out, sandbox);
     }
 
     if status.conditions.is_empty() {

@@ -26,7 +26,8 @@ const DEFAULT_LIMIT: usize = 5;
 /// The most a search returns.
 const MAX_LIMIT: usize = 50;
 
-fn schema(value: Value) -> Arc<JsonObject> {
+/// A tool schema from a `json!` object literal.
+pub fn schema(value: Value) -> Arc<JsonObject> {
     match value {
         Value::Object(map) => Arc::new(map),
         _ => unreachable!("a schema literal is an object"),

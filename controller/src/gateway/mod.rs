@@ -18,6 +18,11 @@
 //! - [`cost`]: what each tool's definition costs an agent (`steward tools`).
 //! - [`session`]: one client's MCP session (lists, calls, pass-through);
 //!   [`instructions`]: the servers' instructions, combined.
+//! - [`route`]: which live connection serves a name, waiting while its
+//!   server (re)starts; [`call`]: the one path of a `tools/call` (counted,
+//!   traced, forwarded), for direct calls, `call_tool` and code mode.
+//! - [`code`]: code mode, `describe_tools` (TypeScript declarations) and
+//!   `run_code` (a bounded JavaScript engine whose tool calls take [`call`]).
 //! - [`serve`]: the transports (stdio bridge, Unix socket, streamable HTTP);
 //!   [`handover`]: an attached `steward mcp` passes the agent's stdio over.
 //! - [`lsp_tool`]: the `lsp` tool (Qwen Code's interface) over the language
@@ -58,6 +63,8 @@ use crate::runtime::mcp::{Broadcast, McpHandle, McpLists};
 use crate::support::sync::lock;
 
 pub mod cache;
+pub mod call;
+pub mod code;
 pub mod cost;
 pub mod explain;
 pub mod finder;
@@ -71,6 +78,7 @@ pub mod pins;
 pub mod profile;
 pub mod registry;
 pub mod resume;
+pub mod route;
 pub mod search;
 pub mod serve;
 pub mod session;

@@ -4,7 +4,8 @@
 //! Every client shares the same servers and the same union; a profile only
 //! changes the view: the names (assigned per length, see [`super::names`])
 //! and whether the catalog is listed whole, behind `search_tools` /
-//! `call_tool`, or both. `steward mcp` passes its profile to a running
+//! `call_tool`, behind `describe_tools` / `run_code` (code mode), or any
+//! combination of these. `steward mcp` passes its profile to a running
 //! controller when it attaches ([`Profile::encode`]); an HTTP client gives
 //! it in the endpoint's query string (`/mcp?expose=search&maxNameLen=50`).
 
@@ -28,12 +29,15 @@ pub struct Expose {
     pub direct: bool,
     /// `search_tools` and `call_tool` are listed.
     pub search: bool,
+    /// `describe_tools` and `run_code` are listed (code mode).
+    pub code: bool,
 }
 
 impl Expose {
     pub const DIRECT: Expose = Expose {
         direct: true,
         search: false,
+        code: false,
     };
 }
 
@@ -45,18 +49,29 @@ impl Default for Expose {
 
 impl fmt::Display for Expose {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match (self.direct, self.search) {
-            (true, true) => "direct,search",
-            (false, true) => "search",
-            _ => "direct",
-        })
+        let modes = [
+            (self.direct, "direct"),
+            (self.search, "search"),
+            (self.code, "code"),
+        ];
+        let listed: Vec<&str> = modes
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, name)| *name)
+            .collect();
+        if listed.is_empty() {
+            return f.write_str("direct");
+        }
+        f.write_str(&listed.join(","))
     }
 }
 
 /// A profile that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProfileError {
-    #[error("read expose mode {0:?}: use direct, search or direct,search")]
+    #[error(
+        "read expose mode {0:?}: use direct, search, code, or several joined by commas (direct,code)"
+    )]
     Expose(String),
     #[error("read max name length {0:?}: use a number from {MIN_NAME_LEN} to {MAX_NAME_LEN}")]
     NameLen(String),
@@ -71,11 +86,13 @@ impl FromStr for Expose {
         let mut expose = Expose {
             direct: false,
             search: false,
+            code: false,
         };
         for part in text.split(',').map(str::trim) {
             match part {
                 "direct" => expose.direct = true,
                 "search" => expose.search = true,
+                "code" => expose.code = true,
                 _ => return Err(ProfileError::Expose(text.to_owned())),
             }
         }
@@ -188,9 +205,21 @@ mod tests {
 
     #[test]
     fn expose_modes_read_and_print_back() {
-        for text in ["direct", "search", "direct,search"] {
+        for text in [
+            "direct",
+            "search",
+            "direct,search",
+            "code",
+            "direct,code",
+            "search,code",
+            "direct,search,code",
+        ] {
             assert_eq!(text.parse::<Expose>().unwrap().to_string(), text);
         }
+        assert_eq!(
+            "code,direct".parse::<Expose>().unwrap().to_string(),
+            "direct,code"
+        );
         assert_eq!(
             "search,direct".parse::<Expose>().unwrap().to_string(),
             "direct,search"
@@ -218,6 +247,8 @@ mod tests {
         assert_eq!(p.max_name_len, 50);
         let p = Profile::from_query(Some("expose=direct%2Csearch")).unwrap();
         assert_eq!(p.expose.to_string(), "direct,search");
+        let p = Profile::from_query(Some("expose=search,code")).unwrap();
+        assert!(p.expose.code && p.expose.search && !p.expose.direct);
         assert_eq!(Profile::from_query(None).unwrap(), Profile::default());
         assert!(Profile::from_query(Some("expos=search")).is_err());
         assert!(Profile::from_query(Some("maxNameLen=8")).is_err());

@@ -165,6 +165,13 @@ impl Union {
             .map(|(_, s)| s.as_str())
     }
 
+    /// Each listed tool with where it leads, in listing order.
+    pub fn tool_routes(&self) -> impl Iterator<Item = (&Tool, &Route)> {
+        self.tools
+            .iter()
+            .filter_map(|tool| Some((tool, self.tool_routes.get(tool.name.as_ref())?)))
+    }
+
     /// The servers with a listed tool, by name.
     pub fn servers(&self) -> Vec<String> {
         let mut servers: Vec<String> = self

@@ -15,34 +15,25 @@
 
 use std::sync::{Arc, Mutex};
 
-use futures::FutureExt as _;
-use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
-    ClientResult, CompleteRequest, CompleteRequestParams, CompleteResult, ContentBlock, ErrorCode,
-    ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
+    CompleteResult, ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
     ReadResourceResult, Reference, ResourceContents, ServerCapabilities, ServerConfig,
-    ServerRequest, ServerResult, SetLevelRequest, SetLevelRequestParams,
+    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscriptionFilter,
 };
-use rmcp::model::{GetPromptResult, ResultType, SubscriptionFilter};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler};
-use steward_schema::resource::{Phase, ResourceKind};
-use tokio::time::Instant;
-use tracing::Instrument as _;
 
-use super::explain::{explain, explain_blocked};
-use super::pins::Definition;
+use super::call::{ClientCaller, Origin, call_error, complete, forward, unexpected};
 use super::profile::Profile;
 use super::registry::{Union, Upstream};
-use super::{Gateway, Ticket, finder, instructions, lsp_tool, names, view};
-use crate::desired::snapshot::Key;
-use crate::observe::metrics::{CallResult, ToolCall};
-use crate::observe::trace;
-use crate::runtime::mcp::{CallError, Caller};
+use super::route::{Kind, Refusal};
+use super::{Gateway, Ticket, code, finder, instructions, lsp_tool, view};
+use crate::observe::metrics::Via;
+use crate::runtime::mcp::CallError;
 use crate::support::sync::lock;
 
 /// One client (see the module doc).
@@ -93,230 +84,6 @@ impl Session {
     }
 }
 
-/// Why a name leads nowhere.
-enum Refusal {
-    /// Its server cannot serve it now: a tool error with this text.
-    Unavailable { server: String, why: String },
-    /// Nobody has it: a protocol error with this text.
-    Unknown(String),
-}
-
-/// What a server's status says about calling it.
-enum Availability {
-    Wait,
-    Down(String),
-}
-
-/// The kinds of routed names.
-#[derive(Clone, Copy)]
-enum Kind {
-    Tool,
-    Prompt,
-}
-
-impl Kind {
-    fn noun(self) -> &'static str {
-        match self {
-            Kind::Tool => "tool",
-            Kind::Prompt => "prompt",
-        }
-    }
-}
-
-impl Gateway {
-    /// Why `server` is not live, or that it is worth waiting for.
-    fn availability(&self, server: &str) -> Availability {
-        let key = Key::mcp(server);
-        let snap = self.store.snapshot();
-        if !snap.contains(&key) {
-            return Availability::Down(format!(
-                "server \"{server}\" was removed from the configuration; its tools are gone"
-            ));
-        }
-        match self.status.get(&key) {
-            None => match snap.blocked(&key) {
-                Some(b) => Availability::Down(explain_blocked(server, b.reason, &b.message)),
-                None => Availability::Wait,
-            },
-            Some(s) => match s.phase {
-                Phase::Pending | Phase::Starting | Phase::Stopping | Phase::Ready | Phase::Idle => {
-                    Availability::Wait
-                }
-                Phase::Failed | Phase::Blocked => Availability::Down(explain(server, &s)),
-            },
-        }
-    }
-
-    /// Whether a request that `up` closed under goes to its server's next
-    /// connection: a restart or an idle stop swapped the connection (the
-    /// request raced the drain) and the server is still worth waiting for.
-    /// Asked once per request.
-    fn worth_another_try(&self, up: &Upstream) -> bool {
-        let swapped = self
-            .registry
-            .live(&up.server)
-            .is_none_or(|now| !Arc::ptr_eq(now.handle.relay(), up.handle.relay()));
-        swapped && matches!(self.availability(&up.server), Availability::Wait)
-    }
-
-    /// The server an unlisted exposed name points at, by its `server__`
-    /// prefix (configured or removed servers only), and the rest of it.
-    fn by_prefix(&self, exposed: &str, max_name_len: usize) -> Option<(String, String)> {
-        let snap = self.store.snapshot();
-        let removed = self.status.removed_names(ResourceKind::McpServer);
-        snap.desired
-            .mcp
-            .keys()
-            .chain(removed.iter())
-            .filter_map(|server| {
-                let prefix = names::assign([(server.as_str(), "")], max_name_len).remove(0);
-                exposed
-                    .strip_prefix(&prefix)
-                    .map(|rest| (prefix.len(), server.clone(), rest.to_owned()))
-            })
-            .max_by_key(|(len, _, _)| *len)
-            .map(|(_, server, rest)| (server, rest))
-    }
-
-    /// The live upstream and original name behind `exposed` (a name of
-    /// at most `max_name_len` characters), waiting (up to the start wait)
-    /// while its server starts or restarts.
-    async fn resolve(
-        &self,
-        kind: Kind,
-        exposed: &str,
-        max_name_len: usize,
-    ) -> Result<(Arc<Upstream>, String), Refusal> {
-        let deadline = Instant::now() + self.config.start_wait;
-        let mut changes = self.registry.subscribe();
-        let mut demanded = false;
-        loop {
-            changes.borrow_and_update();
-            let union = self.registry.union_for(max_name_len);
-            let listed = match kind {
-                Kind::Tool => union.tool(exposed),
-                Kind::Prompt => union.prompt(exposed),
-            }
-            .map(|r| (r.server.clone(), r.original.clone()));
-            let Some((server, original)) = listed
-                .clone()
-                .or_else(|| self.by_prefix(exposed, max_name_len))
-            else {
-                let known: Vec<&str> = match kind {
-                    Kind::Tool => union.tool_names().collect(),
-                    Kind::Prompt => union.prompts.iter().map(|p| p.name.as_str()).collect(),
-                };
-                return Err(Refusal::Unknown(unknown(kind, exposed, &known)));
-            };
-            if let Some(up) = self.registry.live(&server) {
-                let offered = match kind {
-                    Kind::Tool => up.catalog.tools.iter().any(|t| t.name == original),
-                    Kind::Prompt => up.catalog.prompts.iter().any(|p| p.name == original),
-                };
-                if offered {
-                    return Ok((up, original));
-                }
-                let pinned = match kind {
-                    Kind::Tool => Definition::Tool,
-                    Kind::Prompt => Definition::Prompt,
-                };
-                if listed.is_none()
-                    && let Some(why) = self.pins.refusal(pinned, &server, exposed, max_name_len)
-                {
-                    return Err(Refusal::Unavailable { server, why });
-                }
-                if listed.is_none() {
-                    let known: Vec<&str> = match kind {
-                        Kind::Tool => union.tool_names().collect(),
-                        Kind::Prompt => union.prompts.iter().map(|p| p.name.as_str()).collect(),
-                    };
-                    return Err(Refusal::Unknown(unknown(kind, exposed, &known)));
-                }
-                // Listed but not offered by the live connection: the union is
-                // being rebuilt; look again.
-            } else if let Availability::Down(why) = self.availability(&server) {
-                return Err(Refusal::Unavailable { server, why });
-            } else if !std::mem::replace(&mut demanded, true) {
-                // An idle server starts for it; one starting goes on.
-                self.demand(&server);
-            }
-            let waited = tokio::time::timeout_at(deadline, changes.changed()).await;
-            let why = match waited {
-                Ok(Ok(())) => continue,
-                Ok(Err(_)) => "the controller is shutting down".to_owned(),
-                Err(_) => format!(
-                    "server \"{server}\" did not become ready within {}; see `steward describe {server}`",
-                    humantime::format_duration(self.config.start_wait)
-                ),
-            };
-            return Err(Refusal::Unavailable { server, why });
-        }
-    }
-
-    /// The live upstream that owns `uri` (a listed resource, or one that fits
-    /// a listed template), waiting (up to the start wait) while its server
-    /// starts or restarts, as a call does.
-    async fn resource_upstream(&self, uri: &str) -> Result<Arc<Upstream>, ErrorData> {
-        let deadline = Instant::now() + self.config.start_wait;
-        let mut changes = self.registry.subscribe();
-        let mut demanded = false;
-        loop {
-            changes.borrow_and_update();
-            let union = self.registry.union();
-            let server = union.resource_owner(uri).ok_or_else(|| {
-                ErrorData::resource_not_found(
-                    format!("no server of this workspace lists the resource {uri}"),
-                    None,
-                )
-            })?;
-            if let Some(up) = self.registry.live(server) {
-                return Ok(up);
-            }
-            if let Availability::Down(why) = self.availability(server) {
-                return Err(ErrorData::resource_not_found(why, None));
-            }
-            if !std::mem::replace(&mut demanded, true) {
-                self.demand(server);
-            }
-            let why = match tokio::time::timeout_at(deadline, changes.changed()).await {
-                Ok(Ok(())) => continue,
-                Ok(Err(_)) => "the controller is shutting down".to_owned(),
-                Err(_) => format!(
-                    "server \"{server}\" did not become ready within {}; see `steward describe {server}`",
-                    humantime::format_duration(self.config.start_wait)
-                ),
-            };
-            return Err(ErrorData::resource_not_found(why, None));
-        }
-    }
-}
-
-/// "unknown tool" with the closest names.
-/// The MCP protocol versions the agent endpoint speaks (`steward --version`
-/// prints them): every version up to 2026-07-28, whose clients skip
-/// `initialize` (each request says who they are) and hear of list changes
-/// on a `subscriptions/listen` request instead of on the session.
-pub fn protocol_versions() -> &'static [ProtocolVersion] {
-    ProtocolVersion::known_up_to(&ProtocolVersion::LATEST)
-}
-
-fn unknown(kind: Kind, exposed: &str, known: &[&str]) -> String {
-    let close = names::close_names(exposed, known.iter().copied(), 5);
-    let noun = kind.noun();
-    if close.is_empty() {
-        format!("unknown {noun} \"{exposed}\": no server of this workspace offers it")
-    } else {
-        format!(
-            "unknown {noun} \"{exposed}\": no server of this workspace offers it (did you mean: {})",
-            close.join(", ")
-        )
-    }
-}
-
-fn tool_error(text: String) -> CallToolResponse {
-    CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(text)]))
-}
-
 /// One page of `items` from `cursor` (a decimal offset).
 fn page<T: Clone>(
     items: &[T],
@@ -336,235 +103,14 @@ fn page<T: Clone>(
     Ok((items[start..end].to_vec(), next))
 }
 
-/// The client of one forwarded request, for the relay.
-struct ClientCaller {
-    peer: Peer<RoleServer>,
-}
-
-impl Caller for ClientCaller {
-    fn progress(&self, params: ProgressNotificationParam) -> BoxFuture<'static, ()> {
-        let peer = self.peer.clone();
-        async move {
-            let _ = peer.notify_progress(params).await;
-        }
-        .boxed()
-    }
-
-    fn forward(
-        &self,
-        request: ServerRequest,
-    ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
-        let peer = self.peer.clone();
-        async move {
-            let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
-            let (declared, what) = match &request {
-                ServerRequest::CreateMessageRequest(_) => (
-                    capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
-                    "sampling",
-                ),
-                ServerRequest::ElicitRequest(_) => (
-                    capabilities.as_ref().is_some_and(|c| c.elicitation.is_some()),
-                    "elicitation",
-                ),
-                ServerRequest::ListRootsRequest(_) => (
-                    capabilities.as_ref().is_some_and(|c| c.roots.is_some()),
-                    "roots",
-                ),
-                _ => (true, "this request"),
-            };
-            if !declared {
-                return Err(ErrorData::new(
-                    ErrorCode::METHOD_NOT_FOUND,
-                    format!(
-                        "the agent connected to Steward did not declare the {what} capability, so the server's {what} request cannot be answered"
-                    ),
-                    None,
-                ));
-            }
-            peer.send_request(request).await.map_err(|e| match e {
-                rmcp::service::ServiceError::McpError(e) => e,
-                other => ErrorData::internal_error(format!("the agent did not answer: {other}"), None),
-            })
-        }
-        .boxed()
-    }
-}
-
-/// A `tools/call` answer that is not a `CallToolResult` variant (a server
-/// answering `{}`), read as one.
-fn as_call_tool_result(result: ServerResult) -> Option<CallToolResponse> {
-    match result {
-        ServerResult::CallToolResult(r) => Some(CallToolResponse::Complete(complete(r))),
-        ServerResult::CreateTaskResult(t) => Some(CallToolResponse::Task(t)),
-        ServerResult::InputRequiredResult(r) => Some(CallToolResponse::InputRequired(r)),
-        other => serde_json::to_value(&other)
-            .ok()
-            .and_then(|v| serde_json::from_value::<CallToolResult>(v).ok())
-            .map(|r| CallToolResponse::Complete(complete(r))),
-    }
-}
-
-/// A final result as a 2026-07-28 client needs it: an upstream server of an
-/// older version sends no `resultType`, which that version requires (rmcp
-/// leaves it out again for clients of older versions).
-trait Final {
-    fn result_type(&mut self) -> &mut Option<ResultType>;
-}
-
-macro_rules! final_result {
-    ($($t:ty),*) => {$(
-        impl Final for $t {
-            fn result_type(&mut self) -> &mut Option<ResultType> {
-                &mut self.result_type
-            }
-        }
-    )*};
-}
-
-final_result!(
-    CallToolResult,
-    GetPromptResult,
-    ReadResourceResult,
-    CompleteResult
-);
-
-fn complete<T: Final>(mut result: T) -> T {
-    result.result_type().get_or_insert(ResultType::COMPLETE);
-    result
-}
-
-impl Session {
-    /// Forward a call of `exposed` to its server, counted and timed
-    /// ([`ToolCall`]).
-    async fn forward_tool(
-        &self,
-        exposed: &str,
-        params: CallToolRequestParams,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let span = trace::tool_call_span(&context.id);
-        trace::continue_from(&span, Some(&context.meta));
-        let mut call = ToolCall::begin();
-        let answer = self
-            .forward_tool_as(exposed, params, context, &mut call)
-            .instrument(span.clone())
-            .await;
-        trace::tool_call_ended(&span, &call);
-        answer
-    }
-
-    async fn forward_tool_as(
-        &self,
-        exposed: &str,
-        mut params: CallToolRequestParams,
-        context: &RequestContext<RoleServer>,
-        call: &mut ToolCall,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let gateway = &self.gateway;
-        let caller_token = context.meta.get_progress_token();
-        let mut retried = false;
-        // One call counted once, even when it is retried on a new connection.
-        let mut counted = None;
-        loop {
-            let max_name_len = self.profile().max_name_len;
-            let (up, original) = match gateway.resolve(Kind::Tool, exposed, max_name_len).await {
-                Ok(found) => found,
-                Err(Refusal::Unavailable { server, why }) => {
-                    // Counted as a failed call of that server.
-                    drop(gateway.registry.counters(&server).begin());
-                    let tool = exposed
-                        .strip_prefix(&format!("{server}__"))
-                        .unwrap_or(exposed);
-                    call.to(&server, tool);
-                    call.ended(CallResult::Unavailable);
-                    return Ok(tool_error(why));
-                }
-                Err(Refusal::Unknown(why)) => return Err(ErrorData::invalid_params(why, None)),
-            };
-            call.to(&up.server, &original);
-            let guard = counted
-                .take()
-                .unwrap_or_else(|| gateway.registry.counters(&up.server).begin());
-            params.name = original.into();
-            // The call's trace context (or, not traced, its client's) goes on.
-            trace::pass_on(&tracing::Span::current(), &context.meta, &mut params.meta);
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            let idle = gateway
-                .store
-                .snapshot()
-                .desired
-                .policy
-                .tool_idle_timeout(gateway.config.tool_idle_env);
-            let answer = forward(&up, request, context, caller_token.clone(), idle).await;
-            let server = &up.server;
-            call.ended(match &answer {
-                Err(CallError::Cancelled) => CallResult::Cancelled,
-                Err(CallError::Closed | CallError::NotSent) => CallResult::Unavailable,
-                Err(CallError::Timeout(_) | CallError::Idle(_)) => CallResult::Timeout,
-                Err(_) => CallResult::Error,
-                Ok(_) => CallResult::Ok,
-            });
-            return match answer {
-                Ok(result) => match as_call_tool_result(result) {
-                    Some(response) => {
-                        if matches!(&response, CallToolResponse::Complete(r) if r.is_error == Some(true))
-                        {
-                            call.ended(CallResult::ToolError);
-                        } else {
-                            guard.succeeded();
-                        }
-                        Ok(response)
-                    }
-                    None => {
-                        call.ended(CallResult::Error);
-                        Err(unexpected(server, "tools/call"))
-                    }
-                },
-                Err(CallError::Server(error)) => Err(error),
-                Err(CallError::Cancelled) => Err(ErrorData::new(
-                    ErrorCode::INTERNAL_ERROR,
-                    "the request was cancelled",
-                    None,
-                )),
-                // Never reached the server: it may go to the next connection.
-                Err(CallError::NotSent) => {
-                    if !retried && gateway.worth_another_try(&up) {
-                        retried = true;
-                        counted = Some(guard);
-                        continue;
-                    }
-                    Ok(tool_error(format!(
-                        "server \"{server}\" closed the connection before the call was sent (it exited or was stopped); see `steward describe {server}`"
-                    )))
-                }
-                // Sent: the server may have acted on it, so it is never
-                // sent again (a call never runs twice).
-                Err(CallError::Closed) => Ok(tool_error(format!(
-                    "server \"{server}\" stopped while serving this call (it exited, crashed or was stopped); \
-                     the tool may or may not have run: check before calling it again. See `steward describe {server}`"
-                ))),
-                Err(CallError::Timeout(t)) => Ok(tool_error(format!(
-                    "server \"{server}\" did not answer within {} (the entry's \"timeout\")",
-                    humantime::format_duration(t)
-                ))),
-                Err(CallError::Idle(t)) => Ok(tool_error(format!(
-                    "server \"{server}\" sent neither an answer nor progress for {} (mcp.toolIdleTimeoutMs); the call was cancelled",
-                    humantime::format_duration(t)
-                ))),
-                Err(CallError::Other(e)) => Ok(tool_error(format!(
-                    "forward the call to server \"{server}\": {e}"
-                ))),
-            };
-        }
-    }
-}
-
 /// Steward's own paragraph of the `initialize` instructions.
 const OWN_INSTRUCTIONS: &str = "Steward offers the tools, prompts and resources of every MCP server \
      of this workspace that is ready, named server__tool, and code intelligence as the lsp tool. \
      The list follows the configuration files live (list_changed). With --expose search, \
-     search_tools finds a tool by describing the task and call_tool calls it. What each server \
-     tells its clients follows.";
+     search_tools finds a tool by describing the task and call_tool calls it. With --expose code, \
+     run_code runs a JavaScript program that calls the tools (their types: describe_tools), so \
+     that their intermediate results stay out of the context. What each server tells its \
+     clients follows.";
 
 impl Session {
     /// Call the tool listed (or found) as `exposed`: `lsp` or a server's.
@@ -573,12 +119,17 @@ impl Session {
         exposed: &str,
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
+        via: Via,
     ) -> Result<CallToolResponse, ErrorData> {
         if exposed == lsp_tool::NAME {
             let result = lsp_tool::call(&self.gateway, request.arguments.unwrap_or_default()).await;
             return Ok(CallToolResponse::Complete(result));
         }
-        self.forward_tool(exposed, request, context).await
+        let origin = Origin::of(context, via);
+        let max_name_len = self.profile().max_name_len;
+        self.gateway
+            .forward_tool(exposed, request, max_name_len, &origin)
+            .await
     }
 }
 
@@ -685,16 +236,32 @@ impl ServerHandler for Session {
                 let result = finder::search(&self.union(), request.arguments);
                 Ok(CallToolResponse::Complete(result))
             }
+            code::DESCRIBE => {
+                self.gateway.cold_start().await;
+                let result = code::describe(&self.union(), request.arguments);
+                Ok(CallToolResponse::Complete(result))
+            }
+            code::RUN => {
+                self.gateway.cold_start().await;
+                let max_name_len = self.profile().max_name_len;
+                let result =
+                    code::run(&self.gateway, max_name_len, request.arguments, &context).await;
+                Ok(CallToolResponse::Complete(result))
+            }
             finder::CALL => match finder::call_args(request.arguments.clone()) {
                 Ok(call) => {
                     let mut request = request;
                     request.name = call.name.clone().into();
                     request.arguments = call.arguments;
-                    self.call_named(&call.name, request, &context).await
+                    self.call_named(&call.name, request, &context, Via::Search)
+                        .await
                 }
                 Err(refused) => Ok(CallToolResponse::Complete(refused)),
             },
-            _ => self.call_named(&exposed, request, &context).await,
+            _ => {
+                self.call_named(&exposed, request, &context, Via::Direct)
+                    .await
+            }
         }
     }
 
@@ -836,7 +403,8 @@ impl ServerHandler for Session {
             return Ok(CompleteResult::default());
         };
         let request = ClientRequest::CompleteRequest(CompleteRequest::new(request));
-        match forward(&up, request, &context, None, None).await {
+        let origin = Origin::of(&context, Via::Direct);
+        match forward(&up, request, &origin, None, None).await {
             Ok(ServerResult::CompleteResult(r)) => Ok(complete(r)),
             Ok(_) => Ok(CompleteResult::default()),
             Err(e) => Err(call_error(&up.server, e)),
@@ -873,24 +441,6 @@ impl ServerHandler for Session {
     }
 }
 
-/// Forward `request` to `up` for the client of `context`: the server's
-/// progress and its own requests go to that client, and the client's
-/// cancellation ends the call.
-async fn forward(
-    up: &Upstream,
-    request: ClientRequest,
-    context: &RequestContext<RoleServer>,
-    progress: Option<rmcp::model::ProgressToken>,
-    idle: Option<std::time::Duration>,
-) -> Result<ServerResult, CallError> {
-    let caller = Arc::new(ClientCaller {
-        peer: context.peer.clone(),
-    });
-    up.handle
-        .call(request, caller, progress, up.timeout, idle, &context.ct)
-        .await
-}
-
 /// Forward the request `resolve` makes (with the connection of its server);
 /// when that connection closed under it in a restart or an idle stop,
 /// resolve and forward it once more ([`Gateway::worth_another_try`]): only
@@ -905,10 +455,11 @@ where
     Fut: Future<Output = Result<(Arc<Upstream>, ClientRequest), ErrorData>>,
 {
     let progress = context.meta.get_progress_token();
+    let origin = Origin::of(context, Via::Direct);
     let mut retried = false;
     loop {
         let (up, request) = resolve().await?;
-        match forward(&up, request, context, progress.clone(), None).await {
+        match forward(&up, request, &origin, progress.clone(), None).await {
             Err(CallError::Closed | CallError::NotSent)
                 if !retried && gateway.worth_another_try(&up) =>
             {
@@ -919,19 +470,12 @@ where
     }
 }
 
-/// The error for an answer of the wrong kind.
-fn unexpected(server: &str, method: &str) -> ErrorData {
-    ErrorData::internal_error(
-        format!("server \"{server}\" answered {method} with something else"),
-        None,
-    )
-}
-
-fn call_error(server: &str, error: CallError) -> ErrorData {
-    match error {
-        CallError::Server(e) => e,
-        other => ErrorData::internal_error(format!("server \"{server}\": {other}"), None),
-    }
+/// The MCP protocol versions the agent endpoint speaks (`steward --version`
+/// prints them): every version up to 2026-07-28, whose clients skip
+/// `initialize` (each request says who they are) and hear of list changes
+/// on a `subscriptions/listen` request instead of on the session.
+pub fn protocol_versions() -> &'static [ProtocolVersion] {
+    ProtocolVersion::known_up_to(&ProtocolVersion::LATEST)
 }
 
 #[cfg(test)]

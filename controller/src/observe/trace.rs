@@ -188,6 +188,56 @@ pub fn tool_call_span(id: &rmcp::model::RequestId) -> tracing::Span {
     )
 }
 
+/// The span of one inner call of a `run_code` program: a child of the
+/// run's span (`parent`), whatever the thread that asks for it.
+pub fn inner_call_span(parent: &tracing::Span, id: &rmcp::model::RequestId) -> tracing::Span {
+    tracing::trace_span!(
+        target: TARGET,
+        parent: parent,
+        "tools/call",
+        otel.kind = "internal",
+        otel.status_code = tracing::field::Empty,
+        mcp.method.name = "tools/call",
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = tracing::field::Empty,
+        jsonrpc.request.id = %id,
+        steward.via = "code",
+        steward.server = tracing::field::Empty,
+        steward.result = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
+}
+
+/// The span of one `run_code` call (request `id`): its inner calls are its
+/// children ([`inner_call_span`]).
+pub fn run_code_span(id: &rmcp::model::RequestId) -> tracing::Span {
+    tracing::trace_span!(
+        target: TARGET,
+        "tools/call run_code",
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        mcp.method.name = "tools/call",
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = "run_code",
+        jsonrpc.request.id = %id,
+        steward.calls = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
+}
+
+/// Describe a `run_code` span: how many inner calls it made, and the kind
+/// of error that ended it, if one did.
+pub fn run_code_ended(span: &tracing::Span, calls: u64, error: Option<&'static str>) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("steward.calls", calls);
+    if let Some(kind) = error {
+        span.record("error.type", kind);
+        span.record("otel.status_code", "ERROR");
+    }
+}
+
 /// Describe the call's span with where it went and how it ended.
 pub fn tool_call_ended(span: &tracing::Span, call: &ToolCall) {
     if span.is_disabled() {

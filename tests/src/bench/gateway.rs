@@ -53,7 +53,12 @@ pub(super) async fn stdio_client(ctx: &Ctx, env: &Env, agent: Agent) -> Result<C
 }
 
 /// `steward mcp ARGS` as a child, the way an agent runs it.
-async fn stdio_client_with(ctx: &Ctx, env: &Env, agent: Agent, args: &[&str]) -> Result<Client> {
+pub(super) async fn stdio_client_with(
+    ctx: &Ctx,
+    env: &Env,
+    agent: Agent,
+    args: &[&str],
+) -> Result<Client> {
     let vars = env.quiet_vars();
     let mut cmd = tokio::process::Command::new(&ctx.steward);
     cmd.arg("--workspace")

@@ -13,7 +13,7 @@
 
 use std::net::TcpListener;
 
-use steward::observe::metrics::{CallResult, ToolCall};
+use steward::observe::metrics::{CallResult, ToolCall, Via};
 
 use super::gateway::{TOOL, lat_json, latency, quiet, stdio_client};
 use super::*;
@@ -168,7 +168,7 @@ pub(super) fn observe(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Value
     let iterations = if quick { 100_000 } else { 1_000_000 };
     let t = Instant::now();
     for i in 0..iterations {
-        let mut call = ToolCall::begin();
+        let mut call = ToolCall::begin(Via::Direct);
         call.to("s000", "echo");
         call.ended(if i % 2 == 0 {
             CallResult::Ok

@@ -441,6 +441,10 @@ pub fn bench(opts: Opts) -> Result<()> {
         );
     }
 
+    if on("code") {
+        out["code"] = with_targets(&mut more_targets, run_scenario("code", || code::code(&ctx)));
+    }
+
     // Ratios steward / mcp-hub, at the same N.
     if let Some(Ok(h)) = &hub {
         let mut ratios = serde_json::Map::new();

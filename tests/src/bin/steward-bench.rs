@@ -8,7 +8,7 @@
 //! cargo build --release -p steward-tests --bins
 //! target/release/steward-bench [--quick]
 //!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway,search,storm,observe,
-//!            first-list,restarts,lazy,sandbox]
+//!            first-list,restarts,lazy,sandbox,code]
 //!     [--observe watch|poll] [--edits N] [--debounce-ms MS] [--mcp-hub PATH | --no-mcp-hub]
 //!     [--reload-ns 1,10,100] [--cost-ns 10,50,500] [--controller-arg ARG]... [--out FILE]
 //!     [--cold-ns 10,100,500] [--init-delay-ms 300] [--start-cpu-ms 10]
@@ -27,10 +27,12 @@
 //! (calls lost by an agent's session over graceful restarts and kills of
 //! the controller) in `restarts.rs`, and `lazy` (the memory of the server
 //! processes with 20 real servers of which 3 are called, eager vs `--start
-//! lazy --idle-stop`) in `lazy.rs`, and `sandbox` (what least privilege
+//! lazy --idle-stop`) in `lazy.rs`, `sandbox` (what least privilege
 //! costs: sandboxed against `off` starts and reloads, the exec shim alone,
-//! the egress proxy) in `sandbox.rs`; the module docs of those say how they
-//! measure.
+//! the egress proxy) in `sandbox.rs`, and `code` (code mode: the bytes a
+//! multi-step task puts through the agent's context, direct vs `run_code`;
+//! an inner call's latency; engine start; `describe_tools` size) in
+//! `code.rs`; the module docs of those say how they measure.
 //!
 //! `--quick` (about 25 s) runs every scenario at small sizes; it is meant for
 //! a smoke test (no errors, no churn, at most 2 restarts for the burst), not
@@ -96,6 +98,8 @@ use steward_tests::harness::{Env, alive, base_env, poll, signal};
 mod burst;
 #[path = "../bench/cleanup.rs"]
 mod cleanup;
+#[path = "../bench/code.rs"]
+mod code;
 #[path = "../bench/cold.rs"]
 mod cold;
 #[path = "../bench/controller.rs"]

@@ -902,3 +902,58 @@ fn a_broken_example_fails_with_document_and_path() {
         run.stdout
     );
 }
+
+#[test]
+fn permission_profiles_map_to_toolhive_builtins_and_a_custom_one_to_a_configmap() {
+    let sb = Env::new();
+    let docker = |image: &str, sandbox: Value| json!({"command": "docker", "args": ["run", "-i", "--rm", image], "sandbox": sandbox});
+    sb.write_home(
+        "settings.json",
+        &json!({
+            "mcpServers": {
+                "quiet": docker("ghcr.io/acme/quiet:1", json!("none")),
+                "online": docker("ghcr.io/acme/online:1", json!("network")),
+                "github": docker("ghcr.io/acme/github:1", json!("gh")),
+                "plain": {"command": "docker", "args": ["run", "-i", "--rm", "ghcr.io/acme/plain:1"]},
+            },
+            "steward": {"sandbox": {"profiles": {"gh": {
+                "read": ["./data"],
+                "network": {"outbound": {"allow_host": ["api.github.com"], "allow_port": [443]}}
+            }}}},
+        })
+        .to_string(),
+    );
+    let run = export(&sb, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let docs = documents(&run.stdout);
+    let profile = |name: &str| doc(&docs, "MCPServer", name)["spec"]["permissionProfile"].clone();
+    assert_eq!(profile("quiet"), json!({"type": "builtin", "name": "none"}));
+    assert_eq!(
+        profile("online"),
+        json!({"type": "builtin", "name": "network"})
+    );
+    // standard: network, with a comment saying what a container already gives.
+    assert_eq!(
+        profile("plain"),
+        json!({"type": "builtin", "name": "network"})
+    );
+    assert!(run.stdout.contains("# sandbox standard:"), "{}", run.stdout);
+    // A custom profile: a ConfigMap holding it in ToolHive's shape.
+    let custom = profile("github");
+    assert_eq!(custom["type"], json!("configmap"), "{custom}");
+    let map = doc(&docs, "ConfigMap", custom["name"].as_str().unwrap());
+    let held: Value = serde_json::from_str(
+        map["data"][custom["key"].as_str().unwrap()]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        held["network"]["outbound"]["allow_host"],
+        json!(["api.github.com"])
+    );
+    assert_eq!(held["network"]["outbound"]["allow_port"], json!([443]));
+    assert_eq!(held["read"], json!(["./data"]));
+    // Every document is valid against the operator's CRDs.
+    assert_valid("the sandbox export", &run.stdout);
+}

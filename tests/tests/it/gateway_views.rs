@@ -282,7 +282,7 @@ fn steward_mcp_refuses_an_unknown_view_with_what_to_use() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("direct, search or direct,search"), "{err}");
+    assert!(err.contains("use direct, search, code"), "{err}");
     let out = env
         .command(&["mcp", "--max-name-len", "8"])
         .stdin(Stdio::null())

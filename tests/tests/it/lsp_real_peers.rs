@@ -227,7 +227,43 @@ fn stop_and_check_nothing_left(mut c: Controller, trees: Vec<u32>) {
 fn four_real_servers_reach_ready_and_answer_through_steward_lsp() {
     let _one = one_at_a_time();
     let env = Env::new();
-    let (c, s) = start_all(&env);
+    four_answer(&env);
+}
+
+#[test]
+fn four_real_servers_answer_under_a_strict_custom_profile() {
+    let _one = one_at_a_time();
+    let env = Env::new();
+    // `none` plus reading the workspace: no network, no home directory, no
+    // writes but their temp dir and the package caches.
+    env.write_home(
+        "settings.json",
+        r#"{"steward": {"sandbox": {"default": "lsp-strict",
+            "profiles": {"lsp-strict": {"read": ["."]}}}}}"#,
+    );
+    let s = four_answer(&env);
+    for name in SERVERS {
+        let sandbox = lsp(&s, name).unwrap().status.sandbox.clone().unwrap();
+        assert_eq!(sandbox.profile, "lsp-strict", "{name}");
+        assert_eq!(
+            sandbox.network,
+            steward_schema::resource::SandboxNetwork::None,
+            "{name}"
+        );
+        assert_eq!(
+            sandbox.enforcement,
+            steward_schema::resource::Enforcement::Full,
+            "{name}: {:?}",
+            sandbox.missing
+        );
+    }
+}
+
+/// Start the four servers in `env` and check each answers; returns the
+/// status they were Ready in.
+fn four_answer(env: &Env) -> WorkspaceStatus {
+    let env = env;
+    let (c, s) = start_all(env);
     let trees: Vec<u32> = pids(&s)
         .into_iter()
         .flat_map(|(_, p)| process_tree(p))
@@ -320,6 +356,7 @@ fn four_real_servers_reach_ready_and_answer_through_steward_lsp() {
     let after = c.status();
     assert_eq!(pids(&after), pids(&s), "a server restarted while in use");
     stop_and_check_nothing_left(c, trees);
+    s
 }
 
 #[test]

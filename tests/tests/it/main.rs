@@ -28,6 +28,7 @@ mod validate;
 mod async_start;
 mod calls_once;
 mod catalog_cache;
+mod code_mode;
 mod demo_walkthrough;
 mod gateway;
 mod gateway_http;

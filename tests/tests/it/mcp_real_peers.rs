@@ -161,3 +161,60 @@ fn removing_a_real_peer_leaves_no_process_behind() {
     c.wait_for("time gone from status", |s| mcp(s, "time").is_none());
     wait_all_gone("time and every descendant exit", &time_tree);
 }
+
+#[test]
+fn real_peers_answer_under_the_none_profile() {
+    let env = Env::new();
+    // No network, no workspace, no home: each reads only the system and its
+    // own runtime (node and its packages; the venv and its Python).
+    env.write_home(
+        "settings.json",
+        &json!({
+            "mcpServers": {"everything": everything(), "time": time()},
+            "steward": {"sandbox": {"default": "none"}},
+        })
+        .to_string(),
+    );
+    let c = env.start(&[]);
+    let s = c.wait_for_within("everything and time Ready", PEER_DEADLINE, |s| {
+        ready(s, "everything") && ready(s, "time")
+    });
+    for name in ["everything", "time"] {
+        let sandbox = mcp(&s, name).unwrap().status.sandbox.clone().unwrap();
+        assert_eq!(
+            (sandbox.profile.as_str(), sandbox.network),
+            ("none", steward_schema::resource::SandboxNetwork::None),
+            "{name}"
+        );
+        assert_eq!(
+            sandbox.enforcement,
+            steward_schema::resource::Enforcement::Full,
+            "{name}: {:?}",
+            sandbox.missing
+        );
+    }
+    // They answer calls.
+    let rt = crate::gateway::runtime();
+    rt.block_on(async {
+        let client = crate::gateway::attach(&env, crate::gateway::Agent::default()).await;
+        let sum =
+            crate::gateway::call(&client, "everything__get-sum", json!({"a": 2, "b": 3})).await;
+        assert!(
+            crate::gateway::text(&sum).contains('5'),
+            "{}",
+            crate::gateway::text(&sum)
+        );
+        let now = crate::gateway::call(
+            &client,
+            "time__get_current_time",
+            json!({"timezone": "UTC"}),
+        )
+        .await;
+        assert_ne!(now.is_error, Some(true), "{}", crate::gateway::text(&now));
+        assert!(
+            crate::gateway::text(&now).contains("UTC"),
+            "{}",
+            crate::gateway::text(&now)
+        );
+    });
+}

@@ -20,7 +20,7 @@ use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, MetaObject, RequestMetaObject};
 use serde_json::{Value, json};
 use steward_tests::fake_mcp::read_record;
-use steward_tests::harness::{DEADLINE, Env, eventually, fake_tools as tools, ready};
+use steward_tests::harness::{Controller, DEADLINE, Env, eventually, fake_tools as tools, ready};
 
 /// What the receiver got: each span with its resource's `service.name`.
 #[derive(Default)]
@@ -155,11 +155,9 @@ fn thread_names(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
-const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
-const CLIENT_SPAN: &str = "00f067aa0ba902b7";
-
-#[test]
-fn a_forwarded_call_continues_the_clients_trace_and_passes_its_own_to_the_server() {
+/// A controller exporting to a new receiver (service
+/// `steward-under-test`), with fake server `alpha` (tool `t1`) Ready.
+fn traced_alpha() -> (Env, Receiver, Controller) {
     let env = Env::new();
     env.user_mcp_servers(&[("alpha", env.fake_mcp("alpha", tools(&["t1"])))]);
     let receiver = Receiver::start();
@@ -175,6 +173,15 @@ fn a_forwarded_call_continues_the_clients_trace_and_passes_its_own_to_the_server
         log,
     );
     c.wait_for("alpha Ready", |s| ready(s, "alpha"));
+    (env, receiver, c)
+}
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+#[test]
+fn a_forwarded_call_continues_the_clients_trace_and_passes_its_own_to_the_server() {
+    let (env, receiver, c) = traced_alpha();
     let threads = thread_names(c.pid());
     assert!(
         threads.iter().any(|t| t.starts_with("OpenTelemetry")),
@@ -293,5 +300,90 @@ fn without_an_endpoint_nothing_is_exported_and_no_exporter_thread_runs() {
         !c.log_text().contains("exporting traces"),
         "{}",
         c.log_text()
+    );
+}
+
+#[test]
+fn a_run_code_programs_inner_calls_are_children_of_its_span() {
+    let (env, receiver, _c) = traced_alpha();
+    let traceparent = format!("00-{TRACE_ID}-{CLIENT_SPAN}-01");
+    let result = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let command = tokio::process::Command::from(env.command(&["mcp", "--expose", "code"]));
+            let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let client = ().serve(transport).await.expect("initialize");
+            let mut meta = MetaObject::new();
+            meta.set_traceparent(traceparent.clone());
+            let Value::Object(arguments) = json!({"code":
+                "await tools.alpha.t1({n: 1}); return await tools.alpha.t1({n: 2});"})
+            else {
+                unreachable!()
+            };
+            let mut params = CallToolRequestParams::new("run_code").with_arguments(arguments);
+            params.meta = Some(RequestMetaObject(meta));
+            let result = client.call_tool(params).await.expect("call");
+            client.cancel().await.unwrap();
+            result
+        });
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    let run = receiver.wait_span("run_code's span", |s| s.name == "tools/call run_code");
+    assert_eq!(hex(&run.trace_id), TRACE_ID, "the client's trace");
+    assert_eq!(hex(&run.parent_span_id), CLIENT_SPAN);
+    let inner: Vec<Span> = eventually(
+        "both inner calls",
+        DEADLINE,
+        Duration::from_millis(50),
+        || {
+            let inner: Vec<Span> = receiver
+                .all()
+                .into_iter()
+                .map(|(_, s)| s)
+                .filter(|s| s.name == "tools/call t1")
+                .collect();
+            if inner.len() == 2 {
+                Ok(inner)
+            } else {
+                Err(format!("{} so far", inner.len()))
+            }
+        },
+    );
+    for span in &inner {
+        assert_eq!(span.parent_span_id, run.span_id, "a child of the run");
+        assert_eq!(span.trace_id, run.trace_id);
+        assert_eq!(
+            string_attr(&span.attributes, "steward.via").as_deref(),
+            Some("code")
+        );
+        assert_eq!(
+            string_attr(&span.attributes, "steward.result").as_deref(),
+            Some("ok")
+        );
+    }
+    // Each inner call passed its own context to the server.
+    let sent: Vec<String> = read_record(&env.record("alpha"))
+        .unwrap()
+        .iter()
+        .filter(|e| e.event == "recv" && e.method() == Some("tools/call"))
+        .filter_map(|e| {
+            e.message
+                .pointer("/params/_meta/traceparent")?
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    let expected: Vec<String> = inner
+        .iter()
+        .map(|s| format!("00-{TRACE_ID}-{}-01", hex(&s.span_id)))
+        .collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(
+        sent.iter().all(|t| expected.contains(t)),
+        "{sent:?} vs {expected:?}"
     );
 }

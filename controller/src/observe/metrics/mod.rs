@@ -90,7 +90,7 @@ struct TransportLabels {
     transport: &'static str,
 }
 
-/// `server`, `result` and, with `--metrics-tool-labels`, `tool`.
+/// `server`, `via`, `result` and, with `--metrics-tool-labels`, `tool`.
 type CallLabels = Vec<(&'static str, String)>;
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -139,6 +139,27 @@ impl QueueInstruments {
     /// A worker spent `took` reconciling a key.
     pub fn worked(&self, took: Duration) {
         self.work_duration.observe(took.as_secs_f64());
+    }
+}
+
+/// How a forwarded `tools/call` came to the agent endpoint (label `via`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// The client called the tool by its exposed name.
+    Direct,
+    /// Through `call_tool` (`--expose search`).
+    Search,
+    /// From a `run_code` program (`--expose code`).
+    Code,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Direct => "direct",
+            Via::Search => "search",
+            Via::Code => "code",
+        }
     }
 }
 
@@ -290,7 +311,7 @@ impl Metrics {
         );
         r.register(
             "tool_calls",
-            "Forwarded tools/call requests by server and result (ok, tool_error, unavailable, timeout, cancelled, error)",
+            "Forwarded tools/call requests by server, how they came (direct, search: call_tool, code: a run_code program) and result (ok, tool_error, unavailable, timeout, cancelled, error)",
             m.tool_calls.clone(),
         );
         r.register(
@@ -394,11 +415,12 @@ impl Metrics {
     }
 
     /// A forwarded call ended (see [`ToolCall`]).
-    fn call_ended(&self, server: &str, tool: &str, result: CallResult, took: Duration) {
+    fn call_ended(&self, server: &str, tool: &str, via: Via, result: CallResult, took: Duration) {
         let mut labels: CallLabels = vec![("server", server.to_owned())];
         if self.tool_labels.load(Ordering::Relaxed) {
             labels.push(("tool", tool.to_owned()));
         }
+        labels.push(("via", via.as_str().to_owned()));
         self.tool_call_duration
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
@@ -425,14 +447,16 @@ impl Metrics {
 #[derive(Debug)]
 pub struct ToolCall {
     began: Instant,
+    via: Via,
     target: Option<(String, String)>,
     result: CallResult,
 }
 
 impl ToolCall {
-    pub fn begin() -> Self {
+    pub fn begin(via: Via) -> Self {
         ToolCall {
             began: Instant::now(),
+            via,
             target: None,
             result: CallResult::Cancelled,
         }
@@ -462,7 +486,7 @@ impl ToolCall {
 impl Drop for ToolCall {
     fn drop(&mut self) {
         if let Some((server, tool)) = &self.target {
-            metrics().call_ended(server, tool, self.result, self.began.elapsed());
+            metrics().call_ended(server, tool, self.via, self.result, self.began.elapsed());
         }
     }
 }
@@ -481,7 +505,13 @@ mod tests {
         m.restarted(ResourceKind::McpServer, "alpha");
         m.started(ResourceKind::McpServer, Duration::from_millis(80));
         m.client_attached("stdio");
-        m.call_ended("alpha", "echo", CallResult::Unavailable, Duration::ZERO);
+        m.call_ended(
+            "alpha",
+            "echo",
+            Via::Direct,
+            CallResult::Unavailable,
+            Duration::ZERO,
+        );
         m.list_changed();
         let text = m.encode(false).unwrap();
         for family in [
@@ -518,7 +548,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(r#"steward_tool_calls_total{server="alpha",result="unavailable"} 1"#),
+            text.contains(
+                r#"steward_tool_calls_total{server="alpha",via="direct",result="unavailable"} 1"#
+            ),
             "{text}"
         );
         assert!(!text.contains("echo"), "no tool label unless asked: {text}");
@@ -531,10 +563,12 @@ mod tests {
     fn tool_labels_come_only_when_asked() {
         let m = Metrics::new();
         m.set_tool_labels(true);
-        m.call_ended("alpha", "echo", CallResult::Ok, Duration::ZERO);
+        m.call_ended("alpha", "echo", Via::Code, CallResult::Ok, Duration::ZERO);
         let text = m.encode(false).unwrap();
         assert!(
-            text.contains(r#"steward_tool_calls_total{server="alpha",tool="echo",result="ok"} 1"#),
+            text.contains(
+                r#"steward_tool_calls_total{server="alpha",tool="echo",via="code",result="ok"} 1"#
+            ),
             "{text}"
         );
     }

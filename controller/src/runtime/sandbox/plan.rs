@@ -94,8 +94,15 @@ impl Report {
             missing: self.missing.clone(),
             notes: self.notes.clone(),
             hosts: self.hosts.clone(),
+            read: shown(&self.read),
+            write: shown(&self.write),
         }
     }
+}
+
+/// Paths as status shows them.
+fn shown(paths: &[PathBuf]) -> Vec<String> {
+    paths.iter().map(|p| p.display().to_string()).collect()
 }
 
 /// The egress a server gets through Steward's proxy.

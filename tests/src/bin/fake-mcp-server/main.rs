@@ -37,9 +37,11 @@
 //! or error), `reportPid` (`structuredContent: {"pid": <pid>}`), `exitMs`
 //! (exit with code 3 this long into the call, never answering it),
 //! `attempt` (what a hostile server tries: see `attempt.rs`; the outcome is
-//! the `structuredContent`) and
-//! `content` (answer with this content array verbatim, for pass-through
-//! tests of every content type). Exit codes: 0 on stdin close or SIGTERM, the
+//! the `structuredContent`), `content` (answer with this content array
+//! verbatim, for pass-through tests of every content type), `isError`
+//! (answer with `isError: true`), `issues` (answer with that many issue
+//! summaries as JSON text, about 450 bytes each) and `issue` (one issue in
+//! full, about 2.5 KB). Exit codes: 0 on stdin close or SIGTERM, the
 //! configured code on `crashAfterMs` or `crashAfterListedMs`, 2 on a bad config.
 
 use std::{

@@ -373,9 +373,15 @@ impl Server {
                 ),
             };
         }
+        if let Some(n) = arguments.get("issues").and_then(Value::as_u64) {
+            text = Value::Array((1..=n).map(issue_summary).collect()).to_string();
+        }
+        if let Some(id) = arguments.get("issue").and_then(Value::as_u64) {
+            text = issue_detail(id).to_string();
+        }
         let mut result = json!({
             "content": [{ "type": "text", "text": text }],
-            "isError": false,
+            "isError": arguments.get("isError") == Some(&json!(true)),
         });
         if let Some(content) = arguments.get("content") {
             result["content"] = content.clone();
@@ -416,6 +422,58 @@ impl Server {
         }
         Ok(result)
     }
+}
+
+/// Issue `id` as a tracker lists it (`issues: N`): about 450 bytes of
+/// JSON, like a real tracker's summaries.
+fn issue_summary(id: u64) -> Value {
+    const AREAS: [&str; 5] = ["parser", "gateway", "scheduler", "storage", "cli"];
+    const STATES: [&str; 3] = ["open", "open", "closed"];
+    let area = AREAS[(id % 5) as usize];
+    let mut labels = vec![format!("area/{area}")];
+    if id % 7 == 3 {
+        labels.push("priority/critical".into());
+    }
+    if id.is_multiple_of(4) {
+        labels.push("kind/bug".into());
+    }
+    json!({
+        "id": id,
+        "title": format!("The {area} loses track of request {id} after a reload under load"),
+        "state": STATES[(id % 3) as usize],
+        "labels": labels,
+        "author": format!("user{}", id * 37 % 101),
+        "assignee": if id.is_multiple_of(2) { Value::Null } else { json!(format!("maintainer{}", id % 9)) },
+        "createdAt": format!("2026-0{}-{:02}T10:{:02}:00Z", 1 + id % 9, 1 + id % 28, id % 60),
+        "comments": id * 13 % 40,
+        "excerpt": format!(
+            "Seen on build {id}: after the config file changes, the {area} answers the next \
+             request with stale data; a restart fixes it until the next reload."
+        ),
+    })
+}
+
+/// Issue `id` in full (`issue: ID`): the summary, a long body and comments.
+fn issue_detail(id: u64) -> Value {
+    let mut issue = issue_summary(id);
+    let body = (1..=12)
+        .map(|line| format!("Step {line}: run the workload against build {id} and watch the log for the reload marker."))
+        .collect::<Vec<_>>()
+        .join("\n");
+    issue["body"] = json!(body);
+    issue["comments"] = Value::Array(
+        (1..=6)
+            .map(|n| {
+                json!({
+                    "author": format!("user{}", (id + n) % 50),
+                    "body": format!("Reproduced on build {}: same stale answer after the second reload, {} ms after it.", id + n, n * 120),
+                    "reactions": n % 3,
+                })
+            })
+            .collect(),
+    );
+    issue["timeSpentMinutes"] = json!(id * 17 % 300);
+    issue
 }
 
 /// `default` with the fields of `fields` laid over it.

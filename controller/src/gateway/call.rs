@@ -1,0 +1,368 @@
+//! The call path of one `tools/call`: a direct call, `call_tool` (search)
+//! and each inner call of a `run_code` program (code mode) all go through
+//! [`Gateway::forward_tool`] — resolve the exposed name (waiting while its
+//! server starts or restarts), count it (`status.calls`, metrics with how it
+//! came), trace it, forward it over the server's relay, and turn what went
+//! wrong into the tool error or protocol error the client gets. A call that
+//! never reached a closing connection goes to the next one once; one that
+//! did is never sent twice.
+
+use std::sync::Arc;
+
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
+    ClientResult, CompleteResult, ContentBlock, ErrorCode, ErrorData, GetPromptResult,
+    ProgressNotificationParam, ReadResourceResult, RequestId, RequestMetaObject, ResultType,
+    ServerRequest, ServerResult, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{Peer, RoleServer};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use super::Gateway;
+use super::registry::Upstream;
+use super::route::{Kind, Refusal};
+use crate::observe::metrics::{CallResult, ToolCall, Via};
+use crate::observe::trace;
+use crate::runtime::mcp::{CallError, Caller};
+
+/// Whose request a forwarded one is: the client it came from (the server's
+/// own requests — sampling, elicitation — go to it), its cancellation, its
+/// `_meta` (progress token, trace context), and how it came.
+#[derive(Clone)]
+pub struct Origin {
+    pub peer: Peer<RoleServer>,
+    pub ct: CancellationToken,
+    pub meta: RequestMetaObject,
+    pub id: RequestId,
+    pub via: Via,
+    /// The span an inner call of code mode is a child of (the `run_code`
+    /// call's); a client's own call continues the client's trace instead.
+    pub parent: Option<tracing::Span>,
+}
+
+impl Origin {
+    /// A client's own request.
+    pub fn of(context: &RequestContext<RoleServer>, via: Via) -> Origin {
+        Origin {
+            peer: context.peer.clone(),
+            ct: context.ct.clone(),
+            meta: context.meta.clone(),
+            id: context.id.clone(),
+            via,
+            parent: None,
+        }
+    }
+}
+
+/// Checks a call's arguments against the tool's definition as the live
+/// connection offers it, just before it is sent (code mode): `Err` says what
+/// is wrong, and the call is not sent.
+pub type Precheck<'a> = &'a (dyn Fn(&Tool) -> Result<(), String> + Send + Sync);
+
+/// Why a call got no answer from its tool.
+#[derive(Debug)]
+pub enum CallFailure {
+    /// A protocol error for the client (unknown tool, the server's own error).
+    Error(ErrorData),
+    /// The precheck refused the arguments; nothing was sent.
+    Invalid(String),
+}
+
+pub fn tool_error(text: String) -> CallToolResponse {
+    CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(text)]))
+}
+
+/// The client of one forwarded request, for the relay.
+pub struct ClientCaller {
+    pub peer: Peer<RoleServer>,
+}
+
+impl Caller for ClientCaller {
+    fn progress(&self, params: ProgressNotificationParam) -> BoxFuture<'static, ()> {
+        let peer = self.peer.clone();
+        async move {
+            let _ = peer.notify_progress(params).await;
+        }
+        .boxed()
+    }
+
+    fn forward(
+        &self,
+        request: ServerRequest,
+    ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
+        let peer = self.peer.clone();
+        async move {
+            let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
+            let (declared, what) = match &request {
+                ServerRequest::CreateMessageRequest(_) => (
+                    capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
+                    "sampling",
+                ),
+                ServerRequest::ElicitRequest(_) => (
+                    capabilities.as_ref().is_some_and(|c| c.elicitation.is_some()),
+                    "elicitation",
+                ),
+                ServerRequest::ListRootsRequest(_) => (
+                    capabilities.as_ref().is_some_and(|c| c.roots.is_some()),
+                    "roots",
+                ),
+                _ => (true, "this request"),
+            };
+            if !declared {
+                return Err(ErrorData::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!(
+                        "the agent connected to Steward did not declare the {what} capability, so the server's {what} request cannot be answered"
+                    ),
+                    None,
+                ));
+            }
+            peer.send_request(request).await.map_err(|e| match e {
+                rmcp::service::ServiceError::McpError(e) => e,
+                other => ErrorData::internal_error(format!("the agent did not answer: {other}"), None),
+            })
+        }
+        .boxed()
+    }
+}
+
+/// A `tools/call` answer that is not a `CallToolResult` variant (a server
+/// answering `{}`), read as one.
+fn as_call_tool_result(result: ServerResult) -> Option<CallToolResponse> {
+    match result {
+        ServerResult::CallToolResult(r) => Some(CallToolResponse::Complete(complete(r))),
+        ServerResult::CreateTaskResult(t) => Some(CallToolResponse::Task(t)),
+        ServerResult::InputRequiredResult(r) => Some(CallToolResponse::InputRequired(r)),
+        other => serde_json::to_value(&other)
+            .ok()
+            .and_then(|v| serde_json::from_value::<CallToolResult>(v).ok())
+            .map(|r| CallToolResponse::Complete(complete(r))),
+    }
+}
+
+/// A final result as a 2026-07-28 client needs it: an upstream server of an
+/// older version sends no `resultType`, which that version requires (rmcp
+/// leaves it out again for clients of older versions).
+pub trait Final {
+    fn result_type(&mut self) -> &mut Option<ResultType>;
+}
+
+macro_rules! final_result {
+    ($($t:ty),*) => {$(
+        impl Final for $t {
+            fn result_type(&mut self) -> &mut Option<ResultType> {
+                &mut self.result_type
+            }
+        }
+    )*};
+}
+
+final_result!(
+    CallToolResult,
+    GetPromptResult,
+    ReadResourceResult,
+    CompleteResult
+);
+
+pub fn complete<T: Final>(mut result: T) -> T {
+    result.result_type().get_or_insert(ResultType::COMPLETE);
+    result
+}
+
+impl Gateway {
+    /// Forward a call of `exposed` to its server, counted and timed
+    /// ([`ToolCall`]).
+    pub async fn forward_tool(
+        &self,
+        exposed: &str,
+        params: CallToolRequestParams,
+        max_name_len: usize,
+        origin: &Origin,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.forward_checked(exposed, params, max_name_len, origin, None)
+            .await
+            .map_err(|failure| match failure {
+                CallFailure::Error(e) => e,
+                // No precheck, no refusal.
+                CallFailure::Invalid(why) => ErrorData::invalid_params(why, None),
+            })
+    }
+
+    /// [`Self::forward_tool`], with the arguments checked by `precheck`
+    /// against the definition of the tool it resolves to.
+    pub async fn forward_checked(
+        &self,
+        exposed: &str,
+        params: CallToolRequestParams,
+        max_name_len: usize,
+        origin: &Origin,
+        precheck: Option<Precheck<'_>>,
+    ) -> Result<CallToolResponse, CallFailure> {
+        let span = match &origin.parent {
+            Some(parent) => trace::inner_call_span(parent, &origin.id),
+            None => {
+                let span = trace::tool_call_span(&origin.id);
+                trace::continue_from(&span, Some(&origin.meta));
+                span
+            }
+        };
+        let mut call = ToolCall::begin(origin.via);
+        let answer = self
+            .forward_tool_as(exposed, params, max_name_len, origin, precheck, &mut call)
+            .instrument(span.clone())
+            .await;
+        trace::tool_call_ended(&span, &call);
+        answer
+    }
+
+    async fn forward_tool_as(
+        &self,
+        exposed: &str,
+        mut params: CallToolRequestParams,
+        max_name_len: usize,
+        origin: &Origin,
+        precheck: Option<Precheck<'_>>,
+        call: &mut ToolCall,
+    ) -> Result<CallToolResponse, CallFailure> {
+        let gateway = self;
+        let caller_token = origin.meta.get_progress_token();
+        let mut retried = false;
+        // One call counted once, even when it is retried on a new connection.
+        let mut counted = None;
+        loop {
+            let (up, original) = match gateway.resolve(Kind::Tool, exposed, max_name_len).await {
+                Ok(found) => found,
+                Err(Refusal::Unavailable { server, why }) => {
+                    // Counted as a failed call of that server.
+                    drop(gateway.registry.counters(&server).begin());
+                    let tool = exposed
+                        .strip_prefix(&format!("{server}__"))
+                        .unwrap_or(exposed);
+                    call.to(&server, tool);
+                    call.ended(CallResult::Unavailable);
+                    return Ok(tool_error(why));
+                }
+                Err(Refusal::Unknown(why)) => {
+                    return Err(CallFailure::Error(ErrorData::invalid_params(why, None)));
+                }
+            };
+            if let Some(check) = precheck
+                && let Some(tool) = up.catalog.tools.iter().find(|t| t.name == original)
+            {
+                // Not counted: the call is the program's mistake, never sent.
+                check(tool).map_err(CallFailure::Invalid)?;
+            }
+            call.to(&up.server, &original);
+            let guard = counted
+                .take()
+                .unwrap_or_else(|| gateway.registry.counters(&up.server).begin());
+            params.name = original.into();
+            // The call's trace context (or, not traced, its client's) goes on.
+            trace::pass_on(&tracing::Span::current(), &origin.meta, &mut params.meta);
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            let idle = gateway
+                .store
+                .snapshot()
+                .desired
+                .policy
+                .tool_idle_timeout(gateway.config.tool_idle_env);
+            let answer = forward(&up, request, origin, caller_token.clone(), idle).await;
+            let server = &up.server;
+            call.ended(match &answer {
+                Err(CallError::Cancelled) => CallResult::Cancelled,
+                Err(CallError::Closed | CallError::NotSent) => CallResult::Unavailable,
+                Err(CallError::Timeout(_) | CallError::Idle(_)) => CallResult::Timeout,
+                Err(_) => CallResult::Error,
+                Ok(_) => CallResult::Ok,
+            });
+            return match answer {
+                Ok(result) => match as_call_tool_result(result) {
+                    Some(response) => {
+                        if matches!(&response, CallToolResponse::Complete(r) if r.is_error == Some(true))
+                        {
+                            call.ended(CallResult::ToolError);
+                        } else {
+                            guard.succeeded();
+                        }
+                        Ok(response)
+                    }
+                    None => {
+                        call.ended(CallResult::Error);
+                        Err(CallFailure::Error(unexpected(server, "tools/call")))
+                    }
+                },
+                Err(CallError::Server(error)) => Err(CallFailure::Error(error)),
+                Err(CallError::Cancelled) => Err(CallFailure::Error(ErrorData::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    "the request was cancelled",
+                    None,
+                ))),
+                // Never reached the server: it may go to the next connection.
+                Err(CallError::NotSent) => {
+                    if !retried && gateway.worth_another_try(&up) {
+                        retried = true;
+                        counted = Some(guard);
+                        continue;
+                    }
+                    Ok(tool_error(format!(
+                        "server \"{server}\" closed the connection before the call was sent (it exited or was stopped); see `steward describe {server}`"
+                    )))
+                }
+                // Sent: the server may have acted on it, so it is never
+                // sent again (a call never runs twice).
+                Err(CallError::Closed) => Ok(tool_error(format!(
+                    "server \"{server}\" stopped while serving this call (it exited, crashed or was stopped); \
+                     the tool may or may not have run: check before calling it again. See `steward describe {server}`"
+                ))),
+                Err(CallError::Timeout(t)) => Ok(tool_error(format!(
+                    "server \"{server}\" did not answer within {} (the entry's \"timeout\")",
+                    humantime::format_duration(t)
+                ))),
+                Err(CallError::Idle(t)) => Ok(tool_error(format!(
+                    "server \"{server}\" sent neither an answer nor progress for {} (mcp.toolIdleTimeoutMs); the call was cancelled",
+                    humantime::format_duration(t)
+                ))),
+                Err(CallError::Other(e)) => Ok(tool_error(format!(
+                    "forward the call to server \"{server}\": {e}"
+                ))),
+            };
+        }
+    }
+}
+
+/// Forward `request` to `up` for the client of `origin`: the server's
+/// progress (when `progress`, the client's token, asks for it) and its own
+/// requests go to that client, and the client's cancellation ends the call.
+pub async fn forward(
+    up: &Upstream,
+    request: ClientRequest,
+    origin: &Origin,
+    progress: Option<rmcp::model::ProgressToken>,
+    idle: Option<std::time::Duration>,
+) -> Result<ServerResult, CallError> {
+    let caller = Arc::new(ClientCaller {
+        peer: origin.peer.clone(),
+    });
+    up.handle
+        .call(request, caller, progress, up.timeout, idle, &origin.ct)
+        .await
+}
+
+/// The error for an answer of the wrong kind.
+pub fn unexpected(server: &str, method: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!("server \"{server}\" answered {method} with something else"),
+        None,
+    )
+}
+
+pub fn call_error(server: &str, error: CallError) -> ErrorData {
+    match error {
+        CallError::Server(e) => e,
+        other => ErrorData::internal_error(format!("server \"{server}\": {other}"), None),
+    }
+}
