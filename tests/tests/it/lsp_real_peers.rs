@@ -262,7 +262,6 @@ fn four_real_servers_answer_under_a_strict_custom_profile() {
 /// Start the four servers in `env` and check each answers; returns the
 /// status they were Ready in.
 fn four_answer(env: &Env) -> WorkspaceStatus {
-    let env = env;
     let (c, s) = start_all(env);
     let trees: Vec<u32> = pids(&s)
         .into_iter()
@@ -280,7 +279,7 @@ fn four_answer(env: &Env) -> WorkspaceStatus {
 
     // clangd: a hover on the call shows the callee's real signature.
     let loc = format!("{}:{CALL_LINE}:{CALL_COL}", env.ws.join("main.c").display());
-    let hover = steward_lsp(&env, &["hover", &loc]).expect("clangd hover");
+    let hover = steward_lsp(env, &["hover", &loc]).expect("clangd hover");
     let text = hover_text(&hover);
     assert!(
         text.contains("add_numbers(int left, int right)"),
@@ -295,7 +294,7 @@ fn four_answer(env: &Env) -> WorkspaceStatus {
         PEER_DEADLINE,
         Duration::from_millis(100),
         || {
-            let d = steward_lsp(&env, &["diagnostics", app.to_str().unwrap()])?;
+            let d = steward_lsp(env, &["diagnostics", app.to_str().unwrap()])?;
             d.as_array()
                 .filter(|a| !a.is_empty())
                 .cloned()
@@ -321,7 +320,7 @@ fn four_answer(env: &Env) -> WorkspaceStatus {
 
     // bash-language-server: the function is a document symbol.
     let sh = env.ws.join("run.sh");
-    let symbols = steward_lsp(&env, &["symbols", sh.to_str().unwrap()]).expect("bash symbols");
+    let symbols = steward_lsp(env, &["symbols", sh.to_str().unwrap()]).expect("bash symbols");
     assert!(
         symbols
             .as_array()
@@ -331,9 +330,9 @@ fn four_answer(env: &Env) -> WorkspaceStatus {
 
     // pylsp, named explicitly (pyright owns `.py` by extension).
     let lib = env.ws.join("lib.py");
-    let params = json!({"textDocument": {"uri": file_uri(&env, "lib.py")}}).to_string();
+    let params = json!({"textDocument": {"uri": file_uri(env, "lib.py")}}).to_string();
     let symbols = steward_lsp(
-        &env,
+        env,
         &[
             "request",
             "--server",
