@@ -19,6 +19,9 @@
 //! 5. [`admission`] decides, per server, whether it may run and why not;
 //! 6. [`resource`] is the contract those results are published in;
 //!    [`redact`] is how a published spec is shown without its secrets.
+//!
+//! [`pathglob`] is what `dev.watch` globs mean: which files of a server's
+//! source tree are watched (checked here, matched by the controller).
 pub mod admission;
 pub mod canonical;
 pub mod desired;
@@ -31,6 +34,7 @@ pub mod jsonc;
 pub mod lenient;
 pub mod load;
 pub mod memo;
+pub mod pathglob;
 pub mod qwen;
 pub mod redact;
 pub mod resource;

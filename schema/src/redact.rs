@@ -435,6 +435,7 @@ mod tests {
             oauth: None,
             qwen: Default::default(),
             extension_name: None,
+            dev: None,
             config_hash: "h".to_owned(),
             approval_hash: "a".to_owned(),
             as_written: AsWritten {

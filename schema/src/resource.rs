@@ -193,6 +193,11 @@ pub struct McpServerSpec {
     /// The extension that provides it (scope `extension`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extension_name: Option<String>,
+    /// Developing the server: reloaded when its source changes. Not part of
+    /// the connection fingerprint (editing it re-arms the watch, restarts
+    /// nothing); part of the approval, as any field of the entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<DevSpec>,
     /// Connection fingerprint: a change restarts the connection.
     pub config_hash: String,
     /// What an approval binds to: Qwen Code's hash of the entry as Qwen Code
@@ -278,6 +283,19 @@ pub struct QwenMcpFields {
     pub discovery_timeout_ms: Option<u64>,
 }
 
+/// `dev` of a server, normalized: the source files whose change reloads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DevSpec {
+    /// Globs relative to `cwd` (validated), as written.
+    pub watch: Vec<String>,
+    /// Shell command run before the server is replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    /// Absolute directory the globs are relative to and the build runs in.
+    pub cwd: String,
+}
+
 /// Where a tcp/socket language server listens (normalized).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -324,7 +342,11 @@ pub struct LspServerSpec {
     pub trust_required: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extension_name: Option<String>,
-    /// Hash of every field above except scope/extensionName (and the name).
+    /// Developing the server: restarted when its source changes (not part
+    /// of `configHash`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<DevSpec>,
+    /// Hash of every field above except scope/extensionName/dev (and the name).
     pub config_hash: String,
     /// `args` and `env` as written in the source, for display without
     /// secrets ([`crate::redact`]). Not hashed, never serialized.
@@ -487,12 +509,59 @@ pub struct ServerStatus {
     /// MCP: prompts held back for the same reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prompts_quarantined: Vec<Quarantined>,
+    /// A server with `dev`: its source watch, last build and reloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<DevStatus>,
     /// On a failure, the server's last stderr lines, which `message` ends
     /// with: kept apart so that nothing reads them back out of the text.
     /// Not part of the document.
     #[serde(skip)]
     #[schemars(skip)]
     pub stderr_tail: Vec<String>,
+}
+
+/// What `dev` does for a server (`status.dev`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DevStatus {
+    /// The watched files are watched now.
+    pub watching: bool,
+    /// Why they are not, when not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// How many files the globs match now.
+    pub files: u64,
+    /// A build runs now.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub building: bool,
+    /// The last build that ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_build: Option<LastBuild>,
+    /// Times the server was replaced for a change of its source.
+    pub reloads: u64,
+}
+
+/// How a build ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum BuildResult {
+    Succeeded,
+    /// It exited with a code other than 0, was killed, or could not start.
+    Failed,
+    /// It ran longer than the entry's `timeout` and was stopped.
+    TimedOut,
+}
+
+/// The last build of a `dev` server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastBuild {
+    pub result: BuildResult,
+    pub duration_ms: u64,
+    /// RFC 3339 time it ended.
+    pub at: String,
+    /// Its last lines of output (stdout and stderr).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tail: Vec<String>,
 }
 
 /// A tool or prompt held back because its definition changed since it was
@@ -651,6 +720,7 @@ impl ServerStatus {
             calls: None,
             tools_quarantined: Vec::new(),
             prompts_quarantined: Vec::new(),
+            dev: None,
             stderr_tail: Vec::new(),
         }
     }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::dev::build_dev;
 use super::document::LSP_ENTRY;
 use super::entries::{collect_built, expand_field, expand_list, expand_map, expand_one};
 use super::paths::{absolute_in, file_uri, file_uri_path, normalize_lexically};
@@ -189,6 +190,7 @@ fn placeholder_lsp(
         max_restarts: DEFAULT_MAX_RESTARTS,
         trust_required: true,
         extension_name,
+        dev: None,
         as_written: Default::default(),
         config_hash: hash_value(literal),
     }
@@ -338,6 +340,14 @@ fn build_lsp(
         LspOrigin::Workspace => true,
         LspOrigin::Extension { .. } => entry.trust_required.unwrap_or(true),
     };
+    let dev = build_dev(
+        entry.dev.as_ref(),
+        Path::new(&workspace_folder),
+        cx.workspace,
+        &vars,
+        warnings,
+        &mut errors,
+    );
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -366,6 +376,7 @@ fn build_lsp(
         max_restarts: entry.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS),
         trust_required,
         extension_name,
+        dev,
         config_hash: String::new(),
         as_written: redact::lsp_as_written(entry),
     };
