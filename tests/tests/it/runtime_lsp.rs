@@ -60,6 +60,7 @@ fn spec(workspace: &Path, transport: LspTransport) -> LspServerSpec {
         max_restarts: 3,
         trust_required: true,
         extension_name: None,
+        dev: None,
         config_hash: String::new(),
         as_written: Default::default(),
     }
