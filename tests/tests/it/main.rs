@@ -27,6 +27,7 @@ mod async_start;
 mod calls_once;
 mod catalog_cache;
 mod demo_walkthrough;
+mod dev_reload;
 mod gateway;
 mod gateway_http;
 mod gateway_real_clients;
