@@ -624,6 +624,8 @@ impl Reconciler {
             s.capabilities = None;
             s.next_retry_at = None;
             s.started_at = None;
+            // Not watched while it may not run.
+            s.dev = None;
             set_condition(
                 &mut s.conditions,
                 "Admitted",

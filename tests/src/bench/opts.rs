@@ -56,6 +56,7 @@ pub const SCENARIOS: &[&str] = &[
     "first-list",
     "restarts",
     "lazy",
+    "dev",
     "observe",
 ];
 
@@ -65,7 +66,7 @@ steward-bench: benchmarks of `steward run` with fake MCP servers (JSON on stdout
 Options:
   --quick               small smoke run (< 30 s)
   --only A,B            scenarios: reload, burst, cold, cost, mcp-hub, readiness, gate,
-                        gateway, search, storm, first-list, restarts, lazy, observe
+                        gateway, search, storm, first-list, restarts, lazy, dev, observe
                         (default: all)
   --observe watch|poll  how status is observed (default: watch stream)
   --edits N             edits per reload level (default 24; quick 4)

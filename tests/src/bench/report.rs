@@ -434,6 +434,10 @@ pub fn bench(opts: Opts) -> Result<()> {
         out["lazy"] = with_targets(&mut more_targets, run_scenario("lazy", || lazy::lazy(&ctx)));
     }
 
+    if on("dev") {
+        out["dev"] = with_targets(&mut more_targets, run_scenario("dev", || dev::dev(&ctx)));
+    }
+
     // Ratios steward / mcp-hub, at the same N.
     if let Some(Ok(h)) = &hub {
         let mut ratios = serde_json::Map::new();

@@ -68,11 +68,13 @@ impl DevSlot {
         self.attempted == 0 && self.built == 0 && self.build.is_none()
     }
 
-    /// Stops a running build (its task stops and reaps it); returns its
-    /// task, for a caller that waits.
+    /// Stops a running build (its task stops and reaps it); its change is
+    /// built again by the next reconcile that may. Returns its task, for a
+    /// caller that waits.
     pub(super) fn cancel(&mut self) -> Option<JoinHandle<()>> {
         let build = self.build.take()?;
         build.cancel.cancel();
+        self.attempted = self.built;
         Some(build.task)
     }
 }
