@@ -6,7 +6,10 @@
 //! One controller, three fakes reading their tools at start: `nobuild`
 //! from its watched file (`dev.watch` names it), `build` from a file its
 //! `dev.build` copies from the watched one (`out/` is never watched), and
-//! `config` from its entry (the edit rewrites `settings.json` by rename).
+//! `config` from its entry (the edit rewrites `settings.json` by rename);
+//! and `py`, a real Python server on the PyPI `mcp` SDK (the peers' venv),
+//! whose `server.py` each save rewrites with one more tool function (its
+//! start, about a second of Python imports, is part of its figure).
 //! An rmcp client runs `steward mcp` and timestamps
 //! `notifications/tools/list_changed` on receipt. Each save writes the
 //! watched file by rename with one more tool; the clock starts right
@@ -46,6 +49,29 @@ fn overlay(tools: &[String]) -> String {
     json!({ "tools": tools }).to_string()
 }
 
+/// A Python server on the PyPI `mcp` SDK offering `t` and `tools`.
+fn python_server(tools: &[String]) -> String {
+    let mut text = String::from("from mcp.server import MCPServer\n\napp = MCPServer(\"py\")\n");
+    for tool in tools {
+        text.push_str(&format!(
+            "\n\n@app.tool()\ndef {tool}() -> str:\n    \"\"\"{tool}.\"\"\"\n    return \"{tool}\"\n"
+        ));
+    }
+    text.push_str("\n\nif __name__ == \"__main__\":\n    app.run()\n");
+    text
+}
+
+/// The fleet's settings plus the Python server `py` (`python` runs it).
+fn settings(fleet: &Fleet, python: &Path) -> Result<String> {
+    let mut doc: Value = serde_json::from_str(&fleet.content(false))?;
+    doc["mcpServers"]["py"] = json!({
+        "command": python.to_string_lossy(),
+        "args": ["-B", "py/server.py"],
+        "dev": {"watch": "py/*.py"},
+    });
+    Ok(doc.to_string())
+}
+
 pub(super) fn dev(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Value>)> {
     let saves = if ctx.opts.quick { 4 } else { 24 };
     let sb = GuardedEnv::new();
@@ -73,11 +99,25 @@ pub(super) fn dev(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Value>)> 
         json!({"watch": "src/build.json", "build": "cp src/build.json out/build.json"}),
     );
     let config = fleet.push("config", &base);
-    let settings = sb.env.home.join("settings.json");
-    write_by_rename(&settings, &fleet.content(false), 0)?;
+    let python = first_list::peers_dir().join("venv/bin/python");
+    if !python.is_file() {
+        bail!(
+            "{} is not installed (the PyPI mcp SDK's venv; set STEWARD_PEERS_DIR)",
+            python.display()
+        );
+    }
+    write_by_rename(&ws.join("py/server.py"), &python_server(&first), 0)?;
+    let settings_file = sb.env.home.join("settings.json");
+    write_by_rename(&settings_file, &settings(&fleet, &python)?, 0)?;
     let mut stw = Stw::spawn(ctx, &sb.env, &[])?;
     let mut obs = stw.observe(ctx.opts.observe)?;
-    obs.wait("3 servers Ready", |_, s| all_ready(s, &fleet))?;
+    let every_ready = |s: &WorkspaceStatus| {
+        s.items.len() == 4
+            && s.items
+                .iter()
+                .all(|i| matches!(i, Item::McpServer(m) if fresh_ready(m)))
+    };
+    obs.wait("4 servers Ready", |_, s| every_ready(s))?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -91,12 +131,19 @@ pub(super) fn dev(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Value>)> 
     let mut p50 = BTreeMap::new();
     let mut last = Instant::now();
     let mut seq = 1;
+    // `py` is not in the fleet: it gets the next index.
+    let py = fleet.len();
     for (label, idx) in [
         ("withoutBuild", nobuild),
         ("withBuild", build),
         ("configEdit", config),
+        ("pythonWithoutBuild", py),
     ] {
-        let name = fleet.names[idx].clone();
+        let name = fleet
+            .names
+            .get(idx)
+            .cloned()
+            .unwrap_or_else(|| "py".to_owned());
         progress(format!("dev: {label}, {saves} saves"));
         let (mut changed_ms, mut listed_ms) = (Vec::new(), Vec::new());
         let mut tools = first.clone();
@@ -108,7 +155,9 @@ pub(super) fn dev(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, Value>)> 
             seq += 1;
             let t0 = if idx == config {
                 fleet.configs[idx].tools = tools.clone();
-                write_by_rename(&settings, &fleet.content(false), seq)?
+                write_by_rename(&settings_file, &settings(&fleet, &python)?, seq)?
+            } else if idx == py {
+                write_by_rename(&ws.join("py/server.py"), &python_server(&tools), seq)?
             } else {
                 let watched = if idx == nobuild {
                     "src/nobuild.json"
