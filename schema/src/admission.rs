@@ -17,8 +17,9 @@ use crate::glob;
 use crate::load::DroppedSpec;
 use crate::resource::{
     API_VERSION, Condition, ConditionStatus, Item, LspServer, LspServerSpec, McpServer,
-    McpServerSpec, Metadata, Phase, Reason, ServerStatus,
+    McpServerSpec, Metadata, Phase, Reason, ServerStatus, sandbox_in_force,
 };
+use crate::sandbox::{Resolved, Sandbox};
 
 /// Why a server may not run, with a human explanation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,7 +156,13 @@ pub fn admit_mcp(name: &str, spec: &McpServerSpec, state: &DesiredState) -> Opti
         );
     }
     match approval_state(name, spec, &state.approvals) {
-        ApprovalState::NotRequired | ApprovalState::Approved => None,
+        ApprovalState::NotRequired => None,
+        ApprovalState::Approved => sandbox_widened(name, spec, state).map(|wider| Blocked {
+            reason: Reason::PendingApproval,
+            message: format!(
+                "approved, but its sandbox is now wider than what was approved: {wider}; run `steward approve {name}` to allow it"
+            ),
+        }),
         ApprovalState::Pending => {
             let edited = state.approvals.contains_key(name);
             blocked(
@@ -179,6 +186,32 @@ pub fn admit_mcp(name: &str, spec: &McpServerSpec, state: &DesiredState) -> Opti
             ),
         ),
     }
+}
+
+/// What the profile in force of approved gated server `name` grants beyond
+/// the one its approval was given for (Steward's own record when it has one
+/// for this `approvalHash`; else the default profile — an approval made
+/// with `qwen mcp approve` approved no more than that). `None` when it is
+/// not wider: narrowing never asks again.
+pub fn sandbox_widened(name: &str, spec: &McpServerSpec, state: &DesiredState) -> Option<String> {
+    let Resolved::Profile { sandbox: now, .. } = sandbox_in_force(&spec.resolved_sandbox) else {
+        return None;
+    };
+    let approved = match state.sandbox_approvals.get(name) {
+        Some(record) if record.approval_hash == spec.approval_hash => record.sandbox.clone(),
+        _ => state
+            .policy
+            .sandbox
+            .default_profile()
+            .unwrap_or_else(|_| Sandbox::standard()),
+    };
+    let home = state.home.as_deref().unwrap_or(std::path::Path::new("~"));
+    now.widens(&approved, home, &state.workspace).map(|wider| {
+        format!(
+            "profile \"{}\" {wider}, beyond the approved \"{}\"",
+            now.profile, approved.profile
+        )
+    })
 }
 
 fn scope_word(spec: &McpServerSpec) -> &'static str {

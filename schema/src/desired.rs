@@ -18,10 +18,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::formats::{ApprovalRecord, TrustedFoldersFile};
+use crate::formats::{ApprovalRecord, SandboxApproval, TrustedFoldersFile};
 use crate::glob;
 use crate::load::{Content, DroppedSpec, ExtensionContent, ParsedSource, SettingsContent};
 use crate::resource::{LspServerSpec, McpServerSpec, SourceKind};
+use crate::sandbox::{Resolved, SandboxPolicy};
 use crate::trust;
 
 /// Every source of one workspace, as last loaded.
@@ -39,6 +40,7 @@ pub struct SourceSet {
     pub cli_mcp: Vec<ParsedSource>,
     pub trusted_folders: ParsedSource,
     pub approvals: ParsedSource,
+    pub sandbox_approvals: ParsedSource,
 }
 
 impl SourceSet {
@@ -58,13 +60,21 @@ impl SourceSet {
         .into_iter()
         .chain(self.extensions.iter())
         .chain(self.cli_mcp.iter())
-        .chain([&self.trusted_folders, &self.approvals])
+        .chain([
+            &self.trusted_folders,
+            &self.approvals,
+            &self.sandbox_approvals,
+        ])
     }
 }
 
-/// Command-line inputs that bound admission for the controller's lifetime.
+/// Command-line inputs that bound admission for the controller's lifetime,
+/// and the one fact of its environment the sandbox compares paths with.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CliOptions {
+    /// The user's home directory (`~` in sandbox profiles); `None` in pure
+    /// tests, where `~` paths compare as written.
+    pub home: Option<PathBuf>,
     /// `--allowed-mcp-server-names`: an immutable upper bound.
     pub allowed_mcp: Option<Vec<String>>,
     /// `--allowed-lsp-server-names`: an immutable upper bound.
@@ -117,6 +127,8 @@ pub struct Policy {
     pub lsp_require_trusted_workspace: bool,
     pub lsp_allowed: AllowList,
     pub lsp_excluded: Vec<String>,
+    /// `steward.sandbox`, from the layers the workspace does not control.
+    pub sandbox: SandboxPolicy,
 }
 
 impl Policy {
@@ -172,6 +184,10 @@ pub struct DesiredState {
     pub lsp: BTreeMap<String, DesiredLsp>,
     /// This workspace's approval records, by server name.
     pub approvals: BTreeMap<String, ApprovalRecord>,
+    /// The profile each approval of this workspace was given for.
+    pub sandbox_approvals: BTreeMap<String, SandboxApproval>,
+    /// The user's home directory (`~` of sandbox profiles).
+    pub home: Option<PathBuf>,
     /// Entries of the sources in force that produced no spec, by name (MCP
     /// and LSP apart), unless a valid definition of the name exists.
     pub invalid_mcp: BTreeMap<String, InvalidEntry>,
@@ -214,6 +230,35 @@ fn union(into: &mut Vec<String>, more: &Option<Vec<String>>) {
     }
 }
 
+/// Whether a file of `kind` is under the workspace's control (anything that
+/// can write the workspace can write it).
+pub fn workspace_controlled(kind: SourceKind) -> bool {
+    matches!(
+        kind,
+        SourceKind::ProjectMcpJson | SourceKind::WorkspaceSettings | SourceKind::LspJson
+    )
+}
+
+/// `standard` with nothing to say: what a spec holds when it holds nothing
+/// (its fingerprint stays what it was before profiles existed).
+fn is_plain_standard(resolved: &Resolved) -> bool {
+    matches!(resolved, Resolved::Profile { sandbox, note: None, require: false } if sandbox.is_standard())
+}
+
+/// A `configHash` that also covers the profile in force: a server whose
+/// profile changes (its entry, a named profile, the default) restarts.
+fn with_sandbox(config_hash: &str, resolved: &Resolved) -> String {
+    let sandbox = match resolved {
+        Resolved::Profile {
+            sandbox, require, ..
+        } => serde_json::json!({"profile": sandbox, "require": require}),
+        Resolved::Unknown(why) => serde_json::Value::String(why.clone()),
+    };
+    crate::canonical::hash_value(
+        &serde_json::json!({"configHash": config_hash, "sandbox": sandbox}),
+    )
+}
+
 /// Merge `sources` into the desired state of `workspace` (canonical).
 /// `resolve` canonicalizes trust-rule paths (identity in pure tests).
 pub fn desired_state(
@@ -250,6 +295,21 @@ pub fn desired_state(
             }
             if let Some(v) = s.lsp_require_trusted_workspace {
                 policy.lsp_require_trusted_workspace = v;
+            }
+            // Nor can it widen its own sandbox.
+            if let Some(sandbox) = &s.sandbox {
+                if sandbox.default.is_some() {
+                    policy.sandbox.default = sandbox.default.clone();
+                }
+                if let Some(v) = sandbox.require {
+                    policy.sandbox.require = v;
+                }
+                for (name, profile) in sandbox.profiles.iter().flatten() {
+                    policy
+                        .sandbox
+                        .profiles
+                        .insert(name.clone(), profile.clone());
+                }
             }
         }
     }
@@ -364,6 +424,13 @@ pub fn desired_state(
         }
     }
 
+    let sandbox_approvals = match &sources.sandbox_approvals.content {
+        Content::SandboxApprovals(file) => file
+            .get(workspace.to_string_lossy().as_ref())
+            .cloned()
+            .unwrap_or_default(),
+        _ => BTreeMap::new(),
+    };
     let approvals = match &sources.approvals.content {
         Content::Approvals(file) => file
             .get(workspace.to_string_lossy().as_ref())
@@ -413,6 +480,38 @@ pub fn desired_state(
         }
     }
 
+    let home = cli.home.as_deref().unwrap_or(Path::new("~"));
+    for d in mcp.values_mut() {
+        let resolved = policy.sandbox.resolve(
+            d.spec.sandbox.as_ref(),
+            workspace_controlled(d.source),
+            d.spec.scope.is_gated(),
+            home,
+            workspace,
+        );
+        if !is_plain_standard(&resolved) {
+            let mut spec = McpServerSpec::clone(&d.spec);
+            spec.config_hash = with_sandbox(&spec.config_hash, &resolved);
+            spec.resolved_sandbox = Some(resolved);
+            d.spec = Arc::new(spec);
+        }
+    }
+    for d in lsp.values_mut() {
+        let resolved = policy.sandbox.resolve(
+            d.spec.sandbox.as_ref(),
+            workspace_controlled(d.source),
+            false,
+            home,
+            workspace,
+        );
+        if !is_plain_standard(&resolved) {
+            let mut spec = LspServerSpec::clone(&d.spec);
+            spec.config_hash = with_sandbox(&spec.config_hash, &resolved);
+            spec.resolved_sandbox = Some(resolved);
+            d.spec = Arc::new(spec);
+        }
+    }
+
     DesiredState {
         workspace: workspace.to_path_buf(),
         policy,
@@ -420,6 +519,8 @@ pub fn desired_state(
         mcp,
         lsp,
         approvals,
+        sandbox_approvals,
+        home: cli.home.clone(),
         invalid_mcp,
         invalid_lsp,
     }

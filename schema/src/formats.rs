@@ -12,6 +12,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::sandbox::{
+    NetworkPermissions, OutboundNetwork, PermissionProfile, SandboxField, SandboxSettings,
+};
+
 /// `type` of a Claude Code style `.mcp.json` entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -131,6 +135,12 @@ pub struct McpServerEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = false))]
     pub disabled: Option<bool>,
+    /// The permission profile the server runs under: `standard` (default),
+    /// `none`, `network`, `off`, a profile of `steward.sandbox.profiles`, or
+    /// an inline profile (ToolHive's shape). From a file the workspace
+    /// controls it may only narrow the default, unless approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxField>,
     /// OAuth configuration for remote servers (passed through; part of the
     /// connection fingerprint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -263,6 +273,19 @@ pub struct SettingsFile {
     /// LSP admission settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lsp: Option<LspSettings>,
+    /// Steward's own settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steward: Option<StewardSettings>,
+}
+
+/// `steward` settings: keys only Steward reads (Qwen Code ignores them).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StewardSettings {
+    /// The servers' permission profiles. Read only from the user and system
+    /// layers: a workspace cannot widen its own sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxSettings>,
 }
 
 /// The project MCP file, `WS/.mcp.json` (Qwen Code and Claude Code forms).
@@ -404,6 +427,10 @@ pub struct LspServerEntry {
     /// Developing this language server: restart it when its source changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dev: Option<DevEntry>,
+    /// The permission profile the server runs under (see the MCP entry's
+    /// `sandbox`). In `.lsp.json` it may only narrow the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxField>,
 }
 
 /// `mcpServers`/`lspServers` in an extension manifest: inline, or a path
@@ -459,6 +486,21 @@ pub struct ApprovalRecord {
 
 /// `mcpApprovals.json`: canonical project root → server name → decision.
 pub type ApprovalsFile = BTreeMap<String, BTreeMap<String, ApprovalRecord>>;
+
+/// What Steward binds an approval to besides the entry: the permission
+/// profile in force when it was given (a wider one asks again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxApproval {
+    /// The `approvalHash` the approval was given for.
+    pub approval_hash: String,
+    /// The profile in force then.
+    pub sandbox: crate::sandbox::Sandbox,
+}
+
+/// `HOME_DIR/steward/sandbox-approvals.json`: canonical project root →
+/// server name → [`SandboxApproval`].
+pub type SandboxApprovalsFile = BTreeMap<String, BTreeMap<String, SandboxApproval>>;
 
 /// A trust rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -77,8 +77,9 @@ pub const STARTUP_HOOKS: [&str; 7] = [
 ];
 
 /// MCP entry keys Steward reads (the typed form).
-pub const MCP_KEYS: [&str; 22] = [
+pub const MCP_KEYS: [&str; 23] = [
     "type",
+    "sandbox",
     "command",
     "args",
     "env",
@@ -106,8 +107,9 @@ pub const MCP_KEYS: [&str; 22] = [
 const MCP_IGNORED_KEYS: [&str; 4] = ["tcp", "scope", "extensionName", "agentPluginV1"];
 
 /// LSP entry keys Steward reads (`socketPath` is read as `path`).
-pub const LSP_KEYS: [&str; 21] = [
+pub const LSP_KEYS: [&str; 22] = [
     "languages",
+    "sandbox",
     "command",
     "args",
     "transport",

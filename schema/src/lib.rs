@@ -17,6 +17,7 @@
 //! 4. [`desired`] merges every source into a [`desired::DesiredState`]
 //!    (precedence, policy, [`trust`]);
 //! 5. [`admission`] decides, per server, whether it may run and why not;
+//!    [`sandbox`] decides each server's permission profile;
 //! 6. [`resource`] is the contract those results are published in;
 //!    [`redact`] is how a published spec is shown without its secrets.
 //!
@@ -38,6 +39,7 @@ pub mod pathglob;
 pub mod qwen;
 pub mod redact;
 pub mod resource;
+pub mod sandbox;
 pub mod schemas;
 pub mod trust;
 pub mod validate;

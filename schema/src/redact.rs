@@ -433,6 +433,8 @@ mod tests {
             description: None,
             disabled: None,
             oauth: None,
+            sandbox: None,
+            resolved_sandbox: None,
             qwen: Default::default(),
             extension_name: None,
             dev: None,

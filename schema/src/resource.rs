@@ -13,6 +13,11 @@ use serde_json::Value;
 
 use crate::Diagnostic;
 use crate::formats::LspTransport;
+use crate::sandbox::{Resolved, Sandbox, SandboxField};
+
+mod dev;
+
+pub use dev::{BuildResult, DevSpec, DevStatus, LastBuild};
 
 /// API group and version of every resource.
 pub const API_VERSION: &str = "steward.dev/v1alpha1";
@@ -42,6 +47,9 @@ pub enum SourceKind {
     TrustedFolders,
     /// `mcpApprovals.json`.
     Approvals,
+    /// `HOME_DIR/steward/sandbox-approvals.json`: the permission profile
+    /// each approval was given for.
+    SandboxApprovals,
 }
 
 impl SourceKind {
@@ -57,6 +65,7 @@ impl SourceKind {
             SourceKind::CliMcpConfig => "CliMcpConfig",
             SourceKind::TrustedFolders => "TrustedFolders",
             SourceKind::Approvals => "Approvals",
+            SourceKind::SandboxApprovals => "SandboxApprovals",
         }
     }
 
@@ -187,6 +196,16 @@ pub struct McpServerSpec {
     pub disabled: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth: Option<serde_json::Map<String, Value>>,
+    /// The permission profile as written (`status.sandbox` shows the one in
+    /// force).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxField>,
+    /// The profile in force, resolved with the settings by the desired
+    /// state (part of `configHash` unless it is `standard`); `None` outside
+    /// a desired state: `standard`.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub resolved_sandbox: Option<Resolved>,
     /// The fields of Qwen Code's entry format beyond the ones above.
     #[serde(flatten)]
     pub qwen: QwenMcpFields,
@@ -212,6 +231,16 @@ pub struct McpServerSpec {
 
 /// Qwen Code's default MCP request `timeout`, in milliseconds.
 pub const DEFAULT_MCP_TIMEOUT_MS: u64 = 600_000;
+
+/// The profile in force of a spec whose [`McpServerSpec::resolved_sandbox`]
+/// is `resolved`.
+pub fn sandbox_in_force(resolved: &Option<Resolved>) -> Resolved {
+    resolved.clone().unwrap_or(Resolved::Profile {
+        sandbox: Sandbox::standard(),
+        note: None,
+        require: false,
+    })
+}
 
 impl McpServerSpec {
     /// A tool call's timeout when the entry sets none (or 0 or less): ten
@@ -283,19 +312,6 @@ pub struct QwenMcpFields {
     pub discovery_timeout_ms: Option<u64>,
 }
 
-/// `dev` of a server, normalized: the source files whose change reloads it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DevSpec {
-    /// Globs relative to `cwd` (validated), as written.
-    pub watch: Vec<String>,
-    /// Shell command run before the server is replaced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub build: Option<String>,
-    /// Absolute directory the globs are relative to and the build runs in.
-    pub cwd: String,
-}
-
 /// Where a tcp/socket language server listens (normalized).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -346,7 +362,15 @@ pub struct LspServerSpec {
     /// of `configHash`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dev: Option<DevSpec>,
-    /// Hash of every field above except scope/extensionName/dev (and the name).
+    /// The permission profile as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxField>,
+    /// The profile in force (see [`McpServerSpec::resolved_sandbox`]).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub resolved_sandbox: Option<Resolved>,
+    /// Hash of every field above except scope/extensionName/dev (and the
+    /// name), and of the profile in force unless it is `standard`.
     pub config_hash: String,
     /// `args` and `env` as written in the source, for display without
     /// secrets ([`crate::redact`]). Not hashed, never serialized.
@@ -400,6 +424,9 @@ pub enum Reason {
     InvalidSpec,
     /// An OAuth server without a usable stored token.
     AuthRequired,
+    /// Its permission profile cannot be enforced: it names no profile, or
+    /// `steward.sandbox.require` is set and the kernel lacks a feature.
+    SandboxUnavailable,
     // Idle
     /// `--start lazy`: not started yet; the first call starts it.
     NotStarted,
@@ -429,6 +456,7 @@ impl Reason {
             Reason::MaxRestartsExceeded => "MaxRestartsExceeded",
             Reason::InvalidSpec => "InvalidSpec",
             Reason::AuthRequired => "AuthRequired",
+            Reason::SandboxUnavailable => "SandboxUnavailable",
             Reason::NotStarted => "NotStarted",
             Reason::IdleStopped => "IdleStopped",
         }
@@ -512,6 +540,10 @@ pub struct ServerStatus {
     /// A server with `dev`: its source watch, last build and reloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dev: Option<DevStatus>,
+    /// The permission profile the process runs under and what this kernel
+    /// enforces of it (a local server that runs; see product.md §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxStatus>,
     /// On a failure, the server's last stderr lines, which `message` ends
     /// with: kept apart so that nothing reads them back out of the text.
     /// Not part of the document.
@@ -520,48 +552,50 @@ pub struct ServerStatus {
     pub stderr_tail: Vec<String>,
 }
 
-/// What `dev` does for a server (`status.dev`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DevStatus {
-    /// The watched files are watched now.
-    pub watching: bool,
-    /// Why they are not, when not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// How many files the globs match now.
-    pub files: u64,
-    /// A build runs now.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub building: bool,
-    /// The last build that ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_build: Option<LastBuild>,
-    /// Times the server was replaced for a change of its source.
-    pub reloads: u64,
-}
-
-/// How a build ended.
+/// How fully a server's permission profile is enforced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum BuildResult {
-    Succeeded,
-    /// It exited with a code other than 0, was killed, or could not start.
-    Failed,
-    /// It ran longer than the entry's `timeout` and was stopped.
-    TimedOut,
+pub enum Enforcement {
+    /// Everything the profile says.
+    Full,
+    /// Some of it: `missing` says what the kernel lacks.
+    Partial,
+    /// Nothing (no Landlock; or the profile is `off`).
+    None,
 }
 
-/// The last build of a `dev` server.
+/// Where a sandboxed server may connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SandboxNetwork {
+    Unrestricted,
+    /// Only the profile's hosts, through Steward's egress proxy.
+    Proxy,
+    None,
+}
+
+/// `status.sandbox`: the profile a process runs under, as enforced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct LastBuild {
-    pub result: BuildResult,
-    pub duration_ms: u64,
-    /// RFC 3339 time it ended.
-    pub at: String,
-    /// Its last lines of output (stdout and stderr).
+pub struct SandboxStatus {
+    /// `standard`, `none`, `network`, `off`, a custom profile's name, or
+    /// `inline`.
+    pub profile: String,
+    pub enforcement: Enforcement,
+    /// The Landlock ABI used (0: none).
+    pub abi: u8,
+    pub network: SandboxNetwork,
+    /// Requests the egress proxy refused.
+    #[serde(default)]
+    pub egress_denied: u64,
+    /// What the kernel cannot enforce of the profile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tail: Vec<String>,
+    pub missing: Vec<String>,
+    /// Why the profile is not the one the entry asks for, or what was added
+    /// (a package runner's registry).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// The hosts the egress proxy lets through (network `Proxy`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
 }
 
 /// A tool or prompt held back because its definition changed since it was
@@ -721,6 +755,7 @@ impl ServerStatus {
             tools_quarantined: Vec::new(),
             prompts_quarantined: Vec::new(),
             dev: None,
+            sandbox: None,
             stderr_tail: Vec::new(),
         }
     }

@@ -243,9 +243,10 @@ impl Env {
         path
     }
 
-    /// A directory for fake-server record files.
+    /// A directory for fake-server record files: in the workspace, which
+    /// the default sandbox (`standard`) lets a server write.
     pub fn records(&self) -> PathBuf {
-        let dir = self.root.path().join("records");
+        let dir = self.ws.join(".records");
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }

@@ -15,9 +15,11 @@ use std::process::ExitCode;
 
 use steward_schema::admission::{self, ApprovalState};
 use steward_schema::desired::DesiredState;
-use steward_schema::formats::{ApprovalRecord, ApprovalStatus};
+use steward_schema::formats::{ApprovalRecord, ApprovalStatus, SandboxApproval};
 use steward_schema::load::LoadMode;
 use steward_schema::resource::SourceState;
+use steward_schema::resource::sandbox_in_force;
+use steward_schema::sandbox::Resolved;
 
 use super::client::{REQUEST_TIMEOUT, need_controller, runtime};
 use super::{CommandError, Io};
@@ -115,7 +117,12 @@ fn decisions(
             .iter()
             .filter(|(name, d)| {
                 match admission::approval_state(name, &d.spec, &state.approvals) {
-                    ApprovalState::NotRequired | ApprovalState::Approved => false,
+                    ApprovalState::NotRequired => false,
+                    // Approved, unless its sandbox widened since.
+                    ApprovalState::Approved => {
+                        verb == Verb::Approve
+                            && admission::sandbox_widened(name, &d.spec, state).is_some()
+                    }
                     // approve: everything not approved for its current hash;
                     // reject: only what is undecided.
                     ApprovalState::Pending => true,
@@ -265,6 +272,29 @@ pub fn run(
         return Ok(ExitCode::SUCCESS);
     }
     approvals::record(&paths.approvals, &paths.workspace, &chosen).map_err(DecisionError::from)?;
+    // The profile each approval is given for, in Steward's own file.
+    let bindings: Vec<(String, SandboxApproval)> = chosen
+        .iter()
+        .filter(|(_, _, status)| *status == ApprovalStatus::Approved)
+        .filter_map(|(name, hash, _)| {
+            let d = state.mcp.get(name)?;
+            match sandbox_in_force(&d.spec.resolved_sandbox) {
+                Resolved::Profile { sandbox, .. } => Some((
+                    name.clone(),
+                    SandboxApproval {
+                        approval_hash: hash.clone(),
+                        sandbox,
+                    },
+                )),
+                Resolved::Unknown(_) => None,
+            }
+        })
+        .collect();
+    if !bindings.is_empty() {
+        approvals::record_sandboxes(&paths.sandbox_approvals, &paths.workspace, &bindings)
+            .map_err(DecisionError::from)?;
+        state.sandbox_approvals.extend(bindings);
+    }
 
     for (name, hash, status) in &chosen {
         writeln!(

@@ -736,6 +736,7 @@ impl DesiredArgs {
         Inputs {
             mcp_config: self.mcp_config.clone(),
             cli: CliOptions {
+                home: None,
                 allowed_mcp: self.allowed_mcp_server_names.as_deref().map(split_names),
                 allowed_lsp: self.allowed_lsp_server_names.as_deref().map(split_names),
                 lsp_enabled: !self.no_lsp,

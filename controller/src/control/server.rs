@@ -9,7 +9,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 
 use super::protocol::{Answer, Reply, Request, answer_line, status_line_parts};
-use crate::support::socket::peer_is_same_user;
+use crate::support::socket::{Refused, admit_peer};
 
 /// A request that needs the controller's event loop, with where to answer.
 #[derive(Debug)]
@@ -54,9 +54,13 @@ where
         if std::mem::take(&mut failing) {
             tracing::info!("control socket: accepting connections again");
         }
-        if !peer_is_same_user(&stream) {
-            tracing::warn!(peer = ?stream.peer_cred().ok(), "control socket: refused a connection from another user");
-            tokio::spawn(refuse(stream));
+        if let Err(why) = admit_peer(&stream) {
+            let from = match why {
+                Refused::OtherUser => "another user",
+                Refused::OwnServer => "a server Steward runs",
+            };
+            tracing::warn!(peer = ?stream.peer_cred().ok(), "control socket: refused a connection from {from}");
+            tokio::spawn(refuse(stream, why));
             continue;
         }
         let to_loop = to_loop.clone();
@@ -99,14 +103,19 @@ where
 
 /// Answer a peer of another user with an error (after its request line, so
 /// that it reads the answer rather than a broken pipe), and hang up.
-async fn refuse(stream: UnixStream) {
+async fn refuse(stream: UnixStream, why: Refused) {
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
     let _ = tokio::time::timeout(Duration::from_secs(5), lines.next_line()).await;
     let uid = crate::support::paths::effective_uid();
-    let refusal = Err(format!(
-        "use the controller: it serves only its own user (uid {uid})"
-    ));
+    let refusal = Err(match why {
+        Refused::OtherUser => {
+            format!("use the controller: it serves only its own user (uid {uid})")
+        }
+        Refused::OwnServer => {
+            "use the controller: a server Steward runs may not use its control socket".to_owned()
+        }
+    });
     let _ = write_answer(&mut write, refusal).await;
 }
 

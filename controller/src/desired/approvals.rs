@@ -20,7 +20,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
-use steward_schema::formats::ApprovalStatus;
+use steward_schema::formats::{ApprovalStatus, SandboxApproval};
 
 use crate::support::fs::{sibling, write_atomically};
 use steward_schema::load::{self, FileText, LoadContext, LoadMode};
@@ -59,6 +59,44 @@ pub fn record(
     workspace: &Path,
     decisions: &[(String, String, ApprovalStatus)],
 ) -> Result<(), ApprovalsError> {
+    let records = decisions
+        .iter()
+        .map(|(name, hash, status)| {
+            (
+                name.clone(),
+                serde_json::json!({"hash": hash, "status": status_word(*status)}),
+            )
+        })
+        .collect::<Vec<_>>();
+    write_records(path, workspace, load::load_approvals, &records)
+}
+
+/// Record, in Steward's own file at `path`
+/// (`HOME_DIR/steward/sandbox-approvals.json`), the permission profile each
+/// approval of `workspace` was given for: a wider profile asks again.
+pub fn record_sandboxes(
+    path: &Path,
+    workspace: &Path,
+    bindings: &[(String, SandboxApproval)],
+) -> Result<(), ApprovalsError> {
+    let records = bindings
+        .iter()
+        .map(|(name, b)| (name.clone(), serde_json::to_value(b).unwrap_or_default()))
+        .collect::<Vec<_>>();
+    write_records(path, workspace, load::load_sandbox_approvals, &records)
+}
+
+/// The loader that validates a file before it is rewritten.
+type Loader = fn(&Path, &FileText, &LoadContext<'_>) -> steward_schema::load::ParsedSource;
+
+/// Set `records` (server name → record) under the workspace's key of the
+/// file at `path`, under its lock, atomically (see the module docs).
+fn write_records(
+    path: &Path,
+    workspace: &Path,
+    loader: Loader,
+    records: &[(String, Value)],
+) -> Result<(), ApprovalsError> {
     // A symlinked approvals file stays a symlink: write where it points.
     let path = match fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => fs::canonicalize(path).unwrap_or(path.into()),
@@ -89,8 +127,8 @@ pub fn record(
         source,
     })?;
 
-    let mut root = read_current(&path, workspace)?;
-    merge(&mut root, workspace, decisions);
+    let mut root = read_current(&path, workspace, loader)?;
+    merge(&mut root, workspace, records);
     let mut text =
         serde_json::to_string_pretty(&Value::Object(root)).expect("a JSON value always serializes");
     text.push('\n');
@@ -105,7 +143,11 @@ pub fn record(
 
 /// The current file as a JSON object (empty when absent). Validated with the
 /// same loader admission uses, so a file admission would reject is refused.
-fn read_current(path: &Path, workspace: &Path) -> Result<Map<String, Value>, ApprovalsError> {
+fn read_current(
+    path: &Path,
+    workspace: &Path,
+    loader: Loader,
+) -> Result<Map<String, Value>, ApprovalsError> {
     // Regular files only, size-capped: never blocks on a FIFO.
     let text = match crate::desired::sources::read_file(path) {
         FileText::Text(text) => text,
@@ -134,7 +176,7 @@ fn read_current(path: &Path, workspace: &Path) -> Result<Map<String, Value>, App
         memo: None,
         realpath: load::as_written,
     };
-    let parsed = load::load_approvals(path, &FileText::Text(text.clone()), &cx);
+    let parsed = loader(path, &FileText::Text(text.clone()), &cx);
     if parsed.state == SourceState::Invalid {
         return Err(ApprovalsError::Invalid {
             path: path.to_path_buf(),
@@ -152,23 +194,16 @@ fn read_current(path: &Path, workspace: &Path) -> Result<Map<String, Value>, App
     }
 }
 
-/// Set each decision under `root[workspace][name]`, touching nothing else.
-fn merge(
-    root: &mut Map<String, Value>,
-    workspace: &Path,
-    decisions: &[(String, String, ApprovalStatus)],
-) {
+/// Set each record under `root[workspace][name]`, touching nothing else.
+fn merge(root: &mut Map<String, Value>, workspace: &Path, records: &[(String, Value)]) {
     let key = workspace.to_string_lossy().into_owned();
     let project = root.entry(key).or_insert_with(|| Value::Object(Map::new()));
     if !project.is_object() {
         *project = Value::Object(Map::new());
     }
     if let Value::Object(project) = project {
-        for (name, hash, status) in decisions {
-            project.insert(
-                name.clone(),
-                serde_json::json!({"hash": hash, "status": status_word(*status)}),
-            );
+        for (name, record) in records {
+            project.insert(name.clone(), record.clone());
         }
     }
 }

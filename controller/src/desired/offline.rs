@@ -32,6 +32,7 @@ impl Default for Inputs {
         Inputs {
             mcp_config: Vec::new(),
             cli: CliOptions {
+                home: None,
                 allowed_mcp: None,
                 allowed_lsp: None,
                 lsp_enabled: true,
@@ -49,12 +50,11 @@ pub fn load_desired(
 ) -> (SourceSet, DesiredState) {
     let cx = sources::context(paths, env, mode);
     let set = sources::load_all(paths, &inputs.mcp_config, &cx);
-    let state = desired::desired_state(
-        &set,
-        &paths.workspace,
-        &inputs.cli,
-        &sources::resolve_existing,
-    );
+    let cli = CliOptions {
+        home: paths.user_home.clone(),
+        ..inputs.cli.clone()
+    };
+    let state = desired::desired_state(&set, &paths.workspace, &cli, &sources::resolve_existing);
     (set, state)
 }
 

@@ -188,15 +188,20 @@ impl Snapshot {
         cli: &CliOptions,
         previous: Option<&Snapshot>,
     ) -> Snapshot {
+        let cli = CliOptions {
+            home: paths.user_home.clone(),
+            ..cli.clone()
+        };
         let desired =
-            desired::desired_state(&sources, &paths.workspace, cli, &sources::resolve_existing);
-        // Admission depends on the spec, the policy and the approvals: with
-        // the last two unchanged, a key whose spec is the same keeps its
-        // admission. Keys come in order, so the previous entries are walked
-        // alongside instead of looked up.
+            desired::desired_state(&sources, &paths.workspace, &cli, &sources::resolve_existing);
+        // Admission depends on the spec, the policy and the approvals (and
+        // the profiles they were given for): with those unchanged, a key
+        // whose spec is the same keeps its admission. Keys come in order, so
+        // the previous entries are walked alongside instead of looked up.
         let same_gates = previous.is_some_and(|p| {
             p.desired.policy == desired.policy
                 && p.desired.approvals == desired.approvals
+                && p.desired.sandbox_approvals == desired.sandbox_approvals
                 && p.desired.workspace == desired.workspace
         });
         let mut before = previous.map(|p| p.entries.iter().peekable());
@@ -394,6 +399,8 @@ impl DesiredStore {
             Some(SourceRef::TrustedFolders)
         } else if path == p.approvals {
             Some(SourceRef::Approvals)
+        } else if path == p.sandbox_approvals {
+            Some(SourceRef::SandboxApprovals)
         } else {
             None
         }
@@ -562,6 +569,7 @@ impl DesiredStore {
             cli_mcp: Vec::new(),
             trusted_folders: keep(&old.trusted_folders, fresh.trusted_folders),
             approvals: keep(&old.approvals, fresh.approvals),
+            sandbox_approvals: keep(&old.sandbox_approvals, fresh.sandbox_approvals),
         };
         for ext in fresh.extensions {
             match old.extensions.iter().find(|o| o.path == ext.path) {
@@ -627,6 +635,7 @@ fn slot<'a>(set: &'a mut SourceSet, which: &SourceRef) -> Option<&'a mut ParsedS
         SourceRef::LspJson => &mut set.lsp_json,
         SourceRef::TrustedFolders => &mut set.trusted_folders,
         SourceRef::Approvals => &mut set.approvals,
+        SourceRef::SandboxApprovals => &mut set.sandbox_approvals,
         // Extensions are not watched; `reload_all` handles them.
         SourceRef::Extension(_) => return None,
     })

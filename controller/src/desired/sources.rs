@@ -188,6 +188,7 @@ pub enum SourceRef {
     LspJson,
     TrustedFolders,
     Approvals,
+    SandboxApprovals,
     Extension(PathBuf),
 }
 
@@ -202,6 +203,7 @@ pub fn path_of(which: &SourceRef, paths: &Paths) -> PathBuf {
         SourceRef::LspJson => paths.lsp_json.clone(),
         SourceRef::TrustedFolders => paths.trusted_folders.clone(),
         SourceRef::Approvals => paths.approvals.clone(),
+        SourceRef::SandboxApprovals => paths.sandbox_approvals.clone(),
         SourceRef::Extension(dir) if is_agent_plugin(dir) => dir.join("plugin.json"),
         SourceRef::Extension(dir) => dir.join("qwen-extension.json"),
     }
@@ -221,6 +223,7 @@ pub fn load_text(
         SourceRef::LspJson => load::load_lsp_json(&path, text, cx),
         SourceRef::TrustedFolders => load::load_trusted_folders(&path, text, cx),
         SourceRef::Approvals => load::load_approvals(&path, text, cx),
+        SourceRef::SandboxApprovals => load::load_sandbox_approvals(&path, text, cx),
         SourceRef::Extension(dir) if path.ends_with("plugin.json") => {
             // Its data directory is named after its id, the hash of its name.
             let name = match text {
@@ -276,6 +279,7 @@ pub fn load_all(paths: &Paths, mcp_config: &[String], cx: &LoadContext<'_>) -> S
             .collect(),
         trusted_folders: one(SourceRef::TrustedFolders),
         approvals: one(SourceRef::Approvals),
+        sandbox_approvals: one(SourceRef::SandboxApprovals),
     }
 }
 

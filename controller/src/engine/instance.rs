@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
-use steward_schema::resource::{LspServerSpec, McpServerSpec};
+use steward_schema::resource::{LspServerSpec, McpServerSpec, SandboxStatus};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -93,6 +93,8 @@ pub enum Offer {
 #[derive(Debug)]
 pub struct ReadyView {
     pub pid: Option<u32>,
+    /// Its process's sandbox (a local server), as status shows it.
+    pub sandbox: Option<SandboxStatus>,
     pub started_at: Instant,
     pub started_wall: SystemTime,
     pub offer: Offer,
@@ -252,6 +254,13 @@ impl Conn {
         }
     }
 
+    fn sandbox(&self) -> Option<SandboxStatus> {
+        match self {
+            Conn::Mcp(c) => c.sandbox(),
+            Conn::Lsp(c) => c.sandbox(),
+        }
+    }
+
     fn offer(&self) -> Offer {
         match self {
             Conn::Mcp(c) => Offer::Mcp {
@@ -345,6 +354,7 @@ async fn run(
     let ready = |conn: &Conn| {
         InstancePhase::Ready(Arc::new(ReadyView {
             pid: conn.pid(),
+            sandbox: conn.sandbox(),
             started_at,
             started_wall,
             offer: conn.offer(),
@@ -431,7 +441,11 @@ async fn connect(
     // The server's stderr also goes to its log, which outlives the process.
     let spawner = context
         .spawner
-        .with_stderr_sink(context.status.logs().sink(key));
+        .with_stderr_sink(context.status.logs().sink(key))
+        .with_egress_sink(crate::engine::sandboxed::egress_sink(
+            context.status.clone(),
+            key.clone(),
+        ));
     match spec {
         InstanceSpec::Mcp(spec) => {
             let on_event = Arc::new(move |e: McpEvent| {

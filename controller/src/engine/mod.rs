@@ -12,6 +12,7 @@ pub mod instance;
 pub mod publish;
 pub mod queue;
 pub mod reconcile;
+mod sandboxed;
 pub mod watch;
 
 mod reload;
@@ -371,6 +372,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         DevWatcher::start(opts.debounce).map_err(RunError::Watch)?;
 
     let cli = CliOptions {
+        home: None,
         allowed_mcp: opts.allowed_mcp.clone(),
         allowed_lsp: opts.allowed_lsp.clone(),
         lsp_enabled: !opts.no_lsp,
@@ -397,6 +399,9 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let (outcome_tx, mut outcome_rx) = mpsc::unbounded_channel::<Settled>();
     let cancel = CancellationToken::new();
     let spawner = Spawner::new().map_err(RunError::Spawner)?;
+    let spawner = spawner
+        .clone()
+        .with_sandbox(sandbox_context(&paths, &spawner).await);
     let reaping = tokio::spawn(reap_orphans(spawner.clone()));
     crate::support::memory::tune();
     tokio::spawn(crate::support::memory::after_bursts(
@@ -692,5 +697,33 @@ async fn hold_until_removed(marker: &Path) {
     tracing::info!(marker = %marker.display(), "holding until the marker is removed");
     while marker.exists() {
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// What the spawner's sandboxes need of this controller: the user's
+/// directories, Steward's own (never reachable from a server), and what the
+/// kernel offers (probed once, off the async threads).
+async fn sandbox_context(
+    paths: &Paths,
+    spawner: &Spawner,
+) -> crate::runtime::sandbox::SandboxContext {
+    let shim = spawner.exec_shim().to_path_buf();
+    let support =
+        tokio::task::spawn_blocking(move || crate::runtime::sandbox::Support::detect(&shim))
+            .await
+            .unwrap_or(crate::runtime::sandbox::Support {
+                abi: 0,
+                userns: false,
+            });
+    #[allow(unsafe_code)]
+    // SAFETY: getuid cannot fail and touches no memory.
+    let uid = unsafe { libc::getuid() };
+    crate::runtime::sandbox::SandboxContext {
+        home: paths.user_home.clone(),
+        home_dir: paths.home_dir.clone(),
+        workspace: paths.workspace.clone(),
+        hidden: vec![paths.home_dir.join("steward"), paths.runtime_dir.clone()],
+        tmp_root: std::env::temp_dir().join(format!("steward-{uid}-sandbox")),
+        support,
     }
 }

@@ -56,6 +56,7 @@ use crate::engine::instance::{
 };
 use crate::engine::publish::Publish;
 use crate::engine::queue::Requeue;
+use crate::engine::sandboxed;
 use crate::engine::watch::dev::DevSources;
 use crate::observe::clock::{now_rfc3339, rfc3339};
 use crate::observe::metrics::{kind_label, metrics};
@@ -507,6 +508,7 @@ impl Reconciler {
                     self.publish_ready(key, &desired, current, &view);
                     lock(&self.crash).running(key, &hash, view.started_at, Instant::now());
                     let outcome = if first {
+                        sandboxed::warn_partial(&self.status, key, view.sandbox.as_ref());
                         slot.published = Some(current.id);
                         slot.retrying = false;
                         lock(&self.backoff).succeeded(key);
@@ -880,6 +882,7 @@ impl Reconciler {
             s.capabilities = capabilities;
             s.next_retry_at = None;
             s.started_at = Some(started);
+            sandboxed::fold(s, view.sandbox.as_ref(), &now_s);
             set_condition(
                 &mut s.conditions,
                 "Admitted",

@@ -136,6 +136,19 @@ impl HttpEndpoint {
             let live = live.clone();
             let cancel = cancel.clone();
             tokio::spawn(async move {
+                // A server Steward runs never reaches the endpoint (it could
+                // call other servers' tools outside its sandbox).
+                if let Ok(local) = stream.local_addr() {
+                    let own = tokio::task::spawn_blocking(move || {
+                        crate::support::socket::tcp_peer_is_own_server(local, peer)
+                    })
+                    .await
+                    .unwrap_or(false);
+                    if own {
+                        tracing::warn!(%peer, "refused an HTTP agent connection from a server Steward runs");
+                        return;
+                    }
+                }
                 let handler = hyper::service::service_fn(move |request| {
                     let service = service.clone();
                     let token = token.clone();
@@ -451,8 +464,8 @@ pub async fn serve_unix(gateway: Arc<Gateway>, listener: UnixListener, cancel: C
                 }
             },
         };
-        if !crate::support::socket::peer_is_same_user(&stream) {
-            tracing::warn!("refused an agent connection from another user");
+        if let Err(why) = crate::support::socket::admit_peer(&stream) {
+            tracing::warn!(peer = ?stream.peer_cred().ok(), ?why, "refused an agent connection");
             continue;
         }
         tokio::spawn(serve_attached(gateway.clone(), stream, cancel.clone()));

@@ -1,8 +1,9 @@
 //! Running a server's build command (`dev.build`): `sh -c BUILD` in
 //! `dev.cwd`, with the server's environment, started by the [`Spawner`] as
 //! every server process is — its own process group, the parent-death
-//! signal, stopped by signalling the group and reaped — so no build
-//! outlives a stop, a timeout or the controller.
+//! signal, the permission profile it is given, stopped by signalling the
+//! group and reaped — so no build outlives a stop, a timeout or the
+//! controller.
 //!
 //! Its stdout and stderr, line by line, go to a [`StderrSink`] (the
 //! server's log) and into a bounded tail the report keeps. The runtime only
@@ -18,6 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime::process::{ExitInfo, ProcessSpec, Spawner, StderrSink};
+use crate::runtime::sandbox::SandboxRequest;
 use crate::support::sync::lock;
 
 /// Output lines a report keeps.
@@ -38,6 +40,8 @@ pub struct BuildSpec {
     pub env: BTreeMap<String, String>,
     /// Bound on the whole build.
     pub timeout: Duration,
+    /// The permission profile it runs under (`None`: none).
+    pub sandbox: Option<SandboxRequest>,
 }
 
 /// How a build ended.
@@ -129,6 +133,7 @@ pub async fn run(
         args: vec!["-c".to_owned(), spec.command.clone()],
         env: spec.env.clone(),
         cwd: Some(spec.cwd.clone()),
+        sandbox: spec.sandbox.clone(),
     };
     let spawned = spawner
         .with_stderr_sink(tee.clone())

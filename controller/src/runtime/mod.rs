@@ -4,8 +4,9 @@ pub mod build;
 pub mod lsp;
 pub mod mcp;
 pub mod process;
-mod procfs;
+pub(crate) mod procfs;
 pub mod reaper;
+pub mod sandbox;
 pub mod start;
 
 pub use self::start::StartError;

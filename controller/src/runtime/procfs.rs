@@ -88,6 +88,22 @@ pub(crate) fn read_stat(pid: i32) -> Option<ProcStat> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
+/// Whether `pid` is `ancestor` or one of its descendants (by the parent
+/// links in `/proc`; a process gone meanwhile is not).
+pub(crate) fn descends_from(pid: i32, ancestor: i32) -> bool {
+    let mut at = pid;
+    for _ in 0..4096 {
+        if at == ancestor {
+            return true;
+        }
+        match read_stat(at) {
+            Some(stat) if stat.ppid > 0 => at = stat.ppid,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// The process remembered in `process` is still running (not a zombie, pid
 /// not reused).
 pub(crate) fn is_alive(process: &ProcStat) -> bool {
@@ -177,6 +193,56 @@ pub(crate) fn descendants(root: i32) -> Vec<ProcStat> {
         }
     }
     found
+}
+
+/// The inode of the TCP socket whose local address is `local` and remote
+/// address `remote` (from `/proc/net/tcp` and `tcp6`), if any.
+pub(crate) fn tcp_socket_inode(
+    local: std::net::SocketAddr,
+    remote: std::net::SocketAddr,
+) -> Option<u64> {
+    let hex = |addr: std::net::SocketAddr| -> String {
+        // The kernel prints each 32-bit word of the address in host order.
+        let ip = match addr.ip() {
+            std::net::IpAddr::V4(v4) => {
+                format!("{:08X}", u32::from_ne_bytes(v4.octets()))
+            }
+            std::net::IpAddr::V6(v6) => v6
+                .octets()
+                .chunks(4)
+                .map(|w| format!("{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
+                .collect(),
+        };
+        format!("{ip}:{:04X}", addr.port())
+    };
+    let (want_local, want_remote) = (hex(local), hex(remote));
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .find_map(|table| {
+            fs::read_to_string(table)
+                .ok()?
+                .lines()
+                .skip(1)
+                .find_map(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    (fields.get(1) == Some(&want_local.as_str())
+                        && fields.get(2) == Some(&want_remote.as_str()))
+                    .then(|| fields.get(9)?.parse().ok())
+                    .flatten()
+                })
+        })
+}
+
+/// Whether one of `processes` holds the socket `inode` open.
+pub(crate) fn holds_socket(processes: &[ProcStat], inode: u64) -> bool {
+    let target = format!("socket:[{inode}]");
+    processes.iter().any(|p| {
+        fs::read_dir(format!("/proc/{}/fd", p.pid))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == target.as_str()))
+    })
 }
 
 /// Live processes other than this one with an fd on one of the pipes.

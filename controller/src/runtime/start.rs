@@ -74,6 +74,7 @@ impl From<SpawnError> for StartError {
         let reason = match &error {
             SpawnError::CommandNotFound { .. } => Reason::CommandNotFound,
             SpawnError::NotExecutable { .. } => Reason::UnsafeCommand,
+            SpawnError::Sandbox { .. } => Reason::SandboxUnavailable,
             _ => Reason::StartFailed,
         };
         StartError::new(reason, error.to_string())

@@ -12,6 +12,9 @@ use steward_schema::canonical::sha256_hex;
 pub struct Paths {
     /// `$QWEN_HOME`, else `~/.qwen`.
     pub home_dir: PathBuf,
+    /// The user's home directory (`$HOME`): `~` of sandbox profiles, where
+    /// the credential stores are.
+    pub user_home: Option<PathBuf>,
     /// The canonical workspace root (symlinks resolved once, at start).
     pub workspace: PathBuf,
     pub system_defaults: PathBuf,
@@ -23,6 +26,10 @@ pub struct Paths {
     pub extensions_dir: PathBuf,
     pub trusted_folders: PathBuf,
     pub approvals: PathBuf,
+    /// Steward's own binding of each approved server to the permission
+    /// profile that was approved (`HOME_DIR/steward/sandbox-approvals.json`;
+    /// never in Qwen Code's approvals file).
+    pub sandbox_approvals: PathBuf,
     /// The user's runtime directory for Steward: `$XDG_RUNTIME_DIR/steward`,
     /// else `$TMPDIR/steward-<uid>` (`/tmp` without TMPDIR). Holds the
     /// per-workspace lock that no other HOME_DIR can side-step.
@@ -77,7 +84,7 @@ impl Paths {
         let home = env.get("HOME").filter(|v| !v.is_empty()).map(PathBuf::from);
         let home_dir = match env.get("QWEN_HOME").filter(|v| !v.is_empty()) {
             Some(h) => qwen_home(h, home.as_deref())?,
-            None => home.ok_or(PathsError::NoHome)?.join(".qwen"),
+            None => home.clone().ok_or(PathsError::NoHome)?.join(".qwen"),
         };
         let var = |name: &str, default: PathBuf| {
             env.get(name)
@@ -106,6 +113,7 @@ impl Paths {
             workspace_settings = user_settings.clone();
         }
         Ok(Paths {
+            user_home: home,
             system_defaults,
             user_settings,
             workspace_settings,
@@ -122,6 +130,7 @@ impl Paths {
                 home_dir.join("mcpApprovals.json"),
             ),
             runtime_dir: runtime_dir(env),
+            sandbox_approvals: home_dir.join("steward").join("sandbox-approvals.json"),
             home_dir,
             workspace,
         })
@@ -139,6 +148,7 @@ impl Paths {
             self.lsp_json.clone(),
             self.trusted_folders.clone(),
             self.approvals.clone(),
+            self.sandbox_approvals.clone(),
         ]
     }
 

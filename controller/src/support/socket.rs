@@ -1,6 +1,6 @@
 //! The unix sockets Steward serves (the control socket and the agent
 //! endpoint's socket): binding one private to this user, and checking that
-//! a peer is this user.
+//! a peer is this user and none of the servers Steward runs.
 
 use std::path::Path;
 
@@ -28,10 +28,46 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Whether the peer of `stream` runs as this process's user (`SO_PEERCRED`):
-/// every unix socket Steward serves checks it.
-pub fn peer_is_same_user(stream: &UnixStream) -> bool {
-    stream
-        .peer_cred()
-        .is_ok_and(|cred| cred.uid() == effective_uid())
+/// Why a peer is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// It runs as another user.
+    OtherUser,
+    /// It is a process this controller started (a server, or anything a
+    /// server started): a server must never steer Steward — approve its own
+    /// tool changes, or call another server's tools outside its sandbox.
+    OwnServer,
+}
+
+/// Whether the TCP client at `peer`, connected to Steward's `local` address
+/// (the agent endpoint over HTTP), is a process this controller started. A
+/// loopback client is looked up by its socket in the processes Steward
+/// started (a server under `standard` may reach loopback ports); any other
+/// address is not one of them.
+pub fn tcp_peer_is_own_server(local: std::net::SocketAddr, peer: std::net::SocketAddr) -> bool {
+    use crate::runtime::procfs;
+    if !peer.ip().is_loopback() {
+        return false;
+    }
+    let Some(inode) = procfs::tcp_socket_inode(peer, local) else {
+        return false;
+    };
+    procfs::holds_socket(&procfs::descendants(std::process::id() as i32), inode)
+}
+
+/// Whether the peer of `stream` may talk to Steward (`SO_PEERCRED`): every
+/// unix socket Steward serves checks it. A descendant of this process is
+/// refused (servers are; orphans of theirs come back to this process, a
+/// subreaper, so they stay descendants).
+pub fn admit_peer(stream: &UnixStream) -> Result<(), Refused> {
+    let cred = stream.peer_cred().map_err(|_| Refused::OtherUser)?;
+    if cred.uid() != effective_uid() {
+        return Err(Refused::OtherUser);
+    }
+    match cred.pid() {
+        Some(pid) if crate::runtime::procfs::descends_from(pid, std::process::id() as i32) => {
+            Err(Refused::OwnServer)
+        }
+        _ => Ok(()),
+    }
 }

@@ -158,6 +158,23 @@ pub fn load_trusted_folders(path: &Path, text: &FileText, cx: &LoadContext<'_>) 
     })
 }
 
+/// Load Steward's sandbox approvals (written by `steward approve` only).
+pub fn load_sandbox_approvals(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
+    load_document(
+        SourceKind::SandboxApprovals,
+        path,
+        text,
+        cx,
+        |doc, diags| {
+            let mut map = take_all(&mut doc.value.clone());
+            map.remove("$schema");
+            let file: crate::formats::SandboxApprovalsFile =
+                typed(&Value::Object(map), path, diags)?;
+            Some(Content::SandboxApprovals(file))
+        },
+    )
+}
+
 /// Load the approvals file.
 pub fn load_approvals(path: &Path, text: &FileText, cx: &LoadContext<'_>) -> ParsedSource {
     load_document(SourceKind::Approvals, path, text, cx, |doc, diags| {

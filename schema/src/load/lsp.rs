@@ -28,6 +28,7 @@ use crate::lenient;
 use crate::memo::{self, Coverage, Failed, FieldErrors, Outcome, Place};
 use crate::redact;
 use crate::resource::{LspServerSpec, LspSocket, Scope};
+use crate::sandbox;
 
 /// Where an LSP entry comes from (decides trust and path resolution).
 pub(super) enum LspOrigin<'a> {
@@ -191,6 +192,8 @@ fn placeholder_lsp(
         trust_required: true,
         extension_name,
         dev: None,
+        sandbox: None,
+        resolved_sandbox: None,
         as_written: Default::default(),
         config_hash: hash_value(literal),
     }
@@ -348,6 +351,9 @@ fn build_lsp(
         warnings,
         &mut errors,
     );
+    for (pointer, message) in entry.sandbox.iter().flat_map(sandbox::check_field) {
+        errors.push((format!("/sandbox{pointer}"), message));
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -377,6 +383,8 @@ fn build_lsp(
         trust_required,
         extension_name,
         dev,
+        sandbox: entry.sandbox.clone(),
+        resolved_sandbox: None,
         config_hash: String::new(),
         as_written: redact::lsp_as_written(entry),
     };

@@ -24,6 +24,7 @@ use crate::memo::{self, Coverage, Failed, FieldErrors, Outcome, Place};
 use crate::qwen;
 use crate::redact;
 use crate::resource::{McpServerSpec, McpTransport, QwenMcpFields, Scope};
+use crate::sandbox;
 
 /// Extension context for expansion and provenance.
 pub(super) struct ExtCx<'a> {
@@ -189,6 +190,8 @@ pub(super) fn placeholder_mcp(
         description: text("description"),
         disabled: raw.get("disabled").and_then(Value::as_bool),
         oauth: None,
+        sandbox: None,
+        resolved_sandbox: None,
         qwen: QwenMcpFields::default(),
         extension_name: extension_name.map(str::to_owned),
         dev: None,
@@ -267,6 +270,9 @@ pub fn build_mcp(
         warnings,
         &mut errors,
     );
+    for (pointer, message) in entry.sandbox.iter().flat_map(sandbox::check_field) {
+        errors.push((format!("/sandbox{pointer}"), message));
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -337,6 +343,8 @@ pub fn build_mcp(
         description: entry.description.clone(),
         disabled: entry.disabled,
         oauth: entry.oauth.clone(),
+        sandbox: entry.sandbox.clone(),
+        resolved_sandbox: None,
         qwen,
         extension_name: None,
         dev,

@@ -43,7 +43,7 @@ mod extension;
 mod files;
 mod lsp;
 mod mcp;
-mod paths;
+pub mod paths;
 mod reload;
 mod settings;
 
@@ -61,7 +61,8 @@ pub use agent_plugin::{
 };
 pub use extension::load_extension;
 pub use files::{
-    load_approvals, load_cli_mcp_config, load_lsp_json, load_mcp_json, load_trusted_folders,
+    load_approvals, load_cli_mcp_config, load_lsp_json, load_mcp_json, load_sandbox_approvals,
+    load_trusted_folders,
 };
 pub use lsp::lsp_config_hash;
 pub use mcp::{build_mcp, mcp_outcome};
@@ -186,6 +187,9 @@ pub struct SettingsContent {
     pub lsp_require_trusted_workspace: Option<bool>,
     pub lsp_allowed: Option<Vec<String>>,
     pub lsp_excluded: Option<Vec<String>>,
+    /// `steward.sandbox` (used only from layers the workspace does not
+    /// control).
+    pub sandbox: Option<Box<crate::formats::SandboxSettings>>,
 }
 
 /// What an extension contributes.
@@ -218,6 +222,7 @@ pub enum Content {
     LspServers(LspServers),
     Extension(ExtensionContent),
     Approvals(ApprovalsFile),
+    SandboxApprovals(crate::formats::SandboxApprovalsFile),
     TrustedFolders(TrustedFoldersFile),
 }
 

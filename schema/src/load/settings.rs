@@ -11,8 +11,9 @@ use super::mcp::build_mcp_map;
 use super::{Content, FileText, LoadContext, ParsedSource, SettingsContent};
 use crate::desired::{TOOL_IDLE_TIMEOUT_MS, clamp_tool_idle_timeout_ms};
 use crate::diagnostic::{Diagnostic, pointer_join};
-use crate::formats::SettingsFile;
+use crate::formats::{SandboxSettings, SettingsFile};
 use crate::resource::{Scope, SourceKind};
+use crate::sandbox;
 
 /// Load a settings.json layer.
 pub fn load_settings(
@@ -52,6 +53,28 @@ pub fn load_settings(
                 ),
             ));
         }
+        let sandbox = file.steward.and_then(|s| s.sandbox).map(Box::new);
+        if let Some(settings) = &sandbox {
+            let problems = sandbox_problems(settings);
+            let ignored = kind == SourceKind::WorkspaceSettings;
+            for (pointer, message) in problems {
+                let d = Diagnostic::new(path, doc.key_position(&pointer), pointer, message);
+                if ignored {
+                    diags.warnings.push(d)
+                } else {
+                    diags.errors.push(d)
+                }
+            }
+            if ignored {
+                let pointer = "/steward/sandbox";
+                diags.warnings.push(Diagnostic::new(
+                    path,
+                    doc.key_position(pointer),
+                    pointer.to_owned(),
+                    "steward.sandbox is read only from your user and system settings (a workspace cannot widen its own sandbox); ignored here".to_owned(),
+                ));
+            }
+        }
         Some(Content::Settings(SettingsContent {
             mcp_servers,
             mcp_allowed: mcp.allowed,
@@ -65,6 +88,7 @@ pub fn load_settings(
             lsp_require_trusted_workspace: lsp.require_trusted_workspace,
             lsp_allowed: lsp.allowed,
             lsp_excluded: lsp.excluded,
+            sandbox,
         }))
     })
 }
@@ -123,6 +147,29 @@ fn migrate_legacy_settings(value: &mut Value) -> Vec<(String, String)> {
         ));
     }
     warnings
+}
+
+/// The problems of `steward.sandbox` (pointers from the file's root).
+fn sandbox_problems(settings: &SandboxSettings) -> Vec<(String, String)> {
+    let mut problems = Vec::new();
+    if let Some(default) = &settings.default {
+        for (pointer, message) in sandbox::check_field(default) {
+            problems.push((format!("/steward/sandbox/default{pointer}"), message));
+        }
+    }
+    for (name, profile) in settings.profiles.iter().flatten() {
+        let at = pointer_join("/steward/sandbox/profiles", name);
+        if sandbox::BUILTINS.contains(&name.as_str()) {
+            problems.push((
+                at.clone(),
+                format!("\"{name}\" is a built-in profile; give yours another name"),
+            ));
+        }
+        for (pointer, message) in sandbox::check_profile(profile) {
+            problems.push((format!("{at}{pointer}"), message));
+        }
+    }
+    problems
 }
 
 pub(super) fn settings_scope(kind: SourceKind) -> Scope {

@@ -124,6 +124,7 @@ impl Default for Srcs {
             env: env(),
             mode: LoadMode::Strict,
             cli: CliOptions {
+                home: None,
                 allowed_mcp: None,
                 allowed_lsp: None,
                 lsp_enabled: true,
@@ -294,6 +295,11 @@ impl Srcs {
             approvals: load::load_approvals(
                 Path::new("/home/u/.qwen/mcpApprovals.json"),
                 &opt_text(&self.approvals),
+                &cx,
+            ),
+            sandbox_approvals: load::load_sandbox_approvals(
+                Path::new("/home/u/.qwen/steward/sandbox-approvals.json"),
+                &FileText::Absent,
                 &cx,
             ),
         }

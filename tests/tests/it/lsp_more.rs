@@ -251,7 +251,7 @@ fn tcp_server_with_command_is_retried_until_it_listens() {
 #[test]
 fn unix_socket_server_with_command_serves_and_stops() {
     let env = Env::new();
-    let sock = env.root.path().join("fake.sock");
+    let sock = env.records().join("fake.sock");
     let cfg = Config {
         transport: Transport::Socket,
         socket_path: Some(sock.clone()),
@@ -542,7 +542,7 @@ fn server_requests_with_zero_and_string_ids_are_answered_from_settings() {
 #[test]
 fn a_registration_storm_is_answered_whole_and_the_server_is_served_meanwhile() {
     let env = Env::new();
-    let report = env.root.path().join("storm.json");
+    let report = env.records().join("storm.json");
     let cfg = Config {
         registration_storm: Some(RegistrationStorm {
             per_second: 500,

@@ -48,6 +48,7 @@ mod metrics;
 mod pins;
 mod qwen_parity;
 mod robust;
+mod sandbox;
 mod sessions_survive;
 mod traces;
 

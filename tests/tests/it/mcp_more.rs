@@ -600,9 +600,24 @@ fn mcp_json_and_qwen_settings_created_after_start_are_picked_up_and_nothing_is_c
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
-    assert_eq!(tree(&env.ws), expected, "only the files the test wrote");
+    // The fakes' own record files aside (the test's, not Steward's).
+    let steward_made = |ws: &std::path::Path| -> BTreeSet<String> {
+        tree(ws)
+            .into_iter()
+            .filter(|p| !p.starts_with(".records"))
+            .collect()
+    };
+    assert_eq!(
+        steward_made(&env.ws),
+        expected,
+        "only the files the test wrote"
+    );
     drop(c);
-    assert_eq!(tree(&env.ws), expected, "nothing left behind at shutdown");
+    assert_eq!(
+        steward_made(&env.ws),
+        expected,
+        "nothing left behind at shutdown"
+    );
 }
 
 // ---- hung, stubborn and forking servers --------------------------------------------
@@ -931,7 +946,8 @@ fn denylisted_env_keys_never_reach_the_server_and_config_path_does_not_pick_the_
         .unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let dump = env.root.path().join("env-dump.txt");
+    // Where the sandboxed server may write: the workspace.
+    let dump = env.records().join("env-dump.txt");
     let mut entry = env.fake_mcp("envy", tools(&["e"]));
     let fake = entry["command"].clone();
     // Bare `sh`: resolved with the controller's PATH, not the config's. The

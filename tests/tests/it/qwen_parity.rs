@@ -95,6 +95,20 @@ fn mcp_json_corpus() -> Vec<(&'static str, Value)> {
             json!({"command": "steward-parity-missing",
                    "dev": {"enabled": true, "watch": "src/**", "cwd": "$HOME/srv"}}),
         ),
+        // Steward's `sandbox` key, narrower than the default: Qwen Code
+        // loads the entry (and hashes the key as written), and an approval
+        // made by either tool admits it in both.
+        (
+            "sandbox-named",
+            json!({"command": "steward-parity-missing", "sandbox": "none"}),
+        ),
+        (
+            "sandbox-inline",
+            json!({"command": "steward-parity-missing", "sandbox": {
+                "read": ["./data"], "write": ["./out"],
+                "network": {"outbound": {"allow_host": ["api.github.com"], "allow_port": [443]}}
+            }}),
+        ),
     ]
 }
 
@@ -150,9 +164,11 @@ impl Parity {
             .unwrap(),
         );
         // Scopes that need no approval, in both tools.
+        // `steward.sandbox` is Steward's own key: Qwen Code loads the file.
         env.write_home(
             "settings.json",
-            r#"{"mcpServers": {"user-srv": {"command": "steward-parity-missing"}}}"#,
+            r#"{"mcpServers": {"user-srv": {"command": "steward-parity-missing"}},
+                "steward": {"sandbox": {"default": "standard", "profiles": {"gh": {"read": ["."]}}}}}"#,
         );
         env.write_home(
             "extensions/ext1/qwen-extension.json",

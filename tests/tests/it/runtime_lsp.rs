@@ -61,6 +61,8 @@ fn spec(workspace: &Path, transport: LspTransport) -> LspServerSpec {
         trust_required: true,
         extension_name: None,
         dev: None,
+        sandbox: None,
+        resolved_sandbox: None,
         config_hash: String::new(),
         as_written: Default::default(),
     }

@@ -123,7 +123,7 @@ fn workspace_validation_checks_every_source() {
     let run = sb.run(&["validate"]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(run.stdout.is_empty());
-    assert_eq!(run.stderr, "ok: 8 sources checked, 8 absent\n");
+    assert_eq!(run.stderr, "ok: 9 sources checked, 9 absent\n");
 
     sb.write(
         ".mcp.json",

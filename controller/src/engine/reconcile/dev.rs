@@ -19,7 +19,9 @@
 //!   flight drain, new calls wait, `list_changed` only if the catalog
 //!   differs); a server that is not running is retried at once instead.
 //!
-//! A build runs while its server keeps serving; one that is cancelled
+//! A build runs under the `standard` permission profile (it must write its
+//! outputs into the workspace), or none when the server's profile is `off`.
+//! It runs while its server keeps serving; one that is cancelled
 //! (the server removed, blocked, or the controller stopping) is stopped
 //! and reaped before its task ends.
 
@@ -27,8 +29,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use steward_schema::resource::{
-    BuildResult, ConditionStatus, DevSpec, DevStatus, LastBuild, ServerStatus,
+    BuildResult, ConditionStatus, DevSpec, DevStatus, LastBuild, ServerStatus, sandbox_in_force,
 };
+use steward_schema::sandbox::{Resolved, Sandbox};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +44,7 @@ use crate::observe::events::{EventType, NewEvent, ObjectRef};
 use crate::observe::metrics::metrics;
 use crate::observe::status::set_condition;
 use crate::runtime::build::{self, BuildEnd, BuildReport, BuildSpec};
+use crate::runtime::sandbox::SandboxRequest;
 use crate::support::sync::lock;
 
 /// The condition a failed build sets.
@@ -224,18 +228,24 @@ impl Reconciler {
         command: &str,
         generation: u64,
     ) -> Build {
-        let (env, timeout) = match desired {
+        let (env, timeout, resolved) = match desired {
             Desired::Mcp(d) => (
                 d.spec.env.clone().unwrap_or_default(),
                 d.spec.call_timeout(),
+                &d.spec.resolved_sandbox,
             ),
-            Desired::Lsp(d) => (d.spec.env.clone(), LSP_BUILD_TIMEOUT),
+            Desired::Lsp(d) => (
+                d.spec.env.clone(),
+                LSP_BUILD_TIMEOUT,
+                &d.spec.resolved_sandbox,
+            ),
         };
         let spec = BuildSpec {
             command: command.to_owned(),
             cwd: dev.cwd.clone().into(),
             env,
             timeout,
+            sandbox: build_sandbox(resolved),
         };
         tracing::info!(server = %key, command, cwd = %dev.cwd, "building");
         let cancel = CancellationToken::new();
@@ -351,6 +361,29 @@ impl Reconciler {
                 &now,
             );
         });
+    }
+}
+
+/// The profile a build runs under: `standard` — a build writes its outputs
+/// into the workspace and may fetch packages, and reads no credential
+/// store — whatever narrower profile the server has; nothing when the
+/// server runs with `off`.
+fn build_sandbox(resolved: &Option<Resolved>) -> Option<SandboxRequest> {
+    match sandbox_in_force(resolved) {
+        Resolved::Profile { sandbox, .. } if sandbox.is_off() => None,
+        Resolved::Profile {
+            sandbox, require, ..
+        } => Some(SandboxRequest {
+            note: (!sandbox.is_standard())
+                .then(|| "a build runs under the standard profile".to_owned()),
+            profile: Sandbox::standard(),
+            require,
+        }),
+        Resolved::Unknown(_) => Some(SandboxRequest {
+            profile: Sandbox::standard(),
+            require: false,
+            note: None,
+        }),
     }
 }
 

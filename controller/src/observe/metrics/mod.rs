@@ -87,6 +87,11 @@ struct DevReloadLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SandboxLabels {
+    server: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TransportLabels {
     transport: &'static str,
 }
@@ -183,6 +188,7 @@ pub struct Metrics {
     reloads: Family<ReloadLabels, Counter>,
     reload_apply: Histogram,
     restarts: Family<ServerLabels, Counter>,
+    egress_denied: Family<SandboxLabels, Counter>,
     start_duration: Histograms<KindLabels>,
     clients: Family<TransportLabels, prometheus_client::metrics::gauge::Gauge>,
     tool_calls: Family<CallLabels, Counter>,
@@ -219,6 +225,7 @@ impl Metrics {
             reloads: Family::default(),
             reload_apply: start_buckets(),
             restarts: Family::default(),
+            egress_denied: Family::default(),
             start_duration: Family::new_with_constructor(start_buckets),
             clients: Family::default(),
             tool_calls: Family::default(),
@@ -273,6 +280,11 @@ impl Metrics {
             "server_restarts",
             "Starts of a server after it failed or crashed, by kind and name",
             m.restarts.clone(),
+        );
+        r.register(
+            "sandbox_egress_denied",
+            "Requests a sandboxed server's egress proxy refused (a host or port its profile does not list), by server",
+            m.egress_denied.clone(),
         );
         r.register(
             "server_start_duration_seconds",
@@ -353,6 +365,15 @@ impl Metrics {
             .get_or_create(&ServerLabels {
                 kind: kind_label(kind),
                 name: name.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The egress proxy of MCP or LSP server `server` refused a request.
+    pub fn egress_denied(&self, server: &str) {
+        self.egress_denied
+            .get_or_create(&SandboxLabels {
+                server: server.to_owned(),
             })
             .inc();
     }

@@ -113,6 +113,13 @@ impl LspConnection {
         self.capabilities.clone()
     }
 
+    /// The sandbox of the server Steward started, as status shows it.
+    pub fn sandbox(&self) -> Option<crate::runtime::sandbox::SandboxStatus> {
+        lock(&self.process)
+            .as_ref()
+            .and_then(|process| process.sandbox().map(|s| s.status()))
+    }
+
     /// The last `n` stderr lines of the server Steward started, oldest first.
     pub fn stderr_tail(&self, n: usize) -> Vec<String> {
         lock(&self.process)

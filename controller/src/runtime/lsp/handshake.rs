@@ -30,7 +30,7 @@ use super::progress::Unfinished;
 use super::raw;
 use super::session::{Life, Shared, Tasks, run_session};
 use super::{CONNECT_RETRY_FIRST, CONNECT_RETRY_MAX, LspEventHandler};
-use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, Spawner};
+use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, SandboxRequest, Spawner};
 use crate::runtime::start::{StartError, exit_of_failed_start, stop_failed_start, wait_exit};
 use crate::support::sync::lock;
 
@@ -108,7 +108,7 @@ pub(super) async fn open(
     let timeout = Duration::from_millis(spec.startup_timeout);
     let deadline = Instant::now() + timeout;
     let endpoint = Endpoint::of(spec)?;
-    let (initialize, folders) = initialize_params(spec)?;
+    let (mut initialize, folders) = initialize_params(spec)?;
 
     let mut process = match spec.command.as_deref() {
         Some(command) => {
@@ -117,6 +117,7 @@ pub(super) async fn open(
                 args: spec.args.clone(),
                 env: spec.env.clone(),
                 cwd: Some(PathBuf::from(&spec.workspace_folder)),
+                sandbox: SandboxRequest::of(&spec.resolved_sandbox)?,
             };
             // Dropping a spawn that is still in flight is safe: the spawner
             // kills a child nobody waits for.
@@ -137,6 +138,13 @@ pub(super) async fn open(
         }
         None => None,
     };
+    // A sandboxed server cannot signal Steward (Landlock's signal scope):
+    // checking `kill(processId, 0)` it would take Steward for dead and exit.
+    // It gets no process to watch (LSP: `null`) and dies with Steward all
+    // the same (the parent-death signal).
+    if process.as_ref().is_some_and(|p| p.sandbox().is_some()) {
+        initialize["processId"] = Value::Null;
+    }
 
     let shared = Arc::new(Shared {
         name: name.to_owned(),

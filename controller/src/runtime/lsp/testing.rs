@@ -47,6 +47,8 @@ pub(super) fn spec(workspace: &Path, transport: LspTransport) -> LspServerSpec {
         trust_required: true,
         extension_name: None,
         dev: None,
+        sandbox: None,
+        resolved_sandbox: None,
         config_hash: String::new(),
         as_written: Default::default(),
     }

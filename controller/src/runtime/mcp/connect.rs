@@ -30,7 +30,7 @@ use super::stdio::StdioTransport;
 use super::stdout::StdoutWatch;
 use super::{McpExit, McpTimeouts};
 use crate::observe::trace::TARGET;
-use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, Spawner};
+use crate::runtime::process::{ExitInfo, ManagedProcess, ProcessSpec, SandboxRequest, Spawner};
 use crate::runtime::start::{
     FAILED_START_GRACE, StartError, exit_of_failed_start, stop_failed_start, wait_exit,
 };
@@ -257,6 +257,7 @@ pub(super) async fn connect_stdio(
         args: spec.args.clone().unwrap_or_default(),
         env: spec.env.clone().unwrap_or_default(),
         cwd: Some(cwd),
+        sandbox: SandboxRequest::of(&spec.resolved_sandbox)?,
     };
     let deadline = Instant::now() + timeouts.stdio_handshake;
     let mut process = spawner

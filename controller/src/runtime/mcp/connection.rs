@@ -222,6 +222,13 @@ impl McpConnection {
         tracing::info!(server = %self.name, elapsed_ms = started.elapsed().as_millis() as u64, "mcp server stopped");
     }
 
+    /// The stdio server's sandbox, as status shows it.
+    pub fn sandbox(&self) -> Option<crate::runtime::sandbox::SandboxStatus> {
+        self.process
+            .as_ref()
+            .and_then(|process| process.sandbox().map(|s| s.status()))
+    }
+
     /// The stdio server's last `n` stderr lines, oldest first.
     pub fn stderr_tail(&self, n: usize) -> Vec<String> {
         self.process

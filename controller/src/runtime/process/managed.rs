@@ -24,6 +24,7 @@ use crate::runtime::procfs::{
     send_signal, signal_tracked,
 };
 use crate::runtime::reaper;
+use crate::runtime::sandbox::Sandboxed;
 use crate::support::sync::lock;
 
 /// Bound on each wait after SIGKILL (leader reaped, group empty, leaks gone).
@@ -94,6 +95,8 @@ pub struct ManagedProcess {
     mark: String,
     /// Keeps the thread that spawned this child (its PDEATHSIG parent) alive.
     _spawner: Arc<SpawnerThread>,
+    /// Its sandbox: what it enforces, the egress proxy, the temp dir.
+    sandboxed: Option<Sandboxed>,
 }
 
 impl fmt::Debug for ManagedProcess {
@@ -107,6 +110,12 @@ impl fmt::Debug for ManagedProcess {
 }
 
 impl ManagedProcess {
+    /// Its sandbox, when it runs in one: what is enforced, and the
+    /// destinations its egress proxy refused so far.
+    pub fn sandbox(&self) -> Option<&Sandboxed> {
+        self.sandboxed.as_ref()
+    }
+
     /// Process id of the leader.
     pub fn pid(&self) -> u32 {
         self.pid as u32
@@ -393,6 +402,8 @@ pub(super) struct Spawned {
     pub(super) sink: Option<Arc<dyn StderrSink>>,
     /// Kept alive while the process lives (its PDEATHSIG parent).
     pub(super) spawner: Arc<SpawnerThread>,
+    /// Its sandbox (proxy, temp dir), when it has one.
+    pub(super) sandboxed: Option<Sandboxed>,
 }
 
 impl ManagedProcess {
@@ -409,6 +420,7 @@ impl ManagedProcess {
             mark,
             sink,
             spawner,
+            sandboxed,
         } = spawned;
         let (Some(pid), Some(stdin), Some(stdout), Some(stderr)) = (
             child.id(),
@@ -467,6 +479,7 @@ impl ManagedProcess {
             report: None,
             mark,
             _spawner: spawner,
+            sandboxed,
         })
     }
 }

@@ -83,6 +83,7 @@ pub use self::managed::{ManagedProcess, StopOutcome, StopReport};
 pub use self::shim::{EXEC_SHIM_ARG, run_exec_shim_if_requested};
 pub use self::spawner::{SPAWNED_PID, Spawner};
 pub use self::stderr::{STDERR_TAIL_BYTES, STDERR_TAIL_LINES, StderrSink};
+pub use crate::runtime::sandbox::SandboxRequest;
 
 /// What to run. `env` comes from the config, already expanded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -96,6 +97,8 @@ pub struct ProcessSpec {
     pub env: BTreeMap<String, String>,
     /// Working directory; the controller's when `None`.
     pub cwd: Option<PathBuf>,
+    /// The permission profile it runs under (`None`: none at all, as `off`).
+    pub sandbox: Option<SandboxRequest>,
 }
 
 /// A process could not be started.
@@ -150,6 +153,14 @@ pub enum SpawnError {
         command: String,
         /// The soft `RLIMIT_NOFILE` at the time.
         limit: u64,
+    },
+    /// Its permission profile cannot be enforced (see the message).
+    #[error("sandbox {command}: {reason}")]
+    Sandbox {
+        /// The configured command.
+        command: String,
+        /// What is missing, and what to do.
+        reason: String,
     },
     /// The spawner thread is gone (it only stops when every handle is dropped).
     #[error("spawn {command}: the spawner thread has stopped")]

@@ -1,7 +1,9 @@
 //! The exec shim: the `steward` executable started as
-//! `[shim, "__steward-exec", <controller pid>, <program>, <args>...]` arms
-//! the parent-death signal, checks that the controller is still its parent,
-//! restores the server's open-file limit and execs the program in place.
+//! `[shim, "__steward-exec", <controller pid>, <program>, <args>...]`
+//! enters the server's sandbox namespace (when its plan has one), arms the
+//! parent-death signal, checks that the controller is still its parent,
+//! restores the server's open-file limit, confines itself (Landlock,
+//! seccomp: `runtime::sandbox::apply`) and execs the program in place.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -9,6 +11,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use super::limits::{SHIM_FD_LIMIT_VAR, set_fd_limit_soft};
+use crate::runtime::sandbox::{self, plan::Plan};
 
 /// `argv[1]` that turns the `steward` executable into the exec shim (see
 /// [`run_exec_shim_if_requested`]).
@@ -30,8 +33,35 @@ const SHIM_CANNOT_EXECUTE: i32 = 127;
 /// cost no more than an exec, and should start no threads.
 pub fn run_exec_shim_if_requested() {
     let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() == Some(OsStr::new(EXEC_SHIM_ARG)) {
-        exec_shim(args);
+    match args.next() {
+        Some(a) if a == OsStr::new(EXEC_SHIM_ARG) => exec_shim(args),
+        Some(a) if a == OsStr::new(sandbox::kernel::USERNS_PROBE_ARG) => {
+            std::process::exit(if sandbox::apply::probe_userns() { 0 } else { 1 })
+        }
+        _ => {}
+    }
+}
+
+/// The sandbox plan the spawner passed, if any (a plan that cannot be read
+/// ends the shim: the server never runs less confined than planned).
+fn sandbox_plan() -> Option<Plan> {
+    let text = std::env::var_os(sandbox::PLAN_VAR)?;
+    match serde_json::from_str(&text.to_string_lossy()) {
+        Ok(plan) => Some(plan),
+        Err(error) => {
+            eprintln!("steward sandbox: cannot read the plan: {error}");
+            std::process::exit(SHIM_SANDBOX_FAILED)
+        }
+    }
+}
+
+/// Exit code of the shim when the sandbox cannot be applied.
+const SHIM_SANDBOX_FAILED: i32 = 126;
+
+fn sandbox_step(step: Result<(), sandbox::apply::ApplyError>) {
+    if let Err(error) = step {
+        eprintln!("steward sandbox: cannot {error}");
+        std::process::exit(SHIM_SANDBOX_FAILED)
     }
 }
 
@@ -43,6 +73,11 @@ fn exec_shim(mut args: impl Iterator<Item = OsString>) -> ! {
         eprintln!("usage: steward {EXEC_SHIM_ARG} <parent pid> <program> [<arg>...]");
         std::process::exit(SHIM_CANNOT_EXECUTE);
     };
+    let plan = sandbox_plan();
+    // First: a new user namespace clears the parent-death signal.
+    if let Some(plan) = &plan {
+        sandbox_step(sandbox::apply::enter_namespace(plan));
+    }
     if let Err(error) = set_parent_death_signal() {
         eprintln!("cannot set the parent-death signal: {error}");
         std::process::exit(SHIM_CANNOT_EXECUTE);
@@ -59,11 +94,15 @@ fn exec_shim(mut args: impl Iterator<Item = OsString>) -> ! {
     {
         let _ = set_fd_limit_soft(soft);
     }
+    if let Some(plan) = &plan {
+        sandbox_step(sandbox::apply::confine(plan));
+    }
     // `exec` restores SIGPIPE (which the Rust runtime ignores) to its default;
     // the signal mask is the spawner thread's, as with a plain fork + exec.
     let error = std::process::Command::new(&program)
         .args(args)
         .env_remove(SHIM_FD_LIMIT_VAR)
+        .env_remove(sandbox::PLAN_VAR)
         .exec();
     eprintln!("cannot execute {}: {error}", Path::new(&program).display());
     std::process::exit(SHIM_CANNOT_EXECUTE)

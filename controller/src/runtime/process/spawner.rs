@@ -22,6 +22,7 @@ use super::stderr::StderrSink;
 use super::thread::SpawnerThread;
 use super::{ProcessSpec, SpawnError};
 use crate::runtime::reaper;
+use crate::runtime::sandbox::{self, SandboxContext, Support, proxy::DenialSink};
 
 tokio::task_local! {
     /// Set by a caller that wants the pid of the process a connect spawns
@@ -36,6 +37,11 @@ tokio::task_local! {
 pub struct Spawner {
     inner: Arc<SpawnerThread>,
     sink: Option<Arc<dyn StderrSink>>,
+    /// Where servers are sandboxed (`None`: nothing is, whatever a spec
+    /// asks: the runtime tests' spawners).
+    sandbox: Option<Arc<SandboxContext>>,
+    /// Where a sandboxed server's refused egress is reported.
+    egress: Option<DenialSink>,
 }
 
 impl fmt::Debug for Spawner {
@@ -66,15 +72,38 @@ impl Spawner {
         Ok(Spawner {
             inner: Arc::new(SpawnerThread::start(exec_shim.into())?),
             sink: None,
+            sandbox: None,
+            egress: None,
         })
+    }
+
+    /// This spawner, sandboxing what it spawns as each spec's profile says
+    /// (see [`crate::runtime::sandbox`]).
+    pub fn with_sandbox(mut self, context: SandboxContext) -> Spawner {
+        self.sandbox = Some(Arc::new(context));
+        self
+    }
+
+    /// What the kernel offers this spawner's sandboxes (probed once).
+    pub fn sandbox_support(&self) -> Option<Support> {
+        self.sandbox.as_ref().map(|c| c.support)
+    }
+
+    /// This spawner (same thread), also reporting the destinations the
+    /// egress proxies of the processes it starts refuse to `sink`.
+    pub fn with_egress_sink(&self, sink: DenialSink) -> Spawner {
+        Spawner {
+            egress: Some(sink),
+            ..self.clone()
+        }
     }
 
     /// This spawner (same thread), also sending the stderr lines of every
     /// process it starts to `sink`.
     pub fn with_stderr_sink(&self, sink: Arc<dyn StderrSink>) -> Spawner {
         Spawner {
-            inner: Arc::clone(&self.inner),
             sink: Some(sink),
+            ..self.clone()
         }
     }
 
@@ -111,7 +140,7 @@ impl Spawner {
     /// tail. Must be called within a tokio runtime, which then reaps the child.
     pub async fn spawn(&self, spec: &ProcessSpec) -> Result<ManagedProcess, SpawnError> {
         let command_name = spec.program.clone();
-        let (env, dropped_env) = sanitize_env(&spec.env);
+        let (mut env, dropped_env) = sanitize_env(&spec.env);
         if !dropped_env.is_empty() {
             tracing::warn!(command = %command_name, dropped = ?dropped_env, "ignored env keys a config may not set");
         }
@@ -144,6 +173,28 @@ impl Spawner {
 
         let serial = SPAWNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mark = reaper::mark(serial);
+        // After the config's env (prepare sets the variables a config
+        // cannot forge): TMPDIR, the proxy, the shim's plan.
+        let sandboxed = match (&spec.sandbox, &self.sandbox) {
+            (Some(request), Some(context)) => sandbox::prepare(
+                context,
+                request,
+                sandbox::Spawn {
+                    program: &program,
+                    args: &spec.args,
+                    cwd: &cwd,
+                    serial,
+                },
+                &mut env,
+                self.egress.clone(),
+            )
+            .await
+            .map_err(|e| SpawnError::Sandbox {
+                command: command_name.clone(),
+                reason: e.to_string(),
+            })?,
+            _ => None,
+        };
         // No `pre_exec` and an absolute shim path: std uses posix_spawn (the
         // shim arms PDEATHSIG instead; see the module docs).
         let mut command = Command::new(&self.inner.exec_shim);
@@ -194,6 +245,7 @@ impl Spawner {
             mark,
             sink: self.sink.clone(),
             spawner: Arc::clone(&self.inner),
+            sandboxed,
         })?;
         let pid = process.pid();
         tracing::debug!(command = %command_name, program = %program.display(), pid, "process started");

@@ -35,7 +35,9 @@
 //! progress token, spread over `sleepMs`), `sample` (ask the client
 //! `sampling/createMessage` with this text and answer with the reply's text
 //! or error), `reportPid` (`structuredContent: {"pid": <pid>}`), `exitMs`
-//! (exit with code 3 this long into the call, never answering it) and
+//! (exit with code 3 this long into the call, never answering it),
+//! `attempt` (what a hostile server tries: see `attempt.rs`; the outcome is
+//! the `structuredContent`) and
 //! `content` (answer with this content array verbatim, for pass-through
 //! tests of every content type). Exit codes: 0 on stdin close or SIGTERM, the
 //! configured code on `crashAfterMs` or `crashAfterListedMs`, 2 on a bad config.
@@ -69,6 +71,7 @@ use fake_mcp::{
     RecordEvent, SUPPORTED_PROTOCOL_VERSIONS, TlsConfig, TokenEndpoint,
 };
 
+mod attempt;
 mod http;
 mod server;
 mod stdio;

@@ -380,6 +380,9 @@ impl Server {
         if let Some(content) = arguments.get("content") {
             result["content"] = content.clone();
         }
+        if let Some(attempt) = arguments.get("attempt") {
+            result["structuredContent"] = super::attempt::run(attempt);
+        }
         if arguments.get("reportPid") == Some(&json!(true)) {
             result["structuredContent"] = json!({ "pid": std::process::id() });
         }

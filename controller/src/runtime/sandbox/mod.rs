@@ -1,0 +1,249 @@
+//! Least privilege, enforced: every local server Steward spawns runs under
+//! its permission profile (product.md §9), applied by the kernel in the
+//! server's own process before it execs the server.
+//!
+//! Which profile a server gets is decided upstream, purely
+//! (`steward_schema::sandbox`); this module only enforces it:
+//! - [`plan`]: in the controller, before the spawn, the profile becomes a
+//!   [`plan::Plan`] (absolute paths, the server's runtime, the network
+//!   mode) and a [`plan::Report`] of what this kernel enforces of it
+//!   ([`kernel::Support`]: the Landlock ABI, user namespaces);
+//! - [`apply`]: in the exec shim — the `steward` executable the spawner
+//!   posix_spawns, which then execs the server in place — the plan is
+//!   applied: a user and mount namespace (git's hooks and config read-only;
+//!   the session bus, Docker's socket and Steward's own sockets hidden),
+//!   then Landlock (files; TCP ports from ABI 4; signal and abstract-socket
+//!   scopes from ABI 6, which also keep it from ptrace and `/proc/PID` of
+//!   processes outside its tree), `no_new_privs`, seccomp (UDP, raw and
+//!   packet sockets, io_uring) and `RLIMIT_CORE` 0. Re-executing a helper
+//!   rather than running code between fork and exec is what keeps the
+//!   multi-threaded controller safe: the shim is a fresh single-threaded
+//!   process, where making a namespace and allocating are fine;
+//! - [`proxy`]: for a profile limited to hosts, a loopback HTTP proxy of the
+//!   server's own, its only TCP destination.
+//!
+//! The plan travels to the shim in [`PLAN_VAR`], which the shim removes
+//! before the exec. A process group, the parent-death signal and reaping
+//! are unchanged by any of this (`runtime::process`).
+
+pub mod apply;
+pub mod kernel;
+pub mod plan;
+pub mod proxy;
+
+use std::path::PathBuf;
+
+use steward_schema::resource::Reason;
+use steward_schema::sandbox::{Resolved, Sandbox};
+
+use crate::runtime::StartError;
+
+pub use kernel::Support;
+pub use plan::Report;
+pub use steward_schema::resource::{Enforcement, SandboxNetwork, SandboxStatus};
+
+/// The variable that carries a server's [`plan::Plan`] (JSON) to its shim.
+pub const PLAN_VAR: &str = "STEWARD_SANDBOX_PLAN";
+
+/// The profile a process is spawned under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxRequest {
+    pub profile: Sandbox,
+    /// Fail the start rather than run it less than fully enforced.
+    pub require: bool,
+    /// Why the profile is not the one the entry asks for.
+    pub note: Option<String>,
+}
+
+impl SandboxRequest {
+    /// The request of a spec's profile in force (`None`: `off`); a profile
+    /// that does not exist cannot start.
+    pub fn of(resolved: &Option<Resolved>) -> Result<Option<SandboxRequest>, StartError> {
+        match steward_schema::resource::sandbox_in_force(resolved) {
+            Resolved::Profile {
+                sandbox,
+                require,
+                note,
+            } => Ok((!sandbox.is_off()).then_some(SandboxRequest {
+                profile: sandbox,
+                require,
+                note,
+            })),
+            Resolved::Unknown(why) => Err(StartError::new(Reason::SandboxUnavailable, why)),
+        }
+    }
+}
+
+/// What every spawn of one controller shares: the user's directories, what
+/// to hide, what the kernel offers.
+#[derive(Debug, Clone)]
+pub struct SandboxContext {
+    /// `$HOME`.
+    pub home: Option<PathBuf>,
+    /// HOME_DIR.
+    pub home_dir: PathBuf,
+    /// The workspace root.
+    pub workspace: PathBuf,
+    /// Steward's own directories a server never reaches (control and MCP
+    /// sockets, locks).
+    pub hidden: Vec<PathBuf>,
+    /// Where each server's private temp dir is made.
+    pub tmp_root: PathBuf,
+    pub support: Support,
+}
+
+/// What a sandboxed process holds while it lives: what its sandbox
+/// enforces, its egress proxy, its private temp dir (removed when the
+/// process is dropped).
+#[derive(Debug)]
+pub struct Sandboxed {
+    pub report: Report,
+    proxy: Option<proxy::Proxy>,
+    tmpdir: PathBuf,
+}
+
+impl Sandboxed {
+    /// Requests its egress proxy refused so far.
+    pub fn egress_denied(&self) -> u64 {
+        self.proxy.as_ref().map_or(0, proxy::Proxy::denied)
+    }
+
+    /// As `status.sandbox` shows it now.
+    pub fn status(&self) -> SandboxStatus {
+        self.report.status(self.egress_denied())
+    }
+}
+
+impl Drop for Sandboxed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.tmpdir);
+    }
+}
+
+/// Why a sandbox could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// `steward.sandbox.require` and something is not enforced.
+    #[error(
+        "steward.sandbox.require is set and profile \"{profile}\" cannot be fully enforced here: {missing}"
+    )]
+    Required { profile: String, missing: String },
+    #[error("make the private temp dir {}: {error}", path.display())]
+    TempDir {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("start the egress proxy: {0}")]
+    Proxy(std::io::Error),
+}
+
+/// The process a sandbox is prepared for.
+#[derive(Debug, Clone, Copy)]
+pub struct Spawn<'a> {
+    /// The resolved program.
+    pub program: &'a std::path::Path,
+    pub args: &'a [String],
+    pub cwd: &'a std::path::Path,
+    /// The spawner's serial number of this spawn.
+    pub serial: u64,
+}
+
+/// Prepare the sandbox of one spawn: its plan, temp dir and proxy, and the
+/// variables the server gets (`env` is changed in place: `TMPDIR`, the
+/// proxy variables, and [`PLAN_VAR`] for the shim). `None` for `off`.
+pub async fn prepare(
+    context: &SandboxContext,
+    request: &SandboxRequest,
+    spawn: Spawn<'_>,
+    env: &mut std::collections::BTreeMap<String, String>,
+    sink: Option<proxy::DenialSink>,
+) -> Result<Option<Sandboxed>, PrepareError> {
+    let Spawn {
+        program,
+        args,
+        cwd,
+        serial,
+    } = spawn;
+    use std::os::unix::fs::DirBuilderExt;
+    let name = program
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmpdir = context
+        .tmp_root
+        .join(format!("{name}-{}-{serial}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&tmpdir)
+        .map_err(|error| PrepareError::TempDir {
+            path: tmpdir.clone(),
+            error,
+        })?;
+    let built = {
+        let lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
+        let facts = plan::Facts {
+            home: context.home.as_deref(),
+            home_dir: &context.home_dir,
+            workspace: &context.workspace,
+            hidden: &context.hidden,
+            program,
+            args,
+            cwd,
+            tmpdir: &tmpdir,
+            env: &lookup,
+        };
+        plan::build(&request.profile, context.support, &facts)
+    };
+    let Some(built) = built else {
+        let _ = std::fs::remove_dir(&tmpdir);
+        return Ok(None);
+    };
+    let mut report = built.report;
+    report.notes.splice(0..0, request.note.clone());
+    let guard = Sandboxed {
+        report,
+        proxy: None,
+        tmpdir,
+    };
+    if request.require && guard.report.enforcement != Enforcement::Full {
+        return Err(PrepareError::Required {
+            profile: guard.report.profile.clone(),
+            missing: guard.report.missing.join("; "),
+        });
+    }
+    let mut plan = built.plan;
+    let mut guard = guard;
+    if let Some(egress) = built.egress {
+        let proxy = proxy::Proxy::start(egress, sink)
+            .await
+            .map_err(PrepareError::Proxy)?;
+        if let Some(ports) = &mut plan.connect {
+            ports.push(proxy.port());
+        }
+        let url = format!("http://127.0.0.1:{}", proxy.port());
+        for key in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+            env.insert(key.to_owned(), url.clone());
+        }
+        for key in ["NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"] {
+            env.insert(key.to_owned(), String::new());
+        }
+        // Node before 24 ignores the variables without it.
+        env.insert("NODE_USE_ENV_PROXY".to_owned(), "1".to_owned());
+        guard.proxy = Some(proxy);
+    }
+    let tmp = guard.tmpdir.to_string_lossy().into_owned();
+    for key in ["TMPDIR", "TMP", "TEMP"] {
+        env.insert(key.to_owned(), tmp.clone());
+    }
+    // The session bus is hidden (or, without namespaces, still there but
+    // not advertised).
+    env.insert(
+        "DBUS_SESSION_BUS_ADDRESS".to_owned(),
+        "disabled:".to_owned(),
+    );
+    let plan = serde_json::to_string(&plan).unwrap_or_default();
+    tracing::debug!(program = %program.display(), %plan, "sandbox plan");
+    env.insert(PLAN_VAR.to_owned(), plan);
+    Ok(Some(guard))
+}
