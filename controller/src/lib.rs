@@ -79,6 +79,19 @@
 //!   facts, serialized once per change) through the [`control`] socket under
 //!   HOME_DIR, specs redacted of secrets unless asked
 //!   (`steward_schema::redact`).
+//! - **Secrets are resolved at the last moment** ([`runtime::secrets`]). A
+//!   `${secret:NAME}` stays a reference in every spec, hash, status and file;
+//!   the engine keeps a book of the values its desired state references
+//!   (looked up from the Secret Service, or Steward's file store when there
+//!   is none, at start, on `steward reload`, when `steward secret set|rm`
+//!   says a name changed, and for names an edit adds — never by reconcile,
+//!   which only reads the book). Reconcile gives an instance the spec with
+//!   its values and compares the fingerprint of those with what a running
+//!   instance got, so a rotation restarts exactly the servers that use the
+//!   secret; a missing or unreadable one is a gate (`SecretMissing`,
+//!   `SecretUnavailable`). Values leave only to their server;
+//!   [`support`]'s scrub puts the reference back into any log line or
+//!   failure message that would quote one.
 //! - **Events and logs are observed state too.** Every change of a server's
 //!   phase or reason in the status store is an event ([`observe::events`]; reloads
 //!   and rejected sources are the controller's own); every process a

@@ -23,6 +23,7 @@ use crate::glob;
 use crate::load::{Content, DroppedSpec, ExtensionContent, ParsedSource, SettingsContent};
 use crate::resource::{LspServerSpec, McpServerSpec, SourceKind};
 use crate::sandbox::{Resolved, SandboxPolicy};
+use crate::secrets;
 use crate::trust;
 
 /// Every source of one workspace, as last loaded.
@@ -129,6 +130,9 @@ pub struct Policy {
     pub lsp_excluded: Vec<String>,
     /// `steward.sandbox`, from the layers the workspace does not control.
     pub sandbox: SandboxPolicy,
+    /// `steward.secrets.requireReferences` of any layer: literal credentials
+    /// in the workspace's files make their entries invalid.
+    pub secrets_require_references: bool,
 }
 
 impl Policy {
@@ -241,13 +245,13 @@ pub fn workspace_controlled(kind: SourceKind) -> bool {
 
 /// `standard` with nothing to say: what a spec holds when it holds nothing
 /// (its fingerprint stays what it was before profiles existed).
-fn is_plain_standard(resolved: &Resolved) -> bool {
+pub fn is_plain_standard(resolved: &Resolved) -> bool {
     matches!(resolved, Resolved::Profile { sandbox, note: None, require: false } if sandbox.is_standard())
 }
 
 /// A `configHash` that also covers the profile in force: a server whose
 /// profile changes (its entry, a named profile, the default) restarts.
-fn with_sandbox(config_hash: &str, resolved: &Resolved) -> String {
+pub fn with_sandbox(config_hash: &str, resolved: &Resolved) -> String {
     let sandbox = match resolved {
         Resolved::Profile {
             sandbox, require, ..
@@ -289,6 +293,8 @@ pub fn desired_state(
         let Some(s) = settings_of(layer) else {
             continue;
         };
+        // Only stricter: any layer may turn it on, none off.
+        policy.secrets_require_references |= s.secrets_require_references == Some(true);
         if layer.kind != SourceKind::WorkspaceSettings {
             if let Some(v) = s.folder_trust_enabled {
                 policy.folder_trust_enabled = v;
@@ -480,6 +486,16 @@ pub fn desired_state(
         }
     }
 
+    if policy.secrets_require_references {
+        require_references(
+            sources,
+            &mut mcp,
+            &mut lsp,
+            &mut invalid_mcp,
+            &mut invalid_lsp,
+        );
+    }
+
     let home = cli.home.as_deref().unwrap_or(Path::new("~"));
     for d in mcp.values_mut() {
         let resolved = policy.sandbox.resolve(
@@ -524,4 +540,67 @@ pub fn desired_state(
         invalid_mcp,
         invalid_lsp,
     }
+}
+
+/// `steward.secrets.requireReferences`: an entry of a workspace file
+/// holding a literal credential is invalid (its row says what to move).
+fn require_references(
+    sources: &SourceSet,
+    mcp: &mut BTreeMap<String, DesiredMcp>,
+    lsp: &mut BTreeMap<String, DesiredLsp>,
+    invalid_mcp: &mut BTreeMap<String, InvalidEntry>,
+    invalid_lsp: &mut BTreeMap<String, InvalidEntry>,
+) {
+    let message = |path: &Path, name: &str, written: &crate::resource::AsWritten| {
+        let found = secrets::literal_credentials_written(written);
+        (!found.is_empty()).then(|| {
+            found
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{}: steward.secrets.requireReferences is on and {}",
+                        path.display(),
+                        secrets::literal_credential_message(path, name, f)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+    };
+    let path_of = |kind: SourceKind| match kind {
+        SourceKind::ProjectMcpJson => Some(&sources.mcp_json.path),
+        SourceKind::WorkspaceSettings => Some(&sources.workspace_settings.path),
+        SourceKind::LspJson => Some(&sources.lsp_json.path),
+        _ => None,
+    };
+    mcp.retain(|name, d| {
+        let Some(text) = path_of(d.source).and_then(|p| message(p, name, &d.spec.as_written))
+        else {
+            return true;
+        };
+        invalid_mcp.insert(
+            name.clone(),
+            InvalidEntry {
+                source: d.source,
+                spec: DroppedSpec::Mcp(d.spec.clone()),
+                message: text,
+            },
+        );
+        false
+    });
+    lsp.retain(|name, d| {
+        let Some(text) = path_of(d.source).and_then(|p| message(p, name, &d.spec.as_written))
+        else {
+            return true;
+        };
+        invalid_lsp.insert(
+            name.clone(),
+            InvalidEntry {
+                source: d.source,
+                spec: DroppedSpec::Lsp(d.spec.clone()),
+                message: text,
+            },
+        );
+        false
+    });
 }

@@ -6,6 +6,10 @@
 //! followed by a name or `{` is literal. Extension entries additionally see
 //! `${extensionPath}`, `${CLAUDE_PLUGIN_ROOT}`, `${workspacePath}`, `${/}` and
 //! `${pathSeparator}`, which take precedence over the environment.
+//!
+//! `${secret:NAME}` is not a variable: it stays in the text as written,
+//! without a warning, for the runtime to resolve at spawn time
+//! ([`crate::secrets`]).
 
 use std::collections::BTreeMap;
 
@@ -62,6 +66,10 @@ pub enum ExpandError {
     Unterminated { text: String },
     #[error("\"${{{text}}}\" is not ${{NAME}} or ${{NAME:-default}}, so it stays literal")]
     Malformed { text: String },
+    #[error(
+        "\"${{{text}}}\" is not a secret reference (a name is letters, digits, '_', '.' or '-'), so it stays literal"
+    )]
+    BadSecretName { text: String },
 }
 
 impl ExpandError {
@@ -161,6 +169,15 @@ fn expand_into(input: &str, vars: &Vars<'_>, problems: &mut Vec<ExpandError>) ->
 
 /// The value of `${body}`, or `None` (with a problem) to keep it literal.
 fn expand_braced(body: &str, vars: &Vars<'_>, problems: &mut Vec<ExpandError>) -> Option<String> {
+    if let Some(name) = body.strip_prefix("secret:") {
+        // Resolved by the runtime at spawn time, never here.
+        if !crate::secrets::is_valid_name(name) {
+            problems.push(ExpandError::BadSecretName {
+                text: body.to_owned(),
+            });
+        }
+        return None;
+    }
     let (name, default) = match body.find(":-") {
         Some(pos) => (&body[..pos], Some(&body[pos + 2..])),
         None => (body, None),
@@ -249,6 +266,20 @@ mod tests {
             assert_eq!(out, text);
             assert!(matches!(problems[..], [ExpandError::Malformed { .. }]));
         }
+    }
+
+    #[test]
+    fn secret_references_stay_as_written_without_a_problem() {
+        let env = env();
+        let v = Vars::env(&env);
+        assert_eq!(
+            clean("Bearer ${secret:gh-token}", &v),
+            "Bearer ${secret:gh-token}"
+        );
+        assert_eq!(clean("${NOPE:-${secret:a.b}}", &v), "${secret:a.b}");
+        let (out, problems) = expand("${secret:a b}", &v);
+        assert_eq!(out, "${secret:a b}");
+        assert!(matches!(problems[..], [ExpandError::BadSecretName { .. }]));
     }
 
     #[test]

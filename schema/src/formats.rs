@@ -273,7 +273,7 @@ pub struct SettingsFile {
     /// LSP admission settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lsp: Option<LspSettings>,
-    /// Steward's own settings.
+    /// Steward's own settings (Qwen Code ignores them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steward: Option<StewardSettings>,
 }
@@ -286,6 +286,22 @@ pub struct StewardSettings {
     /// layers: a workspace cannot widen its own sandbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxSettings>,
+    /// `${secret:NAME}` references.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<SecretsSettings>,
+}
+
+/// `steward.secrets` settings.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretsSettings {
+    /// When true in any layer, an entry of a workspace file (`.mcp.json`,
+    /// `.qwen/settings.json`, `.lsp.json`) holding a literal credential is
+    /// invalid (`InvalidSpec`) instead of a warning: move it with `steward
+    /// secret move`. No layer can turn off another layer's `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = false))]
+    pub require_references: Option<bool>,
 }
 
 /// The project MCP file, `WS/.mcp.json` (Qwen Code and Claude Code forms).

@@ -19,7 +19,9 @@
 //! 5. [`admission`] decides, per server, whether it may run and why not;
 //!    [`sandbox`] decides each server's permission profile;
 //! 6. [`resource`] is the contract those results are published in;
-//!    [`redact`] is how a published spec is shown without its secrets.
+//!    [`redact`] is how a published spec is shown without its secrets;
+//!    [`secrets`] is the syntax of `${secret:NAME}` references, which the
+//!    spec keeps as written (the runtime resolves them).
 //!
 //! [`pathglob`] is what `dev.watch` globs mean: which files of a server's
 //! source tree are watched (checked here, matched by the controller).
@@ -41,6 +43,8 @@ pub mod redact;
 pub mod resource;
 pub mod sandbox;
 pub mod schemas;
+pub mod secret_move;
+pub mod secrets;
 pub mod trust;
 pub mod validate;
 

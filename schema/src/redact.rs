@@ -59,6 +59,7 @@ pub fn mcp_as_written(entry: &McpServerEntry, transport: McpTransport) -> AsWrit
         },
         McpTransport::Http => AsWritten {
             http_url: entry.http_url.clone().or_else(|| entry.url.clone()),
+            http_url_from_url: entry.http_url.is_none(),
             headers: entry.headers.clone(),
             ..AsWritten::default()
         },

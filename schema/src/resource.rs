@@ -287,6 +287,8 @@ pub struct AsWritten {
     /// The URL a streamable HTTP server was given (`httpUrl`, or `url` with `type: "http"`).
     pub http_url: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
+    /// `http_url` was written as `url` (with `type: "http"`), not `httpUrl`.
+    pub http_url_from_url: bool,
 }
 
 /// Fields of Qwen Code's MCP entry format that Steward accepts and passes
@@ -412,6 +414,10 @@ pub enum Reason {
     StoppedByUser,
     /// An `mcpServers` entry that runs `steward mcp` itself: Steward never starts it.
     SelfReference,
+    /// A `${secret:NAME}` it uses is not set (`steward secret set NAME`).
+    SecretMissing,
+    /// The Secret Service holding its secrets is locked or failing.
+    SecretUnavailable,
     // Failed
     CommandNotFound,
     UnsafeCommand,
@@ -447,6 +453,8 @@ impl Reason {
             Reason::TrustRequired => "TrustRequired",
             Reason::StoppedByUser => "StoppedByUser",
             Reason::SelfReference => "SelfReference",
+            Reason::SecretMissing => "SecretMissing",
+            Reason::SecretUnavailable => "SecretUnavailable",
             Reason::CommandNotFound => "CommandNotFound",
             Reason::UnsafeCommand => "UnsafeCommand",
             Reason::StartFailed => "StartFailed",

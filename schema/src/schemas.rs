@@ -36,8 +36,37 @@ pub const NAMES: &[(&str, &str)] = &[
 ];
 
 /// The schema called `name`, if there is one: for the source formats, the
-/// strict form meant for editors (see the module docs).
+/// strict form meant for editors (see the module docs), which also tells
+/// VS Code's JSON language service the syntax the loaders accept.
 pub fn by_name(name: &str) -> Option<Value> {
+    let mut schema = by_name_inner(name)?;
+    if is_source_format(name) {
+        accept_loader_syntax(&mut schema);
+    }
+    Some(schema)
+}
+
+/// The schemas of files Steward reads (as opposed to resources it prints).
+fn is_source_format(name: &str) -> bool {
+    matches!(
+        name,
+        "settings" | "mcp-json" | "lsp-json" | "extension" | "approvals" | "trusted-folders"
+    )
+}
+
+/// Every source is JSON with `//` and `/* */` comments and without
+/// trailing commas ([`crate::jsonc`]). VS Code's JSON language service
+/// reads that from the root schema (`allowComments`, `allowTrailingCommas`,
+/// keywords of its own that validators ignore); without them it marks every
+/// comment of a `.json` file an error.
+fn accept_loader_syntax(schema: &mut Value) {
+    if let Value::Object(obj) = schema {
+        obj.insert("allowComments".into(), json!(true));
+        obj.insert("allowTrailingCommas".into(), json!(false));
+    }
+}
+
+fn by_name_inner(name: &str) -> Option<Value> {
     Some(match name {
         "settings" => for_editors(settings()),
         "mcp-json" => for_editors(mcp_json()),
@@ -248,6 +277,21 @@ mod tests {
             assert!(s.get("$id").is_some(), "{name}");
         }
         assert!(by_name("nope").is_none());
+    }
+
+    /// The editor schemas of the sources say the loaders' syntax (comments,
+    /// no trailing commas); resource schemas say nothing of it.
+    #[test]
+    fn source_schemas_accept_comments_as_the_loaders_do() {
+        for (name, _) in NAMES {
+            let s = by_name(name).unwrap();
+            if is_source_format(name) {
+                assert_eq!(s["allowComments"], json!(true), "{name}");
+                assert_eq!(s["allowTrailingCommas"], json!(false), "{name}");
+            } else {
+                assert!(s.get("allowComments").is_none(), "{name}");
+            }
+        }
     }
 
     /// Every property of every source format carries a description.

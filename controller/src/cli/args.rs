@@ -6,11 +6,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 use steward_schema::desired::CliOptions;
 use steward_schema::resource::ResourceKind;
 
+use crate::cli::install_args::{self, CompletionsArgs, DoctorArgs, ManArgs, SchemaArgs};
 use crate::cli::output::Format;
 use crate::desired::offline::Inputs;
 use crate::gateway::names;
@@ -28,7 +28,8 @@ Files read (HOME_DIR is $QWEN_HOME if set, else ~/.qwen; WS is --workspace):
   folder trust        $QWEN_CODE_TRUSTED_FOLDERS_PATH or HOME_DIR/trustedFolders.json
   approvals           $QWEN_CODE_MCP_APPROVALS_PATH or HOME_DIR/mcpApprovals.json
 
-Steward never creates or writes a file inside the workspace.
+Steward never creates or writes a file inside the workspace (but .vscode/settings.json when
+asked: `steward schema --editor vscode --write`).
 
 Environment:
   QWEN_HOME        HOME_DIR (default ~/.qwen)
@@ -89,9 +90,17 @@ Every field carries a description and its default; point an editor at it with \"
 Without NAME (or with `all`), prints every schema as one JSON object keyed by name. With --out, \
 writes each schema to DIR/<name>.schema.json (creating DIR) and prints the paths written.
 
+With --editor vscode, writes the schemas of the source formats under HOME_DIR/steward/schemas/ \
+(again whenever steward's version changes) and prints the `json.schemas` setting that associates \
+them with .mcp.json, .lsp.json, .qwen/settings.json, ~/.qwen/settings.json, qwen-extension.json, \
+the approvals and the trusted-folders files — for VS Code and every editor embedding its JSON \
+language service (Zed, Neovim with vscode-json-languageserver). --write merges it into the \
+workspace's .vscode/settings.json instead, keeping that file's comments and other settings.
+
 Examples:
   steward schema mcp-json > mcp-json.schema.json
-  steward schema all --out crds-like-specs")]
+  steward schema all --out crds-like-specs
+  steward schema --editor vscode --write")]
     Schema(SchemaArgs),
 
     /// Check configuration files strictly; print every problem as path:line:col
@@ -133,7 +142,8 @@ Examples:
 
 Values of env, headers, URLs (user info and query) and args are shown as written in the files \
 (`${MY_TOKEN}` stays `${MY_TOKEN}`), with credentials written literally shown as <redacted>; \
---show-secrets shows them expanded, as the servers get them.")]
+--show-secrets shows them expanded, as the servers get them — except ${secret:NAME} references, \
+which stay references everywhere.")]
     Status(StatusArgs),
 
     /// Approve gated MCP servers (from .mcp.json or workspace settings)
@@ -373,6 +383,44 @@ Examples:
   steward lsp symbols app.py -o json
   steward lsp request --server clangd textDocument/foldingRange '{\"textDocument\":{\"uri\":\"file:///w/a.c\"}}'")]
     Lsp(LspArgs),
+
+    /// Store, list, remove secrets, or move a literal credential into one
+    #[command(long_about = "\
+Secrets are the values of ${secret:NAME} references, which any string field Steward expands \
+(command, args, env, cwd, url, httpUrl, headers) may hold, in every config file and .lsp.json. \
+A reference is resolved only when the server starts: the files, status, logs and events keep \
+${secret:NAME}, and each server gets only its own values.
+
+Secrets belong to the user: every workspace sees the same names. They live in the desktop \
+keyring through the Secret Service (items with attributes service=steward name=NAME, so \
+`secret-tool store --label=X service steward name NAME` stores one too), or, when no Secret \
+Service is on the session bus, in HOME_DIR/steward/secrets.json (mode 0600). `set` and `rm` \
+tell every running controller, which restarts exactly the servers whose values changed; a \
+change made with another tool is seen at `steward reload` and at start.
+
+`move` takes a credential written literally out of a config file: it stores it, then rewrites \
+that one value to ${secret:NAME} (the rest of the file byte for byte as it was); the server \
+keeps running (its values are the same) and an approved entry stays approved.
+
+Examples:
+  steward secret set github-token            (prompts without echo)
+  printf %s \"$TOKEN\" | steward secret set github-token
+  steward secret list -o json
+  steward secret move .mcp.json github env.GITHUB_TOKEN --name github-token
+  steward secret rm github-token")]
+    Secret(crate::cli::secret::SecretArgs),
+
+    /// Check the installation, the workspace's files, servers and agents
+    #[command(long_about = install_args::DOCTOR_ABOUT)]
+    Doctor(DoctorArgs),
+
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    #[command(long_about = install_args::COMPLETIONS_ABOUT)]
+    Completions(CompletionsArgs),
+
+    /// Print or write the man pages
+    #[command(long_about = install_args::MAN_ABOUT)]
+    Man(ManArgs),
 }
 
 /// `steward lsp`.
@@ -683,27 +731,6 @@ fn parse_idle_stop(text: &str) -> Result<Duration, String> {
         return Err("must be more than zero (leave it out to never stop)".to_owned());
     }
     Ok(d)
-}
-
-/// `steward schema`.
-#[derive(Debug, Args)]
-pub struct SchemaArgs {
-    /// Which schema (default: all)
-    #[arg(value_name = "NAME", value_parser = schema_names())]
-    pub name: Option<String>,
-
-    /// Write the schema files to DIR (created if needed) instead of stdout
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-}
-
-fn schema_names() -> PossibleValuesParser {
-    let mut names: Vec<&'static str> = steward_schema::schemas::NAMES
-        .iter()
-        .map(|(name, _)| *name)
-        .collect();
-    names.push("all");
-    PossibleValuesParser::new(names)
 }
 
 /// Inputs that change the desired state; `steward run` takes the same ones,

@@ -13,9 +13,13 @@ pub(crate) mod output;
 
 mod approve;
 mod client;
+mod completions;
 mod describe;
+mod doctor;
+mod editor;
 mod events;
 mod export;
+mod install_args;
 mod logs;
 mod lsp;
 mod mcp;
@@ -23,10 +27,12 @@ mod reload;
 mod restart;
 mod run;
 mod schema;
+pub(crate) mod secret;
 mod status;
 mod stop;
 mod tools;
 mod validate;
+pub mod version;
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -34,8 +40,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
+use clap::FromArgMatches;
 use clap::error::ErrorKind;
-use clap::{CommandFactory, Parser};
 
 use crate::cli::args::{Cli, Command};
 use crate::support::paths::process_env;
@@ -64,6 +70,8 @@ pub enum CommandError {
     },
     #[error(transparent)]
     Schema(#[from] schema::SchemaError),
+    #[error(transparent)]
+    Editor(#[from] editor::EditorError),
     #[error(transparent)]
     Decision(#[from] approve::DecisionError),
     #[error(transparent)]
@@ -128,7 +136,10 @@ pub fn run(
 ) -> Result<ExitCode, CommandError> {
     let workspace: PathBuf = cli.workspace;
     match cli.command {
-        Command::Schema(args) => schema::run(args.name.as_deref(), args.out.as_deref(), io),
+        Command::Schema(args) => match args.editor {
+            Some(editor) => editor::run(&resolve_paths(&workspace, env)?, editor, args.write, io),
+            None => schema::run(args.name.as_deref(), args.out.as_deref(), io),
+        },
         Command::Validate(args) => {
             let paths = resolve_paths(&workspace, env)?;
             validate::run(&paths, &args.desired.inputs(), &args.files, env, io)
@@ -205,6 +216,12 @@ pub fn run(
         }
         Command::Restart(args) => restart::run(&resolve_paths(&workspace, env)?, &args, io),
         Command::Start(args) => stop::run(&resolve_paths(&workspace, env)?, &args.names, false, io),
+        Command::Secret(args) => secret::run(&resolve_paths(&workspace, env)?, args, env, io),
+        Command::Doctor(args) => {
+            doctor::run(&resolve_paths(&workspace, env)?, &args, env, now(env)?, io)
+        }
+        Command::Completions(args) => completions::completions(&args, io),
+        Command::Man(args) => completions::man(&args, io),
     }
 }
 
@@ -214,7 +231,7 @@ pub fn main() -> ExitCode {
     // shim is on the path of every server start.
     crate::runtime::process::run_exec_shim_if_requested();
     // clap prints help/version (exit 0) and usage errors (exit 2) itself.
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&version::command().get_matches()).unwrap_or_else(|e| e.exit());
     let env = process_env();
     // Unlocked handles: `run` logs to stderr from other threads for hours.
     let (mut out, mut err) = (io::stdout(), io::stderr());
@@ -233,7 +250,7 @@ pub fn main() -> ExitCode {
             subcommand,
             message,
         }) => {
-            let mut cmd = Cli::command();
+            let mut cmd = version::command();
             cmd.build();
             let cmd = cmd
                 .find_subcommand_mut(subcommand)

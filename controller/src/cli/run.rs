@@ -159,6 +159,7 @@ where
 /// `steward run`: until SIGINT/SIGTERM; a second signal exits at once.
 pub fn run(workspace: &std::path::Path, args: RunArgs) -> Result<ExitCode, CommandError> {
     install_logging(args.log_format == LogFormat::Json);
+    super::editor::refresh_if_installed(workspace);
     let opts = run_options(workspace, &args);
     with_controller_runtime(|shutdown| async move {
         run_after_a_stopping_one(opts, shutdown).await?;

@@ -1,5 +1,6 @@
 //! `steward schema`: print or write the JSON Schemas of
-//! `steward_schema::schemas` (one by name, or all of them).
+//! `steward_schema::schemas` (one by name, or all of them); with `--editor`,
+//! the editor's settings that use them ([`super::editor`]).
 
 use std::fs;
 use std::io;

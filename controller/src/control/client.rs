@@ -173,6 +173,29 @@ pub async fn accept_tools(
     message_of(request(path, &asked, timeout).await?)
 }
 
+/// `steward secret set|rm`: tell the controller which secrets changed;
+/// answers which servers restart.
+pub async fn secrets_changed(
+    path: &Path,
+    names: &[String],
+    timeout: Duration,
+) -> Result<String, ControlError> {
+    let asked = Request::SecretsChanged {
+        names: names.to_vec(),
+    };
+    message_of(request(path, &asked, timeout).await?)
+}
+
+/// `steward secret move` through the running controller (see
+/// [`Request::SecretMove`]); answers what it did.
+pub async fn secret_move(
+    path: &Path,
+    asked: Request,
+    timeout: Duration,
+) -> Result<String, ControlError> {
+    message_of(request(path, &asked, timeout).await?)
+}
+
 /// Every tool of the workspace (`steward tools`).
 pub async fn tools(path: &Path, timeout: Duration) -> Result<Vec<ToolRow>, ControlError> {
     match request(path, &Request::Tools, timeout).await? {

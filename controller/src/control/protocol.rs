@@ -69,6 +69,18 @@ pub enum Request {
     /// Every tool of the workspace, where it stands and what its definition
     /// costs (`steward tools`).
     Tools,
+    /// `steward secret set|rm`: these secrets changed; look them up again
+    /// and restart exactly the servers whose values changed.
+    SecretsChanged { names: Vec<String> },
+    /// `steward secret move`: with the secret `name` stored, rewrite `field`
+    /// of `server` in `file` to its reference (re-approving an approved
+    /// entry) and apply both files at once, so the server runs on.
+    SecretMove {
+        file: std::path::PathBuf,
+        server: String,
+        field: String,
+        name: String,
+    },
 }
 
 impl Request {

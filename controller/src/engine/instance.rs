@@ -42,6 +42,7 @@ use crate::runtime::lsp::{LspConnection, LspEvent};
 use crate::runtime::mcp::{Broadcast, McpConnection, McpEvent, McpHandle, McpLists, McpTimeouts};
 use crate::runtime::process::{SPAWNED_PID, Spawner};
 use crate::runtime::start::StartError;
+use crate::support::scrub::scrub;
 
 /// Stderr lines kept with a crash.
 const CRASH_TAIL_LINES: usize = 10;
@@ -159,6 +160,9 @@ pub struct Instance {
     pub id: u64,
     /// The `configHash` it runs.
     pub hash: String,
+    /// The `configHash` of the spec as the server got it (its secrets
+    /// resolved): what says it runs outdated values. Never shown.
+    pub effective: String,
     pub generation: u64,
     /// It replaces an earlier instance of a different spec (a restart).
     pub replaces: bool,
@@ -174,10 +178,12 @@ pub struct Instance {
 
 impl Instance {
     /// Start running `spec` for `key` in a task of its own; returns at once.
+    #[allow(clippy::too_many_arguments)]
     pub fn launch(
         context: &Arc<InstanceContext>,
         key: &Key,
         spec: InstanceSpec,
+        effective: String,
         id: u64,
         generation: u64,
         replaces: bool,
@@ -209,6 +215,7 @@ impl Instance {
         Instance {
             id,
             hash,
+            effective,
             generation,
             replaces,
             code: 0,
@@ -342,9 +349,12 @@ async fn run(
             drop(start);
             conn
         }
-        Err(error) => {
+        Err(mut error) => {
             start.record("result", error.reason.as_str());
             drop(start);
+            // A message may quote what the server was given (a command, a
+            // URL): never a secret's value.
+            error.message = scrub(&error.message).into_owned();
             set(InstancePhase::Failed(error));
             return;
         }
@@ -387,6 +397,7 @@ async fn run(
                     // The connection has re-listed the server already.
                     None => set(ready(&conn)),
                     Some(message) => {
+                        let message = scrub(&message).into_owned();
                         let tail = conn.stderr_tail();
                         Box::pin(shut(&context, &key, conn)).await;
                         set(InstancePhase::Exited { message, tail, started_at });

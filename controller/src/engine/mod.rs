@@ -17,6 +17,7 @@ pub mod watch;
 
 mod reload;
 mod requests;
+pub(crate) mod secrets;
 mod stopped;
 
 use reload::{ReloadTracker, log_reload, user_actions};
@@ -55,6 +56,7 @@ use crate::observe::status::{ControllerFacts, StatusStore};
 use crate::observe::view::StatusView;
 use crate::runtime::process::Spawner;
 use crate::runtime::reaper;
+use crate::runtime::secrets::book::SecretBook;
 use crate::support::lock::{ControllerLock, LockError};
 use crate::support::paths::{Paths, PathsError, PrivateDirError, create_private_dir, process_env};
 use crate::support::socket;
@@ -143,6 +145,10 @@ struct Shared {
     pins: Arc<Pins>,
     /// The agent endpoint, for what only it knows (`steward tools`).
     gateway: Arc<Gateway>,
+    /// The values of `${secret:NAME}` references (see [`secrets`]).
+    secrets: Arc<SecretBook>,
+    /// Where a finished refresh of the book is reported.
+    refreshed: mpsc::UnboundedSender<secrets::Refreshed>,
 }
 
 impl Shared {
@@ -163,7 +169,21 @@ impl Shared {
         tracker: &mut ReloadTracker,
         trigger: &str,
     ) {
+        self.apply_with(before, applied, tracker, trigger, &BTreeSet::new());
+    }
+
+    /// [`Self::apply`], plus `rotated`: keys whose secrets changed (they
+    /// are reconciled as part of the same reload, their backoff forgotten).
+    fn apply_with(
+        &self,
+        before: &Snapshot,
+        applied: &Applied,
+        tracker: &mut ReloadTracker,
+        trigger: &str,
+        rotated: &BTreeSet<Key>,
+    ) {
         let snap = self.store.snapshot();
+        self.look_up_new_secrets(&snap);
         let rejected: BTreeSet<SourceKind> = applied.rejected.iter().map(|s| s.kind).collect();
         let saved: Vec<SourceKind> = applied
             .touched
@@ -172,7 +192,8 @@ impl Shared {
             .filter(|kind| !rejected.contains(kind))
             .collect();
         let mut keys: BTreeSet<Key> = applied.changed.iter().cloned().collect();
-        let mut retry: BTreeSet<Key> = BTreeSet::new();
+        let mut retry: BTreeSet<Key> = rotated.clone();
+        keys.extend(rotated.iter().filter(|k| snap.contains(k)).cloned());
         for key in self.status.keys_in_phase(Phase::Failed) {
             if snap.get(&key).is_some_and(|d| saved.contains(&d.source())) {
                 keys.insert(key.clone());
@@ -225,6 +246,37 @@ impl Shared {
         {
             self.status.set_last_reload(summary);
         }
+    }
+
+    /// Names the desired state references that the book has not looked
+    /// up yet (a config edit added them): looked up now, in a task.
+    fn look_up_new_secrets(&self, snap: &Snapshot) {
+        let referenced: BTreeSet<String> = secrets::users(snap).into_keys().collect();
+        let known = self.secrets.known();
+        let new: BTreeSet<String> = referenced.difference(&known).cloned().collect();
+        if !new.is_empty() {
+            secrets::refresh(
+                &self.secrets,
+                new,
+                referenced,
+                secrets::Then::Nothing,
+                &self.refreshed,
+            );
+        }
+    }
+
+    /// Look every referenced name up again, then go on with `then`.
+    fn refresh_secrets(&self, extra: &[String], then: secrets::Then) {
+        let mut referenced: BTreeSet<String> =
+            secrets::users(&self.store.snapshot()).into_keys().collect();
+        referenced.extend(extra.iter().cloned());
+        secrets::refresh(
+            &self.secrets,
+            referenced.clone(),
+            referenced,
+            then,
+            &self.refreshed,
+        );
     }
 
     /// Controller conditions that follow the sources: `SourcesValid` (the
@@ -421,6 +473,20 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let (demand_tx, mut demand_rx) = mpsc::unbounded_channel::<String>();
     gateway.set_demand(demand_tx);
     let stopped = stopped::read(&paths.stopped_file());
+    // Secrets the servers reference, looked up before anything starts.
+    let secrets_book = Arc::new(SecretBook::new(paths.home_dir.clone()));
+    let (refreshed_tx, mut refreshed_rx) = mpsc::unbounded_channel::<secrets::Refreshed>();
+    {
+        let names: BTreeSet<String> = secrets::users(&store.snapshot()).into_keys().collect();
+        if !names.is_empty() {
+            secrets_book.refresh(&names, &names).await;
+            tracing::info!(
+                secrets = names.len(),
+                backend = secrets_book.backend().map_or("none", |b| b.as_str()),
+                "looked up the secrets the servers use"
+            );
+        }
+    }
     // Before any client can attach: servers with a cached catalog are
     // listed at once.
     gateway.offer_cached(&stopped);
@@ -436,6 +502,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         event_tx,
         outcome_tx,
         cancel.clone(),
+        secrets_book.clone(),
     ));
     let queue = Arc::new(WorkQueue::<Key>::instrumented(metrics().queue()));
     metrics().attach(Observed {
@@ -460,6 +527,8 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         view: view.clone(),
         pins: gateway.pins().clone(),
         gateway: gateway.clone(),
+        secrets: secrets_book.clone(),
+        refreshed: refreshed_tx,
     };
 
     // Workers.
@@ -590,7 +659,11 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             Some(settled) = outcome_rx.recv() => {
                 if let Some(summary) = tracker.outcome(&settled) {
                     log_reload(&summary);
-                    for line in user_actions(&store.snapshot(), &paths.trusted_folders) {
+                    let snap = store.snapshot();
+                    for line in user_actions(&snap, &paths.trusted_folders)
+                        .into_iter()
+                        .chain(secrets::user_actions(&snap, &status))
+                    {
                         tracing::info!("{line}");
                     }
                     let failed = !summary.failed.is_empty();
@@ -605,6 +678,9 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             }
             Some(incoming) = control_rx.recv() => {
                 handle_request(incoming, &shared, &mut tracker, &paths);
+            }
+            Some(refreshed) = refreshed_rx.recv() => {
+                requests::secrets_refreshed(refreshed, &shared, &mut tracker, &paths);
             }
             _ = resync.tick() => {
                 // Level-triggered: compare the files with the snapshot too,

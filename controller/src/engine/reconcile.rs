@@ -38,7 +38,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use steward_schema::admission::Blocked;
 use steward_schema::resource::{ConditionStatus, Phase, Reason, ResourceKind, ServerStatus};
@@ -51,19 +51,21 @@ use crate::engine::backoff::{
     BackoffConfig, CrashLoop, CrashLoopConfig, KeyBackoff, LspCrash, LspRestarts,
 };
 use crate::engine::instance::{
-    Instance, InstanceContext, InstancePhase, InstanceSpec, Offer, ReadyView, RuntimeEvent,
-    StopMode,
+    Instance, InstanceContext, InstancePhase, Offer, ReadyView, RuntimeEvent, StopMode,
 };
 use crate::engine::publish::Publish;
 use crate::engine::queue::Requeue;
 use crate::engine::sandboxed;
+use crate::engine::secrets;
 use crate::engine::watch::dev::DevSources;
-use crate::observe::clock::{now_rfc3339, rfc3339};
+use crate::observe::clock::{now_rfc3339, rfc3339, wall};
 use crate::observe::metrics::{kind_label, metrics};
 use crate::observe::status::{StatusStore, set_condition};
 use crate::observe::trace::TARGET;
+use crate::runtime::first_line;
 use crate::runtime::mcp::{Broadcast, McpTimeouts};
 use crate::runtime::process::Spawner;
+use crate::runtime::secrets::book::SecretBook;
 use crate::runtime::start::{StartError, message_with_tail};
 use crate::support::sync::lock;
 
@@ -202,16 +204,8 @@ pub struct Reconciler {
     idle_stop: Option<Duration>,
     outcomes: mpsc::UnboundedSender<Settled>,
     cancel: CancellationToken,
-}
-
-fn wall(at: Instant) -> SystemTime {
-    let now = Instant::now();
-    let sys = SystemTime::now();
-    if at >= now {
-        sys + (at - now)
-    } else {
-        sys - (now - at)
-    }
+    /// The values of `${secret:NAME}` references, as last looked up.
+    secrets: Arc<SecretBook>,
 }
 
 /// `Failed` for `reason`: the message shown (ending with the server's last
@@ -256,6 +250,7 @@ impl Reconciler {
         events: mpsc::UnboundedSender<RuntimeEvent>,
         outcomes: mpsc::UnboundedSender<Settled>,
         cancel: CancellationToken,
+        secrets: Arc<SecretBook>,
     ) -> Self {
         let context = Arc::new(InstanceContext {
             spawner,
@@ -287,6 +282,7 @@ impl Reconciler {
             idle_stop,
             outcomes,
             cancel,
+            secrets,
         }
     }
 
@@ -445,12 +441,15 @@ impl Reconciler {
 
         // Not admitted, or stopped by the user: nothing may run.
         let stopped_by_user = lock(&self.stopped).contains(key);
+        // Then its secrets: the spec the server gets, or why not now.
+        let runnable = secrets::runnable(&self.secrets, &self.context.workspace, key, &desired);
         let blocked = snap.blocked(key).cloned().or_else(|| {
             stopped_by_user.then(|| Blocked {
                 reason: Reason::StoppedByUser,
                 message: format!("stopped by the user; run `steward start {}`", key.name),
             })
         });
+        let blocked = blocked.or_else(|| runnable.as_ref().err().and_then(secrets::blocked));
         if let Some(b) = blocked {
             self.retire(key, slot, StopMode::Now);
             // An idle server's cached listing goes too (blocked wins).
@@ -462,6 +461,11 @@ impl Reconciler {
             self.set_blocked(key, &b);
             return (Requeue::No, Some(Outcome::Skipped(b.reason)));
         }
+
+        // Secrets not looked up yet: the key comes back then; what runs stays.
+        let Ok(runnable) = runnable else {
+            return (Requeue::No, None);
+        };
 
         // A graceful replacement lets a Ready MCP server finish its calls
         // in flight first: none is cut off, none is sent again.
@@ -482,14 +486,19 @@ impl Reconciler {
             return (Requeue::After(Duration::ZERO), None);
         }
 
-        // An instance of another spec: stop it; the new one starts once it
-        // has stopped.
-        if slot.current.as_ref().is_some_and(|i| i.hash != hash) {
-            self.replace(key, slot, drain);
-            self.retry_now(key);
+        // Other values (a new spec, a rotated secret): stop it; the new one
+        // starts once it has stopped. Only written otherwise (a literal
+        // moved into a secret): it runs on.
+        if let Some(current) = slot.current.as_mut() {
+            if current.effective != runnable.effective {
+                self.replace(key, slot, drain);
+                self.retry_now(key);
+            } else {
+                (current.hash, current.generation) = (hash.clone(), generation);
+            }
         }
         // A `dev` server whose source changed: build, then replace.
-        if let Some(decision) = self.dev_step(key, &desired, slot, drain) {
+        if let Some(decision) = self.dev_step(key, &desired, &runnable.spec, slot, drain) {
             return decision;
         }
 
@@ -573,7 +582,7 @@ impl Reconciler {
             self.set_idle(key, reason, &d.spec, &catalog);
             return (Requeue::No, Some(Outcome::Idle));
         }
-        self.launch(key, &desired, &hash, generation, slot)
+        self.launch(key, runnable, &hash, generation, slot)
     }
 
     /// Ask the current instance to stop (`mode`) and keep it until it has.
@@ -655,7 +664,7 @@ impl Reconciler {
     fn launch(
         &self,
         key: &Key,
-        desired: &Desired<'_>,
+        runnable: secrets::Runnable,
         hash: &str,
         generation: u64,
         slot: &mut Slot,
@@ -681,10 +690,6 @@ impl Reconciler {
             self.set_status(key, |s| s.next_retry_at = Some(rfc3339(wall(at))));
             return (Requeue::At(at), None);
         }
-        let spec = match desired {
-            Desired::Mcp(d) => InstanceSpec::Mcp(d.spec.clone()),
-            Desired::Lsp(d) => InstanceSpec::Lsp(d.spec.clone()),
-        };
         let replaces = std::mem::take(&mut slot.replacing)
             || self
                 .status
@@ -722,7 +727,15 @@ impl Reconciler {
                 &now_s,
             );
         });
-        let mut instance = Instance::launch(&self.context, key, spec, id, generation, replaces);
+        let mut instance = Instance::launch(
+            &self.context,
+            key,
+            runnable.spec,
+            runnable.effective,
+            id,
+            generation,
+            replaces,
+        );
         instance.code = slot.dev.built;
         slot.current = Some(instance);
         slot.published = None;
@@ -903,10 +916,6 @@ impl Reconciler {
     }
 }
 
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -972,6 +981,7 @@ mod tests {
             events,
             outcomes,
             CancellationToken::new(),
+            Arc::new(SecretBook::new(dir.path().join("home"))),
         ));
         let keys: Vec<Key> = store.snapshot().keys().into_iter().collect();
         assert_eq!(keys.len(), N);

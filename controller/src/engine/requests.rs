@@ -2,6 +2,8 @@
 //! queries…) answered on the event loop: each reads the current snapshot and
 //! stores and at most enqueues keys, like every other event.
 
+use tokio::sync::oneshot;
+
 use super::*;
 
 pub(super) fn handle_request(
@@ -63,21 +65,36 @@ pub(super) fn handle_request(
             });
         }
         Request::Reload => {
-            let before = shared.store.snapshot();
-            let applied = shared.store.reload_all();
-            let rx = tracker.waiter();
-            shared.apply(&before, &applied, tracker, "steward reload");
-            if let Some(summary) = tracker.finish_if_done() {
-                shared.status.set_last_reload(summary);
-            } else {
-                tracker.release_waiters_if_idle();
+            // Secrets first: a value changed outside Steward is seen now.
+            shared.refresh_secrets(&[], secrets::Then::Reload(reply));
+        }
+        Request::SecretsChanged { names } => {
+            let snap = shared.store.snapshot();
+            let asked: BTreeSet<String> = names.iter().cloned().collect();
+            if secrets::keys_using(&snap, &asked).is_empty() {
+                let _ = reply.send(Ok(Reply::Message(secrets::changed_message(
+                    &names,
+                    &BTreeSet::new(),
+                ))));
+                return;
             }
-            tokio::spawn(async move {
-                let _ = reply.send(Ok(match rx.await {
-                    Ok(summary) => Reply::Reload(summary),
-                    Err(_) => Reply::Message("reload applied; nothing to reconcile".to_owned()),
-                }));
-            });
+            shared.refresh_secrets(&[], secrets::Then::Changed { names, reply });
+        }
+        Request::SecretMove {
+            file,
+            server,
+            field,
+            name,
+        } => {
+            let extra = [name.clone()];
+            let then = secrets::Then::Move {
+                file,
+                server,
+                field,
+                name,
+                reply,
+            };
+            shared.refresh_secrets(&extra, then);
         }
         Request::Lsp(query) => {
             let snap = shared.store.snapshot();
@@ -104,6 +121,115 @@ pub(super) fn handle_request(
             let _ = reply.send(Ok(Reply::Tools(shared.gateway.tool_rows())));
         }
     }
+}
+
+/// A refresh of the secrets is done: the servers whose values changed are
+/// looked at again (backoff forgotten), then the request goes on.
+pub(super) fn secrets_refreshed(
+    refreshed: secrets::Refreshed,
+    shared: &Shared,
+    tracker: &mut ReloadTracker,
+    paths: &Paths,
+) {
+    let secrets::Refreshed { changed, then } = refreshed;
+    let snap = shared.store.snapshot();
+    let rotated = secrets::keys_using(&snap, &changed);
+    if !rotated.is_empty() {
+        tracing::info!(secrets = ?changed, servers = ?rotated.iter().map(|k| &k.name).collect::<Vec<_>>(), "secrets changed");
+    }
+    match then {
+        secrets::Then::Nothing | secrets::Then::Changed { .. } => {
+            for key in &rotated {
+                shared.reconciler.retry_now(key);
+                shared.queue.add(key.clone());
+            }
+            if let secrets::Then::Changed { names, reply } = then {
+                let _ = reply.send(Ok(Reply::Message(secrets::changed_message(
+                    &names, &rotated,
+                ))));
+            }
+        }
+        secrets::Then::Reload(reply) => reload(shared, tracker, reply, &rotated),
+        secrets::Then::Move {
+            file,
+            server,
+            field,
+            name,
+            reply,
+        } => {
+            let answer = secret_move(shared, paths, &file, &server, &field, &name);
+            if answer.is_ok() {
+                reload(shared, tracker, oneshot::channel().0, &rotated);
+            }
+            let _ = reply.send(answer.map(Reply::Message));
+        }
+    }
+}
+
+/// `steward reload` (its secrets looked up again): every source read
+/// again, the keys it changed and `rotated` reconciled.
+fn reload(
+    shared: &Shared,
+    tracker: &mut ReloadTracker,
+    reply: oneshot::Sender<Answer>,
+    rotated: &BTreeSet<Key>,
+) {
+    let before = shared.store.snapshot();
+    let applied = shared.store.reload_all();
+    let rx = tracker.waiter();
+    shared.apply_with(&before, &applied, tracker, "steward reload", rotated);
+    if let Some(summary) = tracker.finish_if_done() {
+        shared.status.set_last_reload(summary);
+    } else {
+        tracker.release_waiters_if_idle();
+    }
+    tokio::spawn(async move {
+        let _ = reply.send(Ok(match rx.await {
+            Ok(summary) => Reply::Reload(summary),
+            Err(_) => Reply::Message("reload applied; nothing to reconcile".to_owned()),
+        }));
+    });
+}
+
+/// `steward secret move` in the controller: the file (and approval)
+/// rewritten with the value the book now holds for `name`.
+fn secret_move(
+    shared: &Shared,
+    paths: &Paths,
+    file: &Path,
+    server: &str,
+    field: &str,
+    name: &str,
+) -> Result<String, String> {
+    let field = steward_schema::secret_move::Field::parse(field).map_err(|e| e.to_string())?;
+    let stored = match shared.secrets.get(name) {
+        Some(crate::runtime::secrets::book::Lookup::Found(value)) => value,
+        Some(crate::runtime::secrets::book::Lookup::Unavailable(why)) => return Err(why),
+        _ => {
+            return Err(format!(
+                "read the secret {name} back: it is not set (store it first)"
+            ));
+        }
+    };
+    let moved = crate::desired::secret_move::commit(
+        paths,
+        file,
+        server,
+        &field,
+        name,
+        stored.expose(),
+        &crate::support::paths::process_env(),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(format!(
+        "{field} of {server} in {} is now ${{secret:{name}}}{}",
+        file.display(),
+        if moved.approved {
+            "; its approval was renewed"
+        } else {
+            ""
+        }
+    ))
 }
 
 /// Pin the definitions the named MCP servers (or, with `all`, every server

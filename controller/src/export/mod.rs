@@ -7,6 +7,8 @@
 //!   operator resources (`toolhive.stacklok.dev/v1beta1`), with the servers
 //!   it refuses and why;
 //! - [`check`]: validation of such manifests against the CRDs' structural
-//!   schemas, as the API server applies them.
+//!   schemas, as the API server applies them;
+//! - `keyring`: `${secret:NAME}` references as Secret stubs named after NAME.
 pub mod check;
+mod keyring;
 pub mod toolhive;

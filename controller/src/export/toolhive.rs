@@ -21,6 +21,8 @@ use std::net::IpAddr;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use steward_schema::admission::Blocked;
+
+use super::keyring;
 use steward_schema::redact;
 use steward_schema::resource::{McpServerSpec, McpTransport};
 
@@ -672,6 +674,23 @@ impl<'t> Secrets<'t> {
         written: Option<&str>,
         options: &Options,
     ) -> String {
+        let key = slot.key();
+        // `${secret:NAME}`: one stub named after the secret, shared.
+        if let Some(secret) = written.and_then(keyring::secret_of) {
+            let name = dns_label(
+                &format!("{secret}{}", if key == "token" { "-token" } else { "" }),
+                63,
+            );
+            if !self.names.contains(&name) && !self.taken.contains(&name) {
+                self.stubs
+                    .push(secret_stub(&name, server.name, key, options));
+                let line = secret_line(&name, key, None, "", options);
+                self.lines
+                    .push(line.replace("''", &keyring::lookup(secret)));
+            }
+            self.names.push(name.clone());
+            return name;
+        }
         let suffix = slot.suffix();
         let mut name = dns_label(&format!("{workload}-{suffix}"), 63);
         if self.taken.contains(&name) || self.names.contains(&name) {
@@ -681,7 +700,6 @@ impl<'t> Secrets<'t> {
                 stable_suffix(&format!("{}/{suffix}", server.name))
             );
         }
-        let key = slot.key();
         self.stubs
             .push(secret_stub(&name, server.name, key, options));
         self.lines.push(secret_line(

@@ -292,6 +292,14 @@ impl Gateway {
 }
 
 /// "unknown tool" with the closest names.
+/// The MCP protocol versions the agent endpoint speaks (`steward --version`
+/// prints them): every version up to 2026-07-28, whose clients skip
+/// `initialize` (each request says who they are) and hear of list changes
+/// on a `subscriptions/listen` request instead of on the session.
+pub fn protocol_versions() -> &'static [ProtocolVersion] {
+    ProtocolVersion::known_up_to(&ProtocolVersion::LATEST)
+}
+
 fn unknown(kind: Kind, exposed: &str, known: &[&str]) -> String {
     let close = names::close_names(exposed, known.iter().copied(), 5);
     let noun = kind.noun();
@@ -597,10 +605,7 @@ impl ServerHandler for Session {
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
-        // Every version up to 2026-07-28: its clients skip `initialize`
-        // (each request says who they are) and hear of list changes on a
-        // `subscriptions/listen` request instead of on the session.
-        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::LATEST))
+        std::borrow::Cow::Borrowed(protocol_versions())
     }
 
     fn accepted_subscription_filter(

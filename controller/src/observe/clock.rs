@@ -14,6 +14,17 @@ pub fn rfc3339(t: SystemTime) -> String {
 }
 
 /// Now, as RFC 3339: `STEWARD_NOW` verbatim when set, else the system clock.
+/// The wall-clock time of the monotonic instant `at` (past or future).
+pub fn wall(at: tokio::time::Instant) -> SystemTime {
+    let now = tokio::time::Instant::now();
+    let sys = SystemTime::now();
+    if at >= now {
+        sys + (at - now)
+    } else {
+        sys - (now - at)
+    }
+}
+
 pub fn now_rfc3339() -> String {
     match pinned() {
         Some(now) => now.to_owned(),

@@ -7,6 +7,7 @@ pub mod process;
 pub(crate) mod procfs;
 pub mod reaper;
 pub mod sandbox;
+pub mod secrets;
 pub mod start;
 
 pub use self::start::StartError;

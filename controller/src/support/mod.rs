@@ -1,11 +1,13 @@
 //! Plumbing every step uses: paths under HOME_DIR, the workspace lock,
 //! logging, atomic writes, poison-ignoring locks, private unix sockets,
-//! token-guarded TCP listeners, freed memory given back.
+//! token-guarded TCP listeners, freed memory given back, secret values
+//! scrubbed from what leaves.
 pub(crate) mod fs;
 pub(crate) mod listen;
 pub(crate) mod lock;
 pub(crate) mod logging;
 pub(crate) mod memory;
 pub mod paths;
+pub(crate) mod scrub;
 pub(crate) mod socket;
 pub(crate) mod sync;

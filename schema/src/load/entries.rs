@@ -78,6 +78,20 @@ pub(super) fn collect_built<T: Droppable>(
     out
 }
 
+/// A warning for each literal credential of entry `name` of `path`, with
+/// the `steward secret move` command that replaces it by a reference.
+pub(super) fn credential_warnings(
+    path: &Path,
+    name: &str,
+    literal: &serde_json::Value,
+    warnings: &mut FieldErrors,
+) {
+    for found in crate::secrets::literal_credentials(literal) {
+        let message = crate::secrets::literal_credential_message(path, name, &found);
+        warnings.push((found.pointer, message));
+    }
+}
+
 /// `value` expanded; references that stay literal become warnings at `field`.
 pub(super) fn expand_field(
     value: &Option<String>,

@@ -13,7 +13,9 @@ use serde_json::{Map, Value};
 
 use super::dev::build_dev;
 use super::document::LSP_ENTRY;
-use super::entries::{collect_built, expand_field, expand_list, expand_map, expand_one};
+use super::entries::{
+    collect_built, credential_warnings, expand_field, expand_list, expand_map, expand_one,
+};
 use super::paths::{absolute_in, file_uri, file_uri_path, normalize_lexically};
 use super::{
     DEFAULT_MAX_RESTARTS, DEFAULT_SHUTDOWN_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS, LoadContext,
@@ -72,7 +74,12 @@ pub(super) fn build_lsp_entries(
         scope,
     };
     memo::build_entries(memo, place, cx.workspace, cx.env, entries, |name, raw| {
-        lsp_outcome(name, raw, origin, cx)
+        let mut outcome = lsp_outcome(name, raw, origin, cx);
+        // `.lsp.json` is a file of the workspace: it should hold references.
+        if matches!(origin, LspOrigin::Workspace) {
+            credential_warnings(path, name, raw, &mut outcome.warnings);
+        }
+        outcome
     })
 }
 

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::dev::build_dev;
 use super::document::MCP_ENTRY;
-use super::entries::{collect_built, expand_field, expand_list, expand_map};
+use super::entries::{collect_built, credential_warnings, expand_field, expand_list, expand_map};
 use super::paths::{absolute_in, normalize_lexically};
 use super::{DEFAULT_MCP_TIMEOUT_MS, LoadContext, McpServers, Problems};
 use crate::canonical::hash_value;
@@ -76,10 +76,23 @@ pub(super) fn build_mcp_entries(
         extension: ext.map(|e| e.vars),
     };
     let scope = place.scope;
+    let path = place.path;
     let memo = if ext.is_none() { cx.memo } else { None };
-    memo::build_entries(memo, place, cx.workspace, cx.env, entries, |_, literal| {
-        mcp_outcome(literal, &vars, scope, ext.map(|e| e.name), cx.workspace)
-    })
+    memo::build_entries(
+        memo,
+        place,
+        cx.workspace,
+        cx.env,
+        entries,
+        |name, literal| {
+            let mut outcome = mcp_outcome(literal, &vars, scope, ext.map(|e| e.name), cx.workspace);
+            // Files of the workspace (often committed) should hold references.
+            if scope.is_gated() {
+                credential_warnings(path, name, literal, &mut outcome.warnings);
+            }
+            outcome
+        },
+    )
 }
 
 fn is_http_url(s: &str) -> bool {
@@ -240,8 +253,10 @@ pub fn build_mcp(
         ));
     }
     for (field, value) in [("/url", &url), ("/httpUrl", &http_url)] {
+        // A URL that is a secret reference is checked once resolved.
         if let Some(u) = value
             && !is_http_url(u)
+            && crate::secrets::names_in(u).is_empty()
         {
             // As written, never the expanded value (it may hold a secret).
             let written = if field == "/url" {
@@ -289,24 +304,6 @@ pub fn build_mcp(
         headers
     };
 
-    // Explicit defaults fingerprint like absent fields: writing `"args": []`
-    // or the default timeout restarts nothing.
-    let ws = workspace.to_string_lossy();
-    let default_cwd = |c: &String| c.is_empty() || c == "." || c == "./" || *c == ws;
-    let mut fingerprint = serde_json::json!({
-        "transport": transport,
-        "command": command,
-        "args": args.as_ref().filter(|a| !a.is_empty()),
-        "cwd": cwd.as_ref().filter(|c| !default_cwd(c)),
-        "env": env.as_ref().filter(|e| !e.is_empty()),
-        "url": url,
-        "httpUrl": http_url,
-        "headers": headers.as_ref().filter(|h| !h.is_empty()),
-        "timeout": entry.timeout.filter(|t| *t != DEFAULT_MCP_TIMEOUT_MS),
-        "oauth": entry.oauth,
-    });
-    // Qwen Code's fields that change the connection, only when written (so
-    // that every other fingerprint stays what it was).
     let qwen = QwenMcpFields {
         auth_provider_type: entry.auth_provider_type.clone(),
         target_audience: entry.target_audience.clone(),
@@ -315,17 +312,6 @@ pub fn build_mcp(
         version_negotiation: entry.version_negotiation.clone(),
         discovery_timeout_ms: entry.discovery_timeout_ms,
     };
-    for (key, value) in [
-        ("authProviderType", &qwen.auth_provider_type),
-        ("targetAudience", &qwen.target_audience),
-        ("targetServiceAccount", &qwen.target_service_account),
-        ("versionNegotiation", &qwen.version_negotiation),
-    ] {
-        if let (Some(v), Value::Object(map)) = (value, &mut fingerprint) {
-            map.insert(key.to_owned(), Value::String(v.clone()));
-        }
-    }
-    let config_hash = hash_value(&fingerprint);
     Ok(McpServerSpec {
         transport,
         scope: Scope::User,
@@ -348,8 +334,48 @@ pub fn build_mcp(
         qwen,
         extension_name: None,
         dev,
-        config_hash,
+        config_hash: String::new(),
         approval_hash: String::new(),
         as_written: redact::mcp_as_written(entry, transport),
     })
+    .map(|mut spec| {
+        spec.config_hash = mcp_config_hash(&spec, workspace);
+        spec
+    })
+}
+
+/// The MCP `configHash` of a spec: its connection fields (those of its
+/// transport), explicit defaults counted as absent. Also what the runtime
+/// compares a running server against once its secrets are resolved.
+pub fn mcp_config_hash(spec: &McpServerSpec, workspace: &Path) -> String {
+    // Explicit defaults fingerprint like absent fields: writing `"args": []`
+    // or the default timeout restarts nothing.
+    let ws = workspace.to_string_lossy();
+    let default_cwd = |c: &String| c.is_empty() || c == "." || c == "./" || *c == ws;
+    let mut fingerprint = serde_json::json!({
+        "transport": spec.transport,
+        "command": spec.command,
+        "args": spec.args.as_ref().filter(|a| !a.is_empty()),
+        "cwd": spec.cwd.as_ref().filter(|c| !default_cwd(c)),
+        "env": spec.env.as_ref().filter(|e| !e.is_empty()),
+        "url": spec.url,
+        "httpUrl": spec.http_url,
+        "headers": spec.headers.as_ref().filter(|h| !h.is_empty()),
+        "timeout": spec.timeout.filter(|t| *t != DEFAULT_MCP_TIMEOUT_MS),
+        "oauth": spec.oauth,
+    });
+    // Qwen Code's fields that change the connection, only when written (so
+    // that every other fingerprint stays what it was).
+    let qwen = &spec.qwen;
+    for (key, value) in [
+        ("authProviderType", &qwen.auth_provider_type),
+        ("targetAudience", &qwen.target_audience),
+        ("targetServiceAccount", &qwen.target_service_account),
+        ("versionNegotiation", &qwen.version_negotiation),
+    ] {
+        if let (Some(v), Value::Object(map)) = (value, &mut fingerprint) {
+            map.insert(key.to_owned(), Value::String(v.clone()));
+        }
+    }
+    hash_value(&fingerprint)
 }

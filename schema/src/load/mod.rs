@@ -65,7 +65,7 @@ pub use files::{
     load_trusted_folders,
 };
 pub use lsp::lsp_config_hash;
-pub use mcp::{build_mcp, mcp_outcome};
+pub use mcp::{build_mcp, mcp_config_hash, mcp_outcome};
 pub use paths::{absolute_in, file_uri, file_uri_path, normalize_lexically};
 pub use reload::{EntrySpans, entry_spans, reload_edited_entry};
 pub use settings::load_settings;
@@ -190,6 +190,8 @@ pub struct SettingsContent {
     /// `steward.sandbox` (used only from layers the workspace does not
     /// control).
     pub sandbox: Option<Box<crate::formats::SandboxSettings>>,
+    /// `steward.secrets.requireReferences`.
+    pub secrets_require_references: Option<bool>,
 }
 
 /// What an extension contributes.

@@ -53,7 +53,8 @@ pub fn load_settings(
                 ),
             ));
         }
-        let sandbox = file.steward.and_then(|s| s.sandbox).map(Box::new);
+        let steward = file.steward.unwrap_or_default();
+        let sandbox = steward.sandbox.map(Box::new);
         if let Some(settings) = &sandbox {
             let problems = sandbox_problems(settings);
             let ignored = kind == SourceKind::WorkspaceSettings;
@@ -89,6 +90,7 @@ pub fn load_settings(
             lsp_allowed: lsp.allowed,
             lsp_excluded: lsp.excluded,
             sandbox,
+            secrets_require_references: steward.secrets.and_then(|s| s.require_references),
         }))
     })
 }

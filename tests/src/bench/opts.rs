@@ -57,6 +57,7 @@ pub const SCENARIOS: &[&str] = &[
     "restarts",
     "lazy",
     "dev",
+    "sandbox",
     "observe",
 ];
 
@@ -66,7 +67,8 @@ steward-bench: benchmarks of `steward run` with fake MCP servers (JSON on stdout
 Options:
   --quick               small smoke run (< 30 s)
   --only A,B            scenarios: reload, burst, cold, cost, mcp-hub, readiness, gate,
-                        gateway, search, storm, first-list, restarts, lazy, dev, observe
+                        gateway, search, storm, first-list, restarts, lazy, dev, sandbox,
+                        observe
                         (default: all)
   --observe watch|poll  how status is observed (default: watch stream)
   --edits N             edits per reload level (default 24; quick 4)

@@ -13,8 +13,18 @@ pub struct ReloadLevel {
 }
 
 pub fn reload_level(ctx: &Ctx, n: usize, probes: usize) -> Result<ReloadLevel> {
+    reload_level_with(ctx, n, probes, &[])
+}
+
+/// [`reload_level`] with `vars` in the controller's environment.
+pub fn reload_level_with(
+    ctx: &Ctx,
+    n: usize,
+    probes: usize,
+    vars: &[(&str, &str)],
+) -> Result<ReloadLevel> {
     progress(format!("reload: {n} servers, {} edits", ctx.plan.edits));
-    let mut r = start_steward(ctx, n, true)?;
+    let mut r = start_steward_full(ctx, n, true, &FakeMcpConfig::default(), &[], vars)?;
     let cold_ms = r.cold_ms;
     let pid = r.stw.pid;
     let mut churn = Churn::new(&r.fleet);

@@ -438,6 +438,13 @@ pub fn bench(opts: Opts) -> Result<()> {
         out["dev"] = with_targets(&mut more_targets, run_scenario("dev", || dev::dev(&ctx)));
     }
 
+    if on("sandbox") {
+        out["sandbox"] = with_targets(
+            &mut more_targets,
+            run_scenario("sandbox", || sandbox::sandbox(&ctx)),
+        );
+    }
+
     // Ratios steward / mcp-hub, at the same N.
     if let Some(Ok(h)) = &hub {
         let mut ratios = serde_json::Map::new();

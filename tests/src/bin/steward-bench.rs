@@ -8,7 +8,7 @@
 //! cargo build --release -p steward-tests --bins
 //! target/release/steward-bench [--quick]
 //!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway,search,storm,observe,
-//!            first-list,restarts,lazy,dev]
+//!            first-list,restarts,lazy,dev,sandbox]
 //!     [--observe watch|poll] [--edits N] [--debounce-ms MS] [--mcp-hub PATH | --no-mcp-hub]
 //!     [--reload-ns 1,10,100] [--cost-ns 10,50,500] [--controller-arg ARG]... [--out FILE]
 //!     [--cold-ns 10,100,500] [--init-delay-ms 300] [--start-cpu-ms 10]
@@ -29,8 +29,10 @@
 //! processes with 20 real servers of which 3 are called, eager vs `--start
 //! lazy --idle-stop`) in `lazy.rs`, and `dev` (a save of a watched source
 //! file → a connected client sees the new tool list, without and with a
-//! build, beside a config edit) in `dev.rs`; the module docs of those say
-//! how they measure.
+//! build, beside a config edit) in `dev.rs`, and `sandbox` (what least
+//! privilege costs: sandboxed against `off` starts and reloads, the exec
+//! shim alone, the egress proxy) in `sandbox.rs`; the module docs of those
+//! say how they measure.
 //!
 //! `--quick` (about 25 s) runs every scenario at small sizes; it is meant for
 //! a smoke test (no errors, no churn, at most 2 restarts for the burst), not
@@ -128,6 +130,8 @@ mod reload;
 mod report;
 #[path = "../bench/restarts.rs"]
 mod restarts;
+#[path = "../bench/sandbox.rs"]
+mod sandbox;
 #[path = "../bench/storm.rs"]
 mod storm;
 

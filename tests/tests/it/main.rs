@@ -17,7 +17,9 @@ mod real_clients;
 mod approve;
 mod cli;
 mod crds;
+mod editor_schemas;
 mod export;
+mod install;
 mod secrets;
 mod status;
 mod validate;
@@ -49,6 +51,7 @@ mod pins;
 mod qwen_parity;
 mod robust;
 mod sandbox;
+mod secret_refs;
 mod sessions_survive;
 mod traces;
 

@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Decision, Reconciler, Slot};
 use crate::desired::snapshot::{Desired, Key};
-use crate::engine::instance::{InstancePhase, RuntimeEvent, StopMode};
+use crate::engine::instance::{InstancePhase, InstanceSpec, RuntimeEvent, StopMode};
 use crate::engine::queue::Requeue;
 use crate::observe::clock::now_rfc3339;
 use crate::observe::events::{EventType, NewEvent, ObjectRef};
@@ -103,12 +103,15 @@ fn dev_of<'a>(desired: &'a Desired<'_>) -> Option<&'a DevSpec> {
 impl Reconciler {
     /// The `dev` step of a reconcile (see the module docs), after the
     /// configuration's own replacement and before the instance's phase is
-    /// followed. `Some`: the reconcile ends here (a server that is not
-    /// running waits for the build of its new code).
+    /// followed; `runnable` is the spec the server gets (its secrets
+    /// resolved), whose environment the build gets too. `Some`: the
+    /// reconcile ends here (a server that is not running waits for the
+    /// build of its new code).
     pub(super) fn dev_step(
         &self,
         key: &Key,
         desired: &Desired<'_>,
+        runnable: &InstanceSpec,
         slot: &mut Slot,
         drain: StopMode,
     ) -> Option<Decision> {
@@ -136,7 +139,7 @@ impl Reconciler {
             slot.dev.attempted = code.generation;
             match &dev.build {
                 Some(command) => {
-                    let build = self.start_build(key, desired, dev, command, code.generation);
+                    let build = self.start_build(key, runnable, dev, command, code.generation);
                     slot.dev.build = Some(build);
                 }
                 None => slot.dev.built = code.generation,
@@ -223,22 +226,20 @@ impl Reconciler {
     fn start_build(
         &self,
         key: &Key,
-        desired: &Desired<'_>,
+        runnable: &InstanceSpec,
         dev: &DevSpec,
         command: &str,
         generation: u64,
     ) -> Build {
-        let (env, timeout, resolved) = match desired {
-            Desired::Mcp(d) => (
-                d.spec.env.clone().unwrap_or_default(),
-                d.spec.call_timeout(),
-                &d.spec.resolved_sandbox,
+        let (env, timeout, resolved) = match runnable {
+            InstanceSpec::Mcp(spec) => (
+                spec.env.clone().unwrap_or_default(),
+                spec.call_timeout(),
+                &spec.resolved_sandbox,
             ),
-            Desired::Lsp(d) => (
-                d.spec.env.clone(),
-                LSP_BUILD_TIMEOUT,
-                &d.spec.resolved_sandbox,
-            ),
+            InstanceSpec::Lsp(spec) => {
+                (spec.env.clone(), LSP_BUILD_TIMEOUT, &spec.resolved_sandbox)
+            }
         };
         let spec = BuildSpec {
             command: command.to_owned(),
