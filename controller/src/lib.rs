@@ -30,7 +30,9 @@
 //!   [`desired::snapshot::Snapshot`] (desired servers, admission, generations).
 //! - **Level-triggered.** Events — a settled file change ([`engine::watch`], its debounce a pure state machine), a server
 //!   exiting or offering other tools (the runtime re-lists it after its `list_changed`,
-//!   coalesced by another pure state machine), `steward reload|stop|start`, the
+//!   coalesced by another pure state machine), a settled change of a `dev`
+//!   server's own source (`engine::watch::dev`, the same debounce, trailing only),
+//!   `steward reload|stop|start`, the
 //!   periodic resync — only say *which keys to look at*. The snapshot diff
 //!   enqueues exactly the keys whose spec or admission changed; a formatting
 //!   edit changes no key and so touches nothing.
@@ -44,7 +46,12 @@
 //!   and what is observed, and acts on the difference — added → start,
 //!   removed → stop, `configHash` changed → stop then start, filters changed →
 //!   re-filter, unchanged → untouched, not admitted → stop and `Blocked`.
-//!   Admission is decided before anything is spawned. A reconcile decides and
+//!   Admission is decided before anything is spawned. A `dev` server's
+//!   source is one more thing compared: the watcher counts its settled
+//!   changes (a code generation), and an instance running an older
+//!   generation is replaced like one of an older `configHash` — after
+//!   `dev.build`, run as a task of its own through the runtime's spawner; a
+//!   failed build keeps what runs (`BuildFailed`). A reconcile decides and
 //!   *launches*; it never awaits a process. Keys whose admission turns to
 //!   Blocked (and removals) go to the front of the queue.
 //! - **Instances** ([`engine::instance`]): one attempt to run one spec, in its own

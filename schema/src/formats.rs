@@ -31,6 +31,53 @@ pub enum McpEntryType {
     Sdk,
 }
 
+/// `dev.watch`: one glob or a list of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum DevWatch {
+    /// One glob.
+    One(String),
+    /// Several globs.
+    Many(Vec<String>),
+}
+
+impl DevWatch {
+    /// The globs, in order.
+    pub fn globs(&self) -> Vec<String> {
+        match self {
+            DevWatch::One(glob) => vec![glob.clone()],
+            DevWatch::Many(globs) => globs.clone(),
+        }
+    }
+}
+
+/// `dev`: developing the server itself (VS Code's and mcp-hub's key). A
+/// change to a watched file runs `build` (if any), then replaces the server
+/// as a configuration edit does; a failing build keeps the running server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DevEntry {
+    /// Files whose change reloads the server: globs relative to `dev.cwd`
+    /// (`*`, `?`, `[a-z]`, `**` for any number of directories, `{a,b}`). A
+    /// glob naming a directory watches everything under it.
+    /// `node_modules`, `.git`, `target`, `dist`, `build`, `out` and the
+    /// Python caches are never watched unless a glob names them.
+    pub watch: DevWatch,
+    /// Shell command run (with `sh -c`, in `dev.cwd`, with the server's
+    /// environment, bounded by the entry's `timeout`) after a change and
+    /// before the server is replaced; a failure keeps the running server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    /// Directory the globs are relative to and the build runs in (default:
+    /// the entry's `cwd`, else the workspace). Expands `$VAR`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// mcp-hub's switch: `false` turns `dev` off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = true))]
+    pub enabled: Option<bool>,
+}
+
 /// One MCP server, as written in `mcpServers` (settings.json, `.mcp.json`,
 /// an extension manifest or `--mcp-config`). Exactly one of `command`, `url`
 /// or `httpUrl` says how to reach it.
@@ -129,6 +176,9 @@ pub struct McpServerEntry {
     /// entry with only `tcp` is skipped, with a warning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<String>,
+    /// Developing this server: reload it when its source changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<DevEntry>,
 }
 
 /// `mcp` settings.
@@ -390,6 +440,9 @@ pub struct LspServerEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = true))]
     pub trust_required: Option<bool>,
+    /// Developing this language server: restart it when its source changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<DevEntry>,
     /// The permission profile the server runs under (see the MCP entry's
     /// `sandbox`). In `.lsp.json` it may only narrow the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]

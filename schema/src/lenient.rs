@@ -77,7 +77,7 @@ pub const STARTUP_HOOKS: [&str; 7] = [
 ];
 
 /// MCP entry keys Steward reads (the typed form).
-pub const MCP_KEYS: [&str; 22] = [
+pub const MCP_KEYS: [&str; 23] = [
     "type",
     "sandbox",
     "command",
@@ -100,13 +100,14 @@ pub const MCP_KEYS: [&str; 22] = [
     "alwaysLoadTools",
     "versionNegotiation",
     "discoveryTimeoutMs",
+    "dev",
 ];
 
 /// MCP entry keys Qwen Code knows that mean nothing to Steward (no warning).
 const MCP_IGNORED_KEYS: [&str; 4] = ["tcp", "scope", "extensionName", "agentPluginV1"];
 
 /// LSP entry keys Steward reads (`socketPath` is read as `path`).
-pub const LSP_KEYS: [&str; 21] = [
+pub const LSP_KEYS: [&str; 22] = [
     "languages",
     "sandbox",
     "command",
@@ -128,7 +129,12 @@ pub const LSP_KEYS: [&str; 21] = [
     "restartOnCrash",
     "maxRestarts",
     "trustRequired",
+    "dev",
 ];
+
+/// Keys of `dev` Steward reads (VS Code's `watch`, mcp-hub's `enabled` and
+/// `cwd`, and `build`).
+pub const DEV_KEYS: [&str; 4] = ["watch", "build", "cwd", "enabled"];
 
 /// Qwen Code's bounds on `discoveryTimeoutMs`.
 pub const DISCOVERY_TIMEOUT_RANGE: (u64, u64) = (100, 300_000);
@@ -307,6 +313,7 @@ pub fn mcp_entry(raw: &Map<String, Value>, origin: Origin) -> Coerced {
         }
         value.insert("discoveryTimeoutMs".to_owned(), Value::from(clamped));
     }
+    coerce_dev(&mut value, &mut warnings);
     // Qwen Code's `includeTools` also matches a tool named before a `(`.
     if let Some(Value::Array(items)) = value.get_mut("includeTools") {
         for item in items.iter_mut() {
@@ -322,6 +329,41 @@ pub fn mcp_entry(raw: &Map<String, Value>, origin: Origin) -> Coerced {
         warnings,
         skip: None,
         moved,
+    }
+}
+
+/// `dev` as Steward reads it: `null` or `enabled: false` is no `dev`; the
+/// keys other tools give it (VS Code's `debug`, anything else) are dropped
+/// with a warning; what remains is left to validation (a `dev` that is not
+/// an object, a missing `watch`).
+fn coerce_dev(value: &mut Map<String, Value>, warnings: &mut FieldErrors) {
+    let Some(dev) = value.get_mut("dev") else {
+        return;
+    };
+    let off = match dev {
+        Value::Null => true,
+        Value::Object(map) => {
+            map.retain(|key, _| {
+                let at = crate::diagnostic::pointer_join("/dev", key);
+                if key == "debug" {
+                    warnings.push((
+                        at,
+                        "dev.debug (VS Code's debugger settings) is ignored: Steward attaches no debugger".to_owned(),
+                    ));
+                    false
+                } else if DEV_KEYS.contains(&key.as_str()) {
+                    true
+                } else {
+                    warnings.push((at, unknown_key_warning(key, &DEV_KEYS)));
+                    false
+                }
+            });
+            map.get("enabled") == Some(&Value::Bool(false))
+        }
+        _ => false,
+    };
+    if off {
+        value.remove("dev");
     }
 }
 
@@ -559,6 +601,9 @@ pub fn lsp_entry(raw: &Map<String, Value>, origin: Origin) -> Coerced {
             }
         }
     }
+    let mut dev_warnings = FieldErrors::new();
+    coerce_dev(&mut value, &mut dev_warnings);
+    warnings.extend(dev_warnings);
     warnings.extend(env_warnings);
     let moved = if raw.get("socketPath").is_some_and(Value::is_string) && !raw.contains_key("path")
     {

@@ -22,6 +22,9 @@
 //!    [`redact`] is how a published spec is shown without its secrets;
 //!    [`secrets`] is the syntax of `${secret:NAME}` references, which the
 //!    spec keeps as written (the runtime resolves them).
+//!
+//! [`pathglob`] is what `dev.watch` globs mean: which files of a server's
+//! source tree are watched (checked here, matched by the controller).
 pub mod admission;
 pub mod canonical;
 pub mod desired;
@@ -34,6 +37,7 @@ pub mod jsonc;
 pub mod lenient;
 pub mod load;
 pub mod memo;
+pub mod pathglob;
 pub mod qwen;
 pub mod redact;
 pub mod resource;

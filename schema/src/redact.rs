@@ -438,6 +438,7 @@ mod tests {
             resolved_sandbox: None,
             qwen: Default::default(),
             extension_name: None,
+            dev: None,
             config_hash: "h".to_owned(),
             approval_hash: "a".to_owned(),
             as_written: AsWritten {

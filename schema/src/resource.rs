@@ -15,6 +15,10 @@ use crate::Diagnostic;
 use crate::formats::LspTransport;
 use crate::sandbox::{Resolved, Sandbox, SandboxField};
 
+mod dev;
+
+pub use dev::{BuildResult, DevSpec, DevStatus, LastBuild};
+
 /// API group and version of every resource.
 pub const API_VERSION: &str = "steward.dev/v1alpha1";
 
@@ -208,6 +212,11 @@ pub struct McpServerSpec {
     /// The extension that provides it (scope `extension`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extension_name: Option<String>,
+    /// Developing the server: reloaded when its source changes. Not part of
+    /// the connection fingerprint (editing it re-arms the watch, restarts
+    /// nothing); part of the approval, as any field of the entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<DevSpec>,
     /// Connection fingerprint: a change restarts the connection.
     pub config_hash: String,
     /// What an approval binds to: Qwen Code's hash of the entry as Qwen Code
@@ -351,6 +360,10 @@ pub struct LspServerSpec {
     pub trust_required: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extension_name: Option<String>,
+    /// Developing the server: restarted when its source changes (not part
+    /// of `configHash`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<DevSpec>,
     /// The permission profile as written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxField>,
@@ -358,8 +371,8 @@ pub struct LspServerSpec {
     #[serde(skip)]
     #[schemars(skip)]
     pub resolved_sandbox: Option<Resolved>,
-    /// Hash of every field above except scope/extensionName (and the name),
-    /// and of the profile in force unless it is `standard`.
+    /// Hash of every field above except scope/extensionName/dev (and the
+    /// name), and of the profile in force unless it is `standard`.
     pub config_hash: String,
     /// `args` and `env` as written in the source, for display without
     /// secrets ([`crate::redact`]). Not hashed, never serialized.
@@ -532,6 +545,9 @@ pub struct ServerStatus {
     /// MCP: prompts held back for the same reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prompts_quarantined: Vec<Quarantined>,
+    /// A server with `dev`: its source watch, last build and reloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<DevStatus>,
     /// The permission profile the process runs under and what this kernel
     /// enforces of it (a local server that runs; see product.md §9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -754,6 +770,7 @@ impl ServerStatus {
             calls: None,
             tools_quarantined: Vec::new(),
             prompts_quarantined: Vec::new(),
+            dev: None,
             sandbox: None,
             stderr_tail: Vec::new(),
         }

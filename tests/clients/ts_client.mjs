@@ -8,7 +8,9 @@
 // `{"ok": ...}` or `{"error": "..."}`. Commands (`op`): `list_tools` (every
 // page: `{"items": [...], "pages": N}`), `call_tool` (`name`, `arguments`,
 // `progress`: `{"result": ..., "progress": [...]}`),
-// `session` (the server's name and instructions).
+// `session` (the server's name and instructions), `notifications` (every
+// server notification method received so far) and `wait_notification`
+// (`method`, `count`, `timeout` seconds: until `count` of `method` arrived).
 // The peers directory is $STEWARD_PEERS_DIR (set by .ci/run and the tests).
 
 import { createInterface } from "node:readline";
@@ -33,6 +35,14 @@ if (mode !== "stdio" || !command) {
 
 const transport = new StdioClientTransport({ command, args, env: process.env, stderr: "inherit" });
 const client = new Client({ name: "steward-ts-test", version: "1.0.0" });
+// Every notification the server sends, by method (no specific handler is
+// registered, so each reaches the fallback).
+const seen = [];
+let arrived = () => {};
+client.fallbackNotificationHandler = async (notification) => {
+  seen.push(notification.method);
+  arrived();
+};
 await client.connect(transport);
 console.log(JSON.stringify({ ok: "initialized" }));
 
@@ -58,6 +68,28 @@ async function run(command) {
         command.progress ? { onprogress: (p) => progress.push(p) } : {},
       );
       return { result, progress };
+    }
+    case "notifications":
+      return [...seen];
+    case "wait_notification": {
+      const count = command.count ?? 1;
+      const deadline = Date.now() + (command.timeout ?? 20) * 1000;
+      while (seen.filter((m) => m === command.method).length < count) {
+        const left = deadline - Date.now();
+        if (left <= 0) {
+          throw new Error(`no ${count} ${command.method} within ${command.timeout ?? 20} s: ${seen}`);
+        }
+        // The timer is cleared once a notification came: a pending one
+        // would keep Node running after stdin closes.
+        await new Promise((resolve) => {
+          const timer = setTimeout(resolve, left);
+          arrived = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
+      return [...seen];
     }
     case "session":
       return {

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use steward_schema::resource::{Item, SourceState, WorkspaceStatus};
+use steward_schema::resource::{DevSpec, DevStatus, Item, SourceState, WorkspaceStatus};
 
 use crate::observe::events::Event;
 use crate::observe::logs::LogChunk;
@@ -388,6 +388,44 @@ pub enum StderrView {
 
 /// `steward describe` of one item, kubectl-style. `events` is `None` when
 /// there is no controller to ask.
+/// The `Dev:` section of `describe`: what is watched, the last build and
+/// its last lines, the reloads.
+fn describe_dev(
+    out: &mut String,
+    dev: &DevSpec,
+    status: Option<&DevStatus>,
+    field: &dyn Fn(&mut String, usize, &str, &str),
+) {
+    out.push_str("Dev:\n");
+    field(out, 2, "Watch", &dev.watch.join("\n"));
+    field(out, 2, "In", &dev.cwd);
+    field(out, 2, "Build", dev.build.as_deref().unwrap_or("<none>"));
+    let Some(status) = status else {
+        field(out, 2, "Watching", "<not yet>");
+        return;
+    };
+    let watching = match (&status.message, status.watching) {
+        (Some(why), _) => format!("no: {why}"),
+        (None, true) => format!("yes ({} files)", status.files),
+        (None, false) => "no".to_owned(),
+    };
+    field(out, 2, "Watching", &watching);
+    field(out, 2, "Reloads", &status.reloads.to_string());
+    let last = match (&status.last_build, status.building) {
+        (_, true) => "running now".to_owned(),
+        (Some(b), false) => format!("{:?} in {} ms at {}", b.result, b.duration_ms, b.at),
+        (None, false) => "<none>".to_owned(),
+    };
+    field(out, 2, "Last Build", &last);
+    if let Some(b) = status.last_build.as_ref().filter(|b| !b.tail.is_empty()) {
+        out.push_str("  Last Build Output:\n");
+        for line in &b.tail {
+            out.push_str(format!("    {line}").trim_end());
+            out.push('\n');
+        }
+    }
+}
+
 pub fn render_describe(
     item: &Item,
     events: Option<&[Event]>,
@@ -493,6 +531,14 @@ pub fn render_describe(
     }
     if let Some(sandbox) = &status.sandbox {
         describe_sandbox(&mut out, sandbox);
+    }
+
+    let dev = match item {
+        Item::McpServer(s) => s.spec.dev.as_ref(),
+        Item::LspServer(s) => s.spec.dev.as_ref(),
+    };
+    if let Some(dev) = dev {
+        describe_dev(&mut out, dev, status.dev.as_ref(), &field);
     }
 
     if status.conditions.is_empty() {

@@ -166,6 +166,9 @@ pub struct Instance {
     pub generation: u64,
     /// It replaces an earlier instance of a different spec (a restart).
     pub replaces: bool,
+    /// The code generation it runs (a `dev` server: what was built when it
+    /// was launched; see `engine::reconcile::dev`).
+    pub code: u64,
     phase: watch::Receiver<InstancePhase>,
     /// The stop asked for (a watch, not a queue: only the last counts).
     stop: watch::Sender<Option<StopMode>>,
@@ -215,6 +218,7 @@ impl Instance {
             effective,
             generation,
             replaces,
+            code: 0,
             phase,
             stop,
             stop_asked: false,

@@ -40,6 +40,7 @@ use crate::desired::snapshot::{Applied, Desired, DesiredStore, Key, Snapshot};
 use crate::engine::instance::RuntimeEvent;
 use crate::engine::queue::{WorkQueue, run_workers};
 use crate::engine::reconcile::{ReconcileConfig, Reconciler, Restart, Settled};
+use crate::engine::watch::dev::{DevTarget, DevWatcher};
 use crate::engine::watch::{FileChange, Judge, Verdict, WatchConfig, WatchError, Watcher};
 use crate::gateway::lsp::LspService;
 use crate::gateway::pins::Pins;
@@ -417,6 +418,10 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         judge,
     )
     .map_err(RunError::Watch)?;
+    // The source of servers under development (`dev.watch`): its targets
+    // follow each snapshot (see the main loop).
+    let (dev_watcher, mut code_changes) =
+        DevWatcher::start(opts.debounce).map_err(RunError::Watch)?;
 
     let cli = CliOptions {
         home: None,
@@ -493,6 +498,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         stopped,
         gateway.clone(),
         Some(gateway.broadcast_hook()),
+        dev_watcher.sources(),
         event_tx,
         outcome_tx,
         cancel.clone(),
@@ -622,7 +628,16 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
 
     let mut resync = tokio::time::interval(opts.resync);
     resync.tick().await;
+    let mut dev_epoch = None;
     loop {
+        // Each new snapshot (a file, a request, a resync) may change what
+        // is developed: the source watcher follows it.
+        let snap = store.snapshot();
+        if dev_epoch != Some(snap.epoch) {
+            dev_epoch = Some(snap.epoch);
+            dev_watcher.set_targets(dev_targets(&snap));
+        }
+        drop(snap);
         tokio::select! {
             () = shutdown.cancelled() => break,
             () = idle.cancelled() => break,
@@ -633,6 +648,8 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
                 shared.apply(&before, &applied, &mut tracker, &path.to_string_lossy());
             }
             Some(event) = event_rx.recv() => queue.add(event.key),
+            // A dev server's source changed (or its watch did).
+            Some(key) = code_changes.recv() => queue.add(key),
             Some(name) = demand_rx.recv() => {
                 // A call waits for it: an idle server starts.
                 let key = Key::mcp(&name);
@@ -676,6 +693,8 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
                     }
                 }
                 shared.enqueue_all();
+                // A `dev.cwd` that was missing is looked for again.
+                dev_epoch = None;
             }
         }
     }
@@ -709,6 +728,24 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     drop(workspace_lock);
     tracing::info!("controller stopped");
     Ok(())
+}
+
+/// The admitted servers of `snap` with `dev`: whose source to watch.
+fn dev_targets(snap: &Snapshot) -> Vec<DevTarget> {
+    snap.key_iter()
+        .filter(|key| snap.blocked(key).is_none())
+        .filter_map(|key| {
+            let dev = match snap.get(key)? {
+                Desired::Mcp(d) => d.spec.dev.clone(),
+                Desired::Lsp(d) => d.spec.dev.clone(),
+            }?;
+            Some(DevTarget {
+                key: key.clone(),
+                root: PathBuf::from(dev.cwd),
+                globs: dev.watch,
+            })
+        })
+        .collect()
 }
 
 /// Reaps the orphans handed to this subreaper, on every SIGCHLD.

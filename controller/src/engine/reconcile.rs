@@ -23,6 +23,10 @@
 //!   it; a server never run must run once to be known);
 //! - a Ready MCP server with `--idle-stop` is looked at again at its idle
 //!   deadline (its relay knows the last call and the calls in flight).
+//! - a `dev` server whose source changed → build it, then replace what
+//!   runs as for a new configuration; a failed build keeps it ([`dev`]).
+//!
+//! Lazy start and idle stop live in [`idle`], the `dev` step in [`dev`].
 //!
 //! Nothing here awaits a process: handshakes, drains, grace periods and
 //! reaping run in the instances' tasks, whose phase changes come back as
@@ -37,9 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use steward_schema::admission::Blocked;
-use steward_schema::resource::{
-    ConditionStatus, McpServerSpec, Phase, Reason, ResourceKind, ServerStatus,
-};
+use steward_schema::resource::{ConditionStatus, Phase, Reason, ResourceKind, ServerStatus};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -51,10 +53,11 @@ use crate::engine::backoff::{
 use crate::engine::instance::{
     Instance, InstanceContext, InstancePhase, Offer, ReadyView, RuntimeEvent, StopMode,
 };
-use crate::engine::publish::{IdleCatalog, Publish};
+use crate::engine::publish::Publish;
 use crate::engine::queue::Requeue;
 use crate::engine::sandboxed;
 use crate::engine::secrets;
+use crate::engine::watch::dev::DevSources;
 use crate::observe::clock::{now_rfc3339, rfc3339, wall};
 use crate::observe::metrics::{kind_label, metrics};
 use crate::observe::status::{StatusStore, set_condition};
@@ -65,6 +68,9 @@ use crate::runtime::process::Spawner;
 use crate::runtime::secrets::book::SecretBook;
 use crate::runtime::start::{StartError, message_with_tail};
 use crate::support::sync::lock;
+
+mod dev;
+mod idle;
 
 /// Timeouts and backoff parameters of the reconciler.
 #[derive(Debug, Clone)]
@@ -156,6 +162,8 @@ struct Slot {
     replacing: bool,
     /// Stopped by `--idle-stop`: stays idle until a call demands it.
     idle_stopped: bool,
+    /// A `dev` server's code: its build, what is built ([`dev`]).
+    dev: dev::DevSlot,
 }
 
 impl Slot {
@@ -165,6 +173,7 @@ impl Slot {
             && !self.retrying
             && self.restart.is_none()
             && !self.idle_stopped
+            && self.dev.is_empty()
     }
 }
 
@@ -185,6 +194,8 @@ pub struct Reconciler {
     lsp_crashes: Mutex<LspRestarts<Key>>,
     /// Where live connections go (the agent endpoint).
     publish: Arc<dyn Publish>,
+    /// What the source watcher saw of `dev` servers' code.
+    dev_sources: Arc<DevSources>,
     next_id: AtomicU64,
     /// MCP servers that run or must run: launched, or demanded by a call
     /// (see [`Self::demand`]); an idle stop forgets the key.
@@ -235,6 +246,7 @@ impl Reconciler {
         stopped: BTreeSet<Key>,
         publish: Arc<dyn Publish>,
         broadcast: Option<Broadcast>,
+        dev_sources: Arc<DevSources>,
         events: mpsc::UnboundedSender<RuntimeEvent>,
         outcomes: mpsc::UnboundedSender<Settled>,
         cancel: CancellationToken,
@@ -263,6 +275,7 @@ impl Reconciler {
             held: Mutex::new(HashMap::new()),
             lsp_crashes: Mutex::new(LspRestarts::default()),
             publish,
+            dev_sources,
             next_id: AtomicU64::new(1),
             wanted: Mutex::new(BTreeSet::new()),
             start,
@@ -327,7 +340,9 @@ impl Reconciler {
     pub async fn stop_all(&self) {
         let slots: Vec<(Key, Slot)> = lock(&self.slots).drain().collect();
         let mut instances = Vec::new();
-        for (key, slot) in slots {
+        let mut builds = Vec::new();
+        for (key, mut slot) in slots {
+            builds.extend(slot.dev.cancel());
             if slot.current.is_some() {
                 tracing::info!(server = %key, "stopping");
             }
@@ -339,6 +354,8 @@ impl Reconciler {
             instance.stop(StopMode::Now);
         }
         futures::future::join_all(instances.into_iter().map(Instance::join)).await;
+        // A build stopped mid-way is reaped before its task ends.
+        futures::future::join_all(builds).await;
     }
 
     fn set_status(&self, key: &Key, f: impl FnOnce(&mut ServerStatus)) {
@@ -405,6 +422,7 @@ impl Reconciler {
             self.retire(key, slot, StopMode::Now);
             slot.retrying = false;
             slot.idle_stopped = false;
+            std::mem::take(&mut slot.dev).cancel();
             lock(&self.wanted).remove(key);
             self.retry_now(key);
             match key.kind {
@@ -436,6 +454,7 @@ impl Reconciler {
             self.retire(key, slot, StopMode::Now);
             // An idle server's cached listing goes too (blocked wins).
             self.withdraw(key);
+            slot.dev.cancel();
             slot.retrying = false;
             slot.idle_stopped = false;
             lock(&self.wanted).remove(key);
@@ -477,6 +496,10 @@ impl Reconciler {
             } else {
                 (current.hash, current.generation) = (hash.clone(), generation);
             }
+        }
+        // A `dev` server whose source changed: build, then replace.
+        if let Some(decision) = self.dev_step(key, &desired, &runnable.spec, slot, drain) {
+            return decision;
         }
 
         if let Some(current) = &slot.current {
@@ -562,111 +585,6 @@ impl Reconciler {
         self.launch(key, runnable, &hash, generation, slot)
     }
 
-    /// Why MCP server `key`, not running, may stay idle (if its catalog is
-    /// cached): no call demanded it since it was stopped for being idle, or
-    /// since the controller started with `--start lazy`.
-    fn stays_idle(&self, key: &Key, slot: &Slot) -> Option<Reason> {
-        if lock(&self.wanted).contains(key) {
-            return None;
-        }
-        if slot.idle_stopped {
-            Some(Reason::IdleStopped)
-        } else if self.start == StartMode::Lazy {
-            Some(Reason::NotStarted)
-        } else {
-            None
-        }
-    }
-
-    /// `--idle-stop`: a Ready MCP server no call has used for `idle` (and
-    /// none in flight) is stopped, its cached catalog listed in place of the
-    /// live one; otherwise look again at its idle deadline.
-    fn idle_check(
-        &self,
-        key: &Key,
-        spec: &Arc<McpServerSpec>,
-        slot: &mut Slot,
-        view: &ReadyView,
-        idle: Duration,
-    ) -> Requeue {
-        let Some((last_call, in_flight)) = view.activity() else {
-            return Requeue::No;
-        };
-        let now = Instant::now();
-        if in_flight > 0 {
-            return Requeue::At(now + idle);
-        }
-        let due = last_call.max(view.started_at) + idle;
-        if now < due {
-            return Requeue::At(due);
-        }
-        // Listed from the cache first, so new calls wait for (and demand)
-        // the next start instead of reaching the stopping connection.
-        if self.publish.mcp_idle(&key.name, spec).is_none() {
-            // Nothing cached to list in its place: it keeps running.
-            return Requeue::At(now + idle);
-        }
-        let Some(mut instance) = slot.current.take() else {
-            return Requeue::No;
-        };
-        tracing::info!(server = %key, idle = %humantime::format_duration(idle), "stopping an idle server");
-        self.set_status(key, |s| s.phase = Phase::Stopping);
-        // A call that took the connection just before still finishes.
-        instance.stop(StopMode::Drain(spec.call_timeout()));
-        slot.retiring.push(instance);
-        slot.published = None;
-        slot.idle_stopped = true;
-        lock(&self.wanted).remove(key);
-        Requeue::No
-    }
-
-    /// Status `Idle` for `reason`, with the cached catalog's tools.
-    fn set_idle(&self, key: &Key, reason: Reason, spec: &McpServerSpec, catalog: &IdleCatalog) {
-        let cached = if catalog.earlier {
-            "the catalog cached under its configuration before the last edit"
-        } else {
-            "its cached catalog"
-        };
-        let message = match (reason, self.idle_stop) {
-            (Reason::IdleStopped, Some(idle)) => format!(
-                "stopped after {} without a call; {cached} is listed and the next call starts it",
-                humantime::format_duration(idle)
-            ),
-            _ => format!(
-                "not started (--start lazy); {cached} is listed and the first call starts it"
-            ),
-        };
-        let tools = spec.exposed_tools(catalog.tools.iter().map(String::as_str));
-        let now_s = now_rfc3339();
-        self.set_status(key, |s| {
-            s.phase = Phase::Idle;
-            s.reason = Some(reason);
-            s.message = Some(message.clone());
-            s.stderr_tail.clear();
-            s.pid = None;
-            s.next_retry_at = None;
-            s.started_at = None;
-            s.tools = Some(tools);
-            s.prompts = Some(catalog.prompts.clone());
-            set_condition(
-                &mut s.conditions,
-                "Admitted",
-                ConditionStatus::True,
-                Some("Admitted"),
-                None,
-                &now_s,
-            );
-            set_condition(
-                &mut s.conditions,
-                "Ready",
-                ConditionStatus::False,
-                Some(reason.as_str()),
-                Some(&message),
-                &now_s,
-            );
-        });
-    }
-
     /// Ask the current instance to stop (`mode`) and keep it until it has.
     fn retire(&self, key: &Key, slot: &mut Slot, mode: StopMode) {
         if let Some(mut instance) = slot.current.take() {
@@ -717,6 +635,8 @@ impl Reconciler {
             s.capabilities = None;
             s.next_retry_at = None;
             s.started_at = None;
+            // Not watched while it may not run.
+            s.dev = None;
             set_condition(
                 &mut s.conditions,
                 "Admitted",
@@ -807,7 +727,7 @@ impl Reconciler {
                 &now_s,
             );
         });
-        slot.current = Some(Instance::launch(
+        let mut instance = Instance::launch(
             &self.context,
             key,
             runnable.spec,
@@ -815,7 +735,9 @@ impl Reconciler {
             id,
             generation,
             replaces,
-        ));
+        );
+        instance.code = slot.dev.built;
+        slot.current = Some(instance);
         slot.published = None;
         (Requeue::No, None)
     }
@@ -1055,6 +977,7 @@ mod tests {
             BTreeSet::new(),
             Arc::new(crate::engine::publish::Nowhere),
             None,
+            Arc::default(),
             events,
             outcomes,
             CancellationToken::new(),

@@ -14,6 +14,11 @@
 //! (`steward approve NAME --tools`, [`Pins::accept`]). A new `configHash`
 //! starts a fresh pin set without asking: the user changed the entry.
 //!
+//! A server whose entry has `dev` (its author is changing it) has its
+//! changed and added definitions pinned afresh at once instead, each change
+//! told as a Normal `ToolDefinitionChanged` event with the diff — only while
+//! the entry has `dev`.
+//!
 //! The judgement is pure ([`judge`], [`changes`]). [`Pins`] holds the file
 //! and the last verdict per server, which the status document shows
 //! (`toolsQuarantined`, the `ToolsPinned` condition) and which records a
@@ -635,9 +640,28 @@ impl Pins {
             self.disk.mark_dirty();
         }
         let pins = &inner.file.servers[server];
-        let quarantined = judge(pins, &offered, |kind, name| {
+        let mut quarantined = judge(pins, &offered, |kind, name| {
             kind == Definition::Prompt || spec.exposes_tool(name)
         });
+        // A server under development changes its definitions on purpose:
+        // they are pinned afresh, each change told, nothing held back.
+        let repinned = if spec.dev.is_some() && !quarantined.is_empty() {
+            let pins = inner
+                .file
+                .servers
+                .get_mut(server)
+                .expect("pinned above when missing");
+            for q in &quarantined {
+                if let Some(definition) = offered.of_kind(q.kind).get(&q.name) {
+                    pins.of_mut(q.kind)
+                        .insert(q.name.clone(), Pinned::new(definition));
+                }
+            }
+            self.disk.mark_dirty();
+            std::mem::take(&mut quarantined)
+        } else {
+            Vec::new()
+        };
         let previous = inner.verdicts.get(server);
         let new: Vec<Quarantine> = quarantined
             .iter()
@@ -675,8 +699,21 @@ impl Pins {
             },
         );
         drop(guard);
-        if fresh {
+        if fresh || !repinned.is_empty() {
             self.save_soon();
+        }
+        for q in &repinned {
+            let reason = match q.kind {
+                Definition::Tool => "ToolDefinitionChanged",
+                Definition::Prompt => "PromptDefinitionChanged",
+            };
+            let message = format!("{} pinned afresh (the server has `dev`)", q.summary());
+            tracing::info!(server, "{message}");
+            self.status.events().record(
+                ObjectRef::server(&Key::mcp(server)),
+                NewEvent::new(EventType::Normal, reason, message),
+                &now,
+            );
         }
         for q in &new {
             let message = format!(
@@ -1044,6 +1081,57 @@ mod tests {
 
     fn names(lists: &McpLists) -> Vec<String> {
         lists.tools.iter().map(|t| t.name.to_string()).collect()
+    }
+
+    #[test]
+    fn a_dev_servers_changes_are_pinned_afresh_and_told_but_only_while_it_has_dev() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = pins(dir.path(), PinMode::All);
+        let dev = McpServerSpec {
+            dev: Some(steward_schema::resource::DevSpec {
+                watch: vec!["*.py".to_owned()],
+                build: None,
+                cwd: "/ws".to_owned(),
+            }),
+            ..spec("h1")
+        };
+        store.admit("s", &lists(&[echo("Echo.")]), &dev);
+        let edited = lists(&[
+            echo("Echo, louder."),
+            json!({"name": "add", "inputSchema": {}}),
+        ]);
+        assert_eq!(names(&store.admit("s", &edited, &dev)), ["echo", "add"]);
+        assert!(store.quarantined("s").is_empty());
+        let events = store.status.events().list();
+        let told: Vec<(&str, &str, &str)> = events
+            .iter()
+            .map(|e| (e.type_.as_str(), e.reason.as_str(), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            told,
+            [
+                (
+                    "Normal",
+                    "ToolDefinitionChanged",
+                    "tool add (new tool added without a configuration change) pinned afresh (the server has `dev`)"
+                ),
+                (
+                    "Normal",
+                    "ToolDefinitionChanged",
+                    "tool echo (description changed: +8 characters) pinned afresh (the server has `dev`)"
+                ),
+            ]
+        );
+        // The new definitions are the pins now: without dev, they hold and
+        // a further change is quarantined again.
+        let plain = spec("h1");
+        assert_eq!(names(&store.admit("s", &edited, &plain)), ["echo", "add"]);
+        let again = lists(&[
+            echo("Changed behind the user's back."),
+            json!({"name": "add", "inputSchema": {}}),
+        ]);
+        assert_eq!(names(&store.admit("s", &again, &plain)), ["add"]);
+        assert_eq!(store.quarantined("s").len(), 1);
     }
 
     #[test]

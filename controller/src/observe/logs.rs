@@ -11,6 +11,12 @@
 //! a follower (`logs -f`) asks for the lines after the last one it got,
 //! whichever instance they belong to — a late line of the old process
 //! included.
+//!
+//! A server's build (`dev.build`) writes into the log of the server it
+//! builds, under a `build` marker ([`LogStore::build_sink`]): its lines join
+//! the current process's, prefixed `[build] `, so `steward logs NAME` shows
+//! the build beside the process it replaces (and `--previous` once the new
+//! process runs).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -162,6 +168,36 @@ impl LogStore {
         self.version.send_modify(|v| *v += 1);
     }
 
+    /// Appends `text` to the current instance of `key` whatever its pid
+    /// (an instance of `pid` is begun when there is none yet).
+    pub fn note(&self, key: &Key, pid: u32, text: &str) {
+        {
+            let mut inner = self.lock();
+            let seq = inner.last_seq + 1;
+            let log = inner.servers.entry(key.clone()).or_default();
+            let instance = log.current.get_or_insert_with(|| Instance {
+                pid,
+                started_at: crate::observe::clock::now_rfc3339(),
+                lines: VecDeque::new(),
+                bytes: 0,
+                dropped: 0,
+            });
+            instance.push(seq, text);
+            inner.last_seq = seq;
+        }
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    /// The sink of a build of `key`'s server running `command`: its lines
+    /// go to the server's current instance under a `build` marker.
+    pub fn build_sink(self: &Arc<Self>, key: &Key, command: &str) -> Arc<dyn StderrSink> {
+        Arc::new(BuildSink {
+            store: Arc::clone(self),
+            key: key.clone(),
+            command: command.to_owned(),
+        })
+    }
+
     /// The last `tail` lines (all with `None`) of an instance of `key`.
     pub fn read(&self, key: &Key, which: Which, tail: Option<usize>) -> Option<LogChunk> {
         let inner = self.lock();
@@ -226,6 +262,27 @@ impl StderrSink for ServerSink {
     }
 }
 
+/// A build's door into its server's log.
+struct BuildSink {
+    store: Arc<LogStore>,
+    key: Key,
+    command: String,
+}
+
+impl StderrSink for BuildSink {
+    fn started(&self, pid: u32) {
+        self.store.note(
+            &self.key,
+            pid,
+            &format!("--- build (pid {pid}): {}", self.command),
+        );
+    }
+
+    fn line(&self, pid: u32, line: &str) {
+        self.store.note(&self.key, pid, &format!("[build] {line}"));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,6 +322,38 @@ mod tests {
                 .sum::<usize>(),
             4
         );
+    }
+
+    #[test]
+    fn a_build_writes_into_the_current_process_under_a_marker() {
+        let store = Arc::new(LogStore::default());
+        let key = Key::mcp("d");
+        let server = store.sink(&key);
+        server.started(10);
+        server.line(10, "serving");
+        let build = store.build_sink(&key, "npm run build");
+        build.started(20);
+        build.line(20, "tsc: ok");
+        store.note(&key, 20, "--- build succeeded");
+        let current = store.read(&key, Which::Current, None).unwrap();
+        assert_eq!(current.pid, 10);
+        assert_eq!(
+            lines(&current),
+            [
+                "serving",
+                "--- build (pid 20): npm run build",
+                "[build] tsc: ok",
+                "--- build succeeded"
+            ]
+        );
+        // The next process makes it all previous.
+        server.started(11);
+        let previous = store.read(&key, Which::Previous, None).unwrap();
+        assert_eq!(previous.lines.len(), 4);
+        // A build of a server that never ran begins its log.
+        let other = Key::mcp("e");
+        store.build_sink(&other, "make").started(30);
+        assert_eq!(store.current_pid(&other), Some(30));
     }
 
     #[test]

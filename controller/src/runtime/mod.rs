@@ -1,4 +1,6 @@
-//! Runtime: the processes and protocol connections Steward owns.
+//! Runtime: the processes and protocol connections Steward owns, and the
+//! builds of servers under development ([`build`]).
+pub mod build;
 pub mod lsp;
 pub mod mcp;
 pub mod process;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::dev::build_dev;
 use super::document::LSP_ENTRY;
 use super::entries::{
     collect_built, credential_warnings, expand_field, expand_list, expand_map, expand_one,
@@ -197,6 +198,7 @@ fn placeholder_lsp(
         max_restarts: DEFAULT_MAX_RESTARTS,
         trust_required: true,
         extension_name,
+        dev: None,
         sandbox: None,
         resolved_sandbox: None,
         as_written: Default::default(),
@@ -348,6 +350,14 @@ fn build_lsp(
         LspOrigin::Workspace => true,
         LspOrigin::Extension { .. } => entry.trust_required.unwrap_or(true),
     };
+    let dev = build_dev(
+        entry.dev.as_ref(),
+        Path::new(&workspace_folder),
+        cx.workspace,
+        &vars,
+        warnings,
+        &mut errors,
+    );
     for (pointer, message) in entry.sandbox.iter().flat_map(sandbox::check_field) {
         errors.push((format!("/sandbox{pointer}"), message));
     }
@@ -379,6 +389,7 @@ fn build_lsp(
         max_restarts: entry.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS),
         trust_required,
         extension_name,
+        dev,
         sandbox: entry.sandbox.clone(),
         resolved_sandbox: None,
         config_hash: String::new(),

@@ -10,8 +10,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::dev::build_dev;
 use super::document::MCP_ENTRY;
 use super::entries::{collect_built, credential_warnings, expand_field, expand_list, expand_map};
+use super::paths::{absolute_in, normalize_lexically};
 use super::{DEFAULT_MCP_TIMEOUT_MS, LoadContext, McpServers, Problems};
 use crate::canonical::hash_value;
 use crate::expand::Vars;
@@ -205,6 +207,7 @@ pub(super) fn placeholder_mcp(
         resolved_sandbox: None,
         qwen: QwenMcpFields::default(),
         extension_name: extension_name.map(str::to_owned),
+        dev: None,
         as_written: Default::default(),
         config_hash: hash_value(&Value::Object(raw.clone())),
         approval_hash: approval_hash.to_owned(),
@@ -268,6 +271,20 @@ pub fn build_mcp(
             ));
         }
     }
+    let dev_default = match cwd.as_deref() {
+        Some(c) if transport == McpTransport::Stdio && !c.is_empty() => {
+            normalize_lexically(&absolute_in(workspace, c))
+        }
+        _ => workspace.to_path_buf(),
+    };
+    let dev = build_dev(
+        entry.dev.as_ref(),
+        &dev_default,
+        workspace,
+        vars,
+        warnings,
+        &mut errors,
+    );
     for (pointer, message) in entry.sandbox.iter().flat_map(sandbox::check_field) {
         errors.push((format!("/sandbox{pointer}"), message));
     }
@@ -316,6 +333,7 @@ pub fn build_mcp(
         resolved_sandbox: None,
         qwen,
         extension_name: None,
+        dev,
         config_hash: String::new(),
         approval_hash: String::new(),
         as_written: redact::mcp_as_written(entry, transport),

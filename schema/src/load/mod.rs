@@ -31,10 +31,12 @@
 //!   check outside the entries, typed content, the source's state);
 //! - `mcp`, `lsp`: building one server entry into a spec; `entries`: what
 //!   both builds share (variable expansion, entries that produce no spec);
+//!   `dev`: the `dev` block both kinds of entry may carry;
 //! - `reload`: reloading an edit confined to one entry without a full load;
 //! - `paths`: path and `file://` URI helpers.
 
 mod agent_plugin;
+mod dev;
 mod document;
 mod entries;
 mod extension;

@@ -2,6 +2,7 @@
 //! a test file of its own, and `common` holds the helpers they share.
 
 mod common;
+mod dev;
 mod hash_props;
 mod loaders;
 mod memo;

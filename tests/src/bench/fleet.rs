@@ -14,6 +14,8 @@ pub struct Fleet {
     pub config_in_args: BTreeSet<usize>,
     /// `mcp.excluded` of the settings file.
     pub excluded: BTreeSet<String>,
+    /// `dev` of some servers' entries.
+    pub dev: BTreeMap<usize, Value>,
 }
 
 impl Fleet {
@@ -28,6 +30,7 @@ impl Fleet {
             configs: Vec::new(),
             config_in_args: BTreeSet::new(),
             excluded: BTreeSet::new(),
+            dev: BTreeMap::new(),
         };
         for i in 0..n {
             fleet.push(&format!("s{i:0width$}"), base);
@@ -70,6 +73,9 @@ impl Fleet {
             cmd = format!("{cmd}, \"args\": {}", json!([arg]));
         }
         let env = self.env_of(i);
+        if let Some(dev) = self.dev.get(&i) {
+            cmd = format!("{cmd}, \"dev\": {dev}");
+        }
         if reordered {
             // Same meaning: keys of the entry and of env in another order.
             let env: Vec<String> = env

@@ -56,6 +56,7 @@ pub const SCENARIOS: &[&str] = &[
     "first-list",
     "restarts",
     "lazy",
+    "dev",
     "sandbox",
     "observe",
     "code",
@@ -67,7 +68,7 @@ steward-bench: benchmarks of `steward run` with fake MCP servers (JSON on stdout
 Options:
   --quick               small smoke run (< 30 s)
   --only A,B            scenarios: reload, burst, cold, cost, mcp-hub, readiness, gate,
-                        gateway, search, storm, first-list, restarts, lazy, sandbox,
+                        gateway, search, storm, first-list, restarts, lazy, dev, sandbox,
                         observe, code
                         (default: all)
   --observe watch|poll  how status is observed (default: watch stream)

@@ -434,6 +434,10 @@ pub fn bench(opts: Opts) -> Result<()> {
         out["lazy"] = with_targets(&mut more_targets, run_scenario("lazy", || lazy::lazy(&ctx)));
     }
 
+    if on("dev") {
+        out["dev"] = with_targets(&mut more_targets, run_scenario("dev", || dev::dev(&ctx)));
+    }
+
     if on("sandbox") {
         out["sandbox"] = with_targets(
             &mut more_targets,

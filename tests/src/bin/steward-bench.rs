@@ -8,7 +8,7 @@
 //! cargo build --release -p steward-tests --bins
 //! target/release/steward-bench [--quick]
 //!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway,search,storm,observe,
-//!            first-list,restarts,lazy,sandbox,code]
+//!            first-list,restarts,lazy,dev,sandbox,code]
 //!     [--observe watch|poll] [--edits N] [--debounce-ms MS] [--mcp-hub PATH | --no-mcp-hub]
 //!     [--reload-ns 1,10,100] [--cost-ns 10,50,500] [--controller-arg ARG]... [--out FILE]
 //!     [--cold-ns 10,100,500] [--init-delay-ms 300] [--start-cpu-ms 10]
@@ -27,12 +27,14 @@
 //! (calls lost by an agent's session over graceful restarts and kills of
 //! the controller) in `restarts.rs`, and `lazy` (the memory of the server
 //! processes with 20 real servers of which 3 are called, eager vs `--start
-//! lazy --idle-stop`) in `lazy.rs`, `sandbox` (what least privilege
-//! costs: sandboxed against `off` starts and reloads, the exec shim alone,
-//! the egress proxy) in `sandbox.rs`, and `code` (code mode: the bytes a
-//! multi-step task puts through the agent's context, direct vs `run_code`;
-//! an inner call's latency; engine start; `describe_tools` size) in
-//! `code.rs`; the module docs of those say how they measure.
+//! lazy --idle-stop`) in `lazy.rs`, `dev` (a save of a watched source
+//! file → a connected client sees the new tool list, without and with a
+//! build, beside a config edit) in `dev.rs`, `sandbox` (what least
+//! privilege costs: sandboxed against `off` starts and reloads, the exec
+//! shim alone, the egress proxy) in `sandbox.rs`, and `code` (code mode: the
+//! bytes a multi-step task puts through the agent's context, direct vs
+//! `run_code`; an inner call's latency; engine start; `describe_tools` size)
+//! in `code.rs`; the module docs of those say how they measure.
 //!
 //! `--quick` (about 25 s) runs every scenario at small sizes; it is meant for
 //! a smoke test (no errors, no churn, at most 2 restarts for the burst), not
@@ -106,6 +108,8 @@ mod cold;
 mod controller;
 #[path = "../bench/cost.rs"]
 mod cost;
+#[path = "../bench/dev.rs"]
+mod dev;
 #[path = "../bench/first_list.rs"]
 mod first_list;
 #[path = "../bench/fleet.rs"]

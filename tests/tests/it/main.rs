@@ -30,6 +30,7 @@ mod calls_once;
 mod catalog_cache;
 mod code_mode;
 mod demo_walkthrough;
+mod dev_reload;
 mod gateway;
 mod gateway_http;
 mod gateway_real_clients;

@@ -82,6 +82,19 @@ fn mcp_json_corpus() -> Vec<(&'static str, Value)> {
             json!({"command": "steward-parity-missing", "env": {"PORT": 8080, "DEBUG": true}}),
         ),
         ("shadowed", json!({"command": "steward-parity-missing"})),
+        // `dev` (VS Code's form, with its `debug`; mcp-hub's, with
+        // `enabled`): an unknown key to Qwen Code, held and hashed with the
+        // entry as written, so the decision covers it in both tools.
+        (
+            "dev-vscode",
+            json!({"command": "steward-parity-missing", "args": ["server.py"],
+                   "dev": {"watch": ["src/**/*.py"], "build": "make", "debug": {"type": "python"}}}),
+        ),
+        (
+            "dev-hub",
+            json!({"command": "steward-parity-missing",
+                   "dev": {"enabled": true, "watch": "src/**", "cwd": "$HOME/srv"}}),
+        ),
         // Steward's `sandbox` key, narrower than the default: Qwen Code
         // loads the entry (and hashes the key as written), and an approval
         // made by either tool admits it in both.
@@ -114,6 +127,10 @@ fn workspace_settings_corpus() -> Vec<(&'static str, Value)> {
         (
             "ws-null",
             json!({"httpUrl": "http://127.0.0.1:9/mcp", "headers": null, "timeout": null}),
+        ),
+        (
+            "ws-dev",
+            json!({"command": "steward-parity-missing", "dev": {"watch": "lib/*.js", "build": "npm run build"}}),
         ),
         // Also in .mcp.json: the workspace settings entry wins.
         (

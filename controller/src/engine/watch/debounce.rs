@@ -94,6 +94,16 @@ impl Debounce {
         }
     }
 
+    /// An event's leading edge for content that cannot be judged before
+    /// it settles (a server's source code, [`super::dev`]): nothing is
+    /// emitted now, and the file is judged once quiet — a burst of saves is
+    /// one trailing emission. Call after [`Debounce::event`] said to judge.
+    pub(super) fn unjudged(&mut self, now: Instant, window: Duration) {
+        // What a half-written file gets: look again once it has been quiet.
+        let emitted = self.leading(now, window, Verdict::Invalid);
+        debug_assert!(emitted.is_none());
+    }
+
     /// Ends the settling if the file is quiet by `now`; true when it must be
     /// judged again (the verdict goes to [`Debounce::trailing`]).
     pub(super) fn quiet(&mut self, now: Instant) -> bool {
@@ -190,6 +200,22 @@ mod tests {
         assert_eq!(d.leading(t0, W, Verdict::Absent), None);
         assert!(d.quiet(ms(t0, 300)));
         assert_eq!(d.trailing(Verdict::Absent), Some(Verdict::Absent));
+    }
+
+    #[test]
+    fn unjudged_content_is_emitted_once_after_a_burst() {
+        let t0 = Instant::now();
+        let mut d = Debounce::new(false);
+        assert!(d.event(t0, W));
+        d.unjudged(t0, W);
+        assert_eq!(d.deadline(), Some(ms(t0, 300)), "nothing emitted at once");
+        for n in [50, 120, 200] {
+            assert!(!d.event(ms(t0, n), W));
+        }
+        assert!(!d.quiet(ms(t0, 499)));
+        assert!(d.quiet(ms(t0, 500)), "judged once quiet");
+        assert_eq!(d.trailing(Verdict::Valid), Some(Verdict::Valid));
+        assert!(d.event(ms(t0, 900), W), "idle again: the next save leads");
     }
 
     #[test]

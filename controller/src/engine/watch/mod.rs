@@ -47,6 +47,8 @@ use notify::{EventKind, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 mod debounce;
+pub mod dev;
+mod tree;
 
 use debounce::Debounce;
 

@@ -81,6 +81,12 @@ struct ServerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DevReloadLabels {
+    server: String,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SandboxLabels {
     server: String,
 }
@@ -209,6 +215,7 @@ pub struct Metrics {
     tool_calls: Family<CallLabels, Counter>,
     tool_call_duration: Histograms<CallLabels>,
     list_changed: Counter,
+    dev_reloads: Family<DevReloadLabels, Counter>,
     tool_labels: AtomicBool,
     /// What is read at scrape time (see [`Metrics::attach`]).
     observed: Arc<Mutex<Option<Observed>>>,
@@ -245,6 +252,7 @@ impl Metrics {
             tool_calls: Family::default(),
             tool_call_duration: Family::new_with_constructor(call_buckets),
             list_changed: Counter::default(),
+            dev_reloads: Family::default(),
             tool_labels: AtomicBool::new(false),
             observed,
         };
@@ -323,6 +331,11 @@ impl Metrics {
             "list_changed",
             "Changes of the agent endpoint's lists announced to clients (list_changed)",
             m.list_changed.clone(),
+        );
+        r.register(
+            "dev_reloads",
+            "Changes of a dev server's source acted on, by server and result (reloaded, build_failed, build_timeout)",
+            m.dev_reloads.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -412,6 +425,17 @@ impl Metrics {
     /// The agent endpoint announced a change of its lists.
     pub fn list_changed(&self) {
         self.list_changed.inc();
+    }
+
+    /// A change of dev server `server`'s source was acted on: `reloaded`
+    /// (replaced), `build_failed` or `build_timeout` (kept).
+    pub fn dev_reload(&self, server: &str, result: &'static str) {
+        self.dev_reloads
+            .get_or_create(&DevReloadLabels {
+                server: server.to_owned(),
+                result,
+            })
+            .inc();
     }
 
     /// A forwarded call ended (see [`ToolCall`]).

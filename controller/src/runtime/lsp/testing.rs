@@ -46,6 +46,7 @@ pub(super) fn spec(workspace: &Path, transport: LspTransport) -> LspServerSpec {
         max_restarts: 3,
         trust_required: true,
         extension_name: None,
+        dev: None,
         sandbox: None,
         resolved_sandbox: None,
         config_hash: String::new(),
