@@ -102,7 +102,7 @@ fn status_wide_adds_the_first_line_of_the_message() {
     let text = String::from_utf8(out.stdout).unwrap();
     let mut lines = text.lines();
     let header = lines.next().unwrap();
-    assert!(header.ends_with("AGE   MESSAGE"), "{text}");
+    assert!(header.ends_with("AGE   SANDBOX   MESSAGE"), "{text}");
     let row = lines.next().unwrap();
     let message_at = header.find("MESSAGE").unwrap();
     assert!(row[message_at..].contains("command not found"), "{text}");

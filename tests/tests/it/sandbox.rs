@@ -613,3 +613,71 @@ fn widening_the_sandbox_of_an_approved_server_asks_again_and_narrowing_does_not(
     user("standard", json!({}));
     c.wait_for("srv Ready under the narrowed profile", |s| ready(s, "srv"));
 }
+
+#[test]
+fn no_sandboxed_server_outlives_a_sigkilled_or_stopped_controller() {
+    // The shim arms the parent-death signal after it enters the server's
+    // namespace (which would clear it): both ways of losing the controller
+    // take every sandboxed server along.
+    for (profile, kill) in [("none", true), ("standard", true), ("none", false)] {
+        let v = Victim::new();
+        let (mut c, client) = v.start(Some(json!(profile)), json!({}));
+        drop(client);
+        let s = c.status();
+        let pid = pid_of(&s, "evil").unwrap();
+        let tree = steward_tests::harness::process_tree(pid);
+        if kill {
+            c.kill();
+        } else {
+            assert!(c.terminate().expect("running").success());
+        }
+        steward_tests::harness::wait_all_gone(
+            &format!(
+                "the {profile} server after the controller {}",
+                if kill { "was killed" } else { "stopped" }
+            ),
+            &tree,
+        );
+    }
+}
+
+#[test]
+fn a_package_runner_without_network_reaches_only_its_registry_through_the_proxy() {
+    let v = Victim::new();
+    // The fake, started as `npx` (a package runner by its name).
+    let bin = v.env.root.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let npx = bin.join("npx");
+    std::os::unix::fs::symlink(steward_tests::harness::bin("fake-mcp-server"), &npx).unwrap();
+    let mut entry = unrecorded(v.env.fake_mcp("evil", tools(&["t1"])));
+    entry["command"] = json!(p(&npx));
+    entry["sandbox"] = json!("none");
+    v.env.write_home(
+        "settings.json",
+        &json!({"mcpServers": {"evil": entry}}).to_string(),
+    );
+    let c = v.env.start(&[]);
+    let s = c.wait_for("evil Ready", |s| ready(s, "evil"));
+    let sandbox = mcp(&s, "evil").unwrap().status.sandbox.clone().unwrap();
+    assert_eq!(sandbox.network, SandboxNetwork::Proxy);
+    assert_eq!(sandbox.hosts, ["registry.npmjs.org"]);
+    assert!(
+        sandbox
+            .notes
+            .iter()
+            .any(|n| n.contains("npx may reach its registry")),
+        "{:?}",
+        sandbox.notes
+    );
+    let client = Hostile {
+        client: v.rt.block_on(attach(&v.env, Agent::default())),
+        rt: &v.rt,
+    };
+    // The registry passes the proxy (whatever the network then says);
+    // anything else is refused there.
+    let registry = allowed(&client, json!({"http": "https://registry.npmjs.org/"}));
+    assert!(!registry.contains(" 403 "), "{registry}");
+    let other = allowed(&client, json!({"http": "https://evil.example/"}));
+    assert!(other.starts_with("HTTP/1.1 403"), "{other}");
+    denied(&client, json!({"udp": "127.0.0.1:53"}));
+}
