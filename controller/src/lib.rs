@@ -71,6 +71,16 @@
 //!   controller is a child subreaper: descendants that escaped their group
 //!   come back to it and die with their server ([`runtime::reaper`], which
 //!   also cleans up after a killed predecessor).
+//! - **Every local server is sandboxed** ([`runtime::sandbox`]). Which
+//!   permission profile a server gets is desired state, decided purely
+//!   (`steward_schema::sandbox`: the entry's `sandbox`, the user's
+//!   `steward.sandbox`; a workspace file only narrows; the profile in force
+//!   is part of `configHash`, and bound to an approval). At spawn the
+//!   runtime turns it into a plan that the exec shim applies in the server's
+//!   own process before it execs it — a user and mount namespace, Landlock,
+//!   `no_new_privs`, seccomp — and an egress proxy when the profile lists
+//!   hosts; what this kernel enforces of it becomes `status.sandbox`. The
+//!   controller's own sockets refuse any process that descends from it.
 //! - **How a reload becomes status.** Reconciles write [`observe::status::StatusStore`];
 //!   the outcomes of the keys a reload enqueued are collected into
 //!   `status.controller.lastReload` once they have all finished

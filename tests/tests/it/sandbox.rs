@@ -42,6 +42,9 @@ impl Victim {
         }
         env.set_var("HOME", &home.to_string_lossy());
         env.write_home("mcpApprovals.json", "{}");
+        let store = env.write_home("steward/secrets.json", "{\"token\": \"s3cr3t\"}");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o600)).unwrap();
         std::fs::create_dir_all(env.ws.join(".git/hooks")).unwrap();
         std::fs::write(env.ws.join(".git/config"), "[core]\n").unwrap();
         std::fs::write(env.ws.join("README.md"), "the workspace").unwrap();
@@ -161,7 +164,8 @@ fn standard_keeps_credentials_agent_state_git_hooks_and_steward_sockets_from_a_s
         v.home.join(".config/gh/hosts.yml"),
         env.home.join("settings.json"),
         env.home.join("mcpApprovals.json"),
-        env.home.join("steward/pins.json"),
+        // Steward's own state: the secret file store.
+        env.home.join("steward/secrets.json"),
     ] {
         denied(&client, json!({"read": p(&secret)}));
     }

@@ -173,7 +173,9 @@ async fn serve(
             upstream.write_all(&buf[head_len..]).await?;
         }
     }
-    tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
+    // Large buffers: a download through the proxy is a copy of big reads.
+    tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, 64 << 10, 64 << 10)
+        .await?;
     Ok(())
 }
 
