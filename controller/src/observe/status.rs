@@ -170,6 +170,10 @@ impl StatusStore {
             let entry = inner.servers.entry(key.clone()).or_insert_with(initial);
             let before = entry.clone();
             f(entry);
+            // The sandbox is a fact of the running process: none without one.
+            if entry.pid.is_none() {
+                entry.sandbox = None;
+            }
             let changed = removed || *entry != before;
             let event = changed
                 .then(|| events::transition(existed.then_some(&before), entry))
