@@ -100,9 +100,15 @@ impl Report {
     }
 }
 
-/// Paths as status shows them.
+/// Paths as status shows them (`/` says what it leaves out).
 fn shown(paths: &[PathBuf]) -> Vec<String> {
-    paths.iter().map(|p| p.display().to_string()).collect()
+    paths
+        .iter()
+        .map(|p| match p.to_str() {
+            Some("/") => "/ (but the credential stores, HOME_DIR and Steward's state)".to_owned(),
+            _ => p.display().to_string(),
+        })
+        .collect()
 }
 
 /// The egress a server gets through Steward's proxy.
