@@ -245,13 +245,23 @@ pub fn workspace_controlled(kind: SourceKind) -> bool {
 
 /// `standard` with nothing to say: what a spec holds when it holds nothing
 /// (its fingerprint stays what it was before profiles existed).
-pub fn is_plain_standard(resolved: &Resolved) -> bool {
+fn is_plain_standard(resolved: &Resolved) -> bool {
     matches!(resolved, Resolved::Profile { sandbox, note: None, require: false } if sandbox.is_standard())
 }
 
-/// A `configHash` that also covers the profile in force: a server whose
-/// profile changes (its entry, a named profile, the default) restarts.
-pub fn with_sandbox(config_hash: &str, resolved: &Resolved) -> String {
+/// `config_hash` (of an entry's fields) as it also covers the profile in
+/// force, `resolved`: a server whose profile changes (its entry, a named
+/// profile, the default) restarts. Unchanged for plain `standard`. The
+/// desired state's `configHash` is this, and so is the fingerprint the
+/// runtime takes of a spec with its secrets resolved.
+pub fn hash_in_force(config_hash: &str, resolved: Option<&Resolved>) -> String {
+    match resolved {
+        Some(r) if !is_plain_standard(r) => with_sandbox(config_hash, r),
+        _ => config_hash.to_owned(),
+    }
+}
+
+fn with_sandbox(config_hash: &str, resolved: &Resolved) -> String {
     let sandbox = match resolved {
         Resolved::Profile {
             sandbox, require, ..

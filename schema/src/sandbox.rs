@@ -582,8 +582,8 @@ impl SandboxPolicy {
         }
     }
 
-    /// The default profile (`steward.sandbox.default`, else `standard`). An
-    /// unknown default name is `standard`'s... never: it is an error too.
+    /// The default profile (`steward.sandbox.default`, else `standard`). A
+    /// default that names no profile is an error, never a silent `standard`.
     pub fn default_profile(&self) -> Result<Sandbox, String> {
         match &self.default {
             None => Ok(Sandbox::standard()),

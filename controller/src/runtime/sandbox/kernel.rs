@@ -14,7 +14,7 @@ pub const ABI_KNOWN: u8 = 7;
 /// kernel is reported: `Partial`, and what is missing).
 pub const MAX_ABI_VAR: &str = "STEWARD_SANDBOX_MAX_ABI";
 
-/// Set to `0` to behave as on a kernel without user namespaces.
+/// Set to `1` to behave as on a kernel without user namespaces.
 pub const NO_USERNS_VAR: &str = "STEWARD_SANDBOX_NO_USERNS";
 
 /// `argv[1]` that makes the `steward` executable probe user namespaces and

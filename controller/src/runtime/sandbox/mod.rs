@@ -201,7 +201,7 @@ pub async fn prepare(
     };
     let mut report = built.report;
     report.notes.splice(0..0, request.note.clone());
-    let guard = Sandboxed {
+    let mut guard = Sandboxed {
         report,
         proxy: None,
         tmpdir,
@@ -213,7 +213,6 @@ pub async fn prepare(
         });
     }
     let mut plan = built.plan;
-    let mut guard = guard;
     if let Some(egress) = built.egress {
         let proxy = proxy::Proxy::start(egress, sink)
             .await

@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use steward_schema::desired::hash_in_force;
 
 use steward_schema::resource::{LspServerSpec, McpServerSpec};
 use steward_schema::secrets as refs;
@@ -188,22 +189,12 @@ pub fn resolve_mcp(
     let value_of = |n: &str| values.get(n).map(|v| v.expose().to_owned());
     let resolved = refs::resolve_mcp(spec, &value_of).map_err(|n| Unresolved::Missing(vec![n]))?;
     Ok(Resolved {
-        effective_hash: with_profile(
-            steward_schema::load::mcp_config_hash(&resolved, workspace),
-            &resolved.resolved_sandbox,
+        effective_hash: hash_in_force(
+            &steward_schema::load::mcp_config_hash(&resolved, workspace),
+            resolved.resolved_sandbox.as_ref(),
         ),
         spec: std::sync::Arc::new(resolved),
     })
-}
-
-/// `hash` also covering the permission profile in force, as the desired
-/// state's `configHash` does (a profile change restarts the server).
-fn with_profile(hash: String, resolved: &Option<steward_schema::sandbox::Resolved>) -> String {
-    use steward_schema::desired::{is_plain_standard, with_sandbox};
-    match resolved {
-        Some(r) if !is_plain_standard(r) => with_sandbox(&hash, r),
-        _ => hash,
-    }
 }
 
 /// The language server spec `spec` of `name` as the server gets it.
@@ -223,9 +214,9 @@ pub fn resolve_lsp(
     let value_of = |n: &str| values.get(n).map(|v| v.expose().to_owned());
     let resolved = refs::resolve_lsp(spec, &value_of).map_err(|n| Unresolved::Missing(vec![n]))?;
     Ok(Resolved {
-        effective_hash: with_profile(
-            steward_schema::load::lsp_config_hash(name, &resolved),
-            &resolved.resolved_sandbox,
+        effective_hash: hash_in_force(
+            &steward_schema::load::lsp_config_hash(name, &resolved),
+            resolved.resolved_sandbox.as_ref(),
         ),
         spec: std::sync::Arc::new(resolved),
     })
