@@ -272,28 +272,46 @@ fn package_runners_fetch_into_each_servers_private_cache_under_standard() {
         let sandbox = mcp(&s, name).unwrap().status.sandbox.clone().unwrap();
         assert_eq!(sandbox.profile, "standard", "{name}");
         let private = std::path::PathBuf::from(sandbox.home.unwrap());
-        let cache = private.join(if name == "time" { "cache/uv" } else { "cache/npm" });
+        let cache = private.join(if name == "time" {
+            "cache/uv"
+        } else {
+            "cache/npm"
+        });
         let filled = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
-        assert!(filled > 0, "{name} fetched nothing into {}", cache.display());
+        assert!(
+            filled > 0,
+            "{name} fetched nothing into {}",
+            cache.display()
+        );
     }
     assert!(!home.join(".npm").exists(), "npx wrote the user's ~/.npm");
-    assert!(!home.join(".cache/uv").exists(), "uvx wrote the user's ~/.cache/uv");
+    assert!(
+        !home.join(".cache/uv").exists(),
+        "uvx wrote the user's ~/.cache/uv"
+    );
     let rt = crate::gateway::runtime();
     let answer = |c: &Controller| {
         let _ = c;
         rt.block_on(async {
             let client = crate::gateway::attach(&env, crate::gateway::Agent::default()).await;
             let sum =
-                crate::gateway::call(&client, "everything__get-sum", json!({"a": 2, "b": 3}))
-                    .await;
-            assert!(crate::gateway::text(&sum).contains('5'), "{}", crate::gateway::text(&sum));
+                crate::gateway::call(&client, "everything__get-sum", json!({"a": 2, "b": 3})).await;
+            assert!(
+                crate::gateway::text(&sum).contains('5'),
+                "{}",
+                crate::gateway::text(&sum)
+            );
             let now = crate::gateway::call(
                 &client,
                 "time__get_current_time",
                 json!({"timezone": "UTC"}),
             )
             .await;
-            assert!(crate::gateway::text(&now).contains("UTC"), "{}", crate::gateway::text(&now));
+            assert!(
+                crate::gateway::text(&now).contains("UTC"),
+                "{}",
+                crate::gateway::text(&now)
+            );
         })
     };
     answer(&c);
