@@ -429,7 +429,7 @@ pub fn credential_store(p: &Path, home: &Path) -> bool {
 /// and agents run or load later, outside any sandbox. The agents' own
 /// state (HOME_DIR) is added by the runtime, which knows HOME_DIR. A
 /// profile that lists one of them is valid; the path stays read-only.
-pub const NEVER_WRITABLE: [&str; 56] = [
+pub const NEVER_WRITABLE: [&str; 144] = [
     // Shell start-up files.
     ".bashrc",
     ".bash_profile",
@@ -486,6 +486,100 @@ pub const NEVER_WRITABLE: [&str; 56] = [
     ".cache/pre-commit",
     ".config/pip",
     ".config/direnv",
+    "bin",
+    "go/bin",
+    ".bashrc.d",
+    ".zshrc.d",
+    ".zlogout",
+    ".oh-my-zsh",
+    ".zsh",
+    ".config/zsh",
+    ".config/bash",
+    ".config/nushell",
+    ".config/powershell",
+    // Version managers and toolchains (their shims and binaries are on
+    // PATH or sourced by the shell).
+    ".pyenv",
+    ".nvm",
+    ".rustup",
+    ".volta",
+    ".asdf",
+    ".local/share/mise",
+    ".config/mise",
+    ".sdkman",
+    ".deno",
+    ".bun",
+    ".dotnet",
+    ".local/share/pnpm",
+    ".yarn",
+    ".conda",
+    ".virtualenvs",
+    ".local/share/virtualenvs",
+    // Caches of code that builds and installs reuse without checking it
+    // again, and build tools' init scripts.
+    ".cache/pip",
+    ".cache/go-build",
+    ".cache/pypoetry",
+    ".cache/ccache",
+    ".ccache",
+    ".cache/sccache",
+    ".cache/yarn",
+    ".cache/huggingface",
+    ".cache/torch",
+    ".gradle",
+    ".m2",
+    ".nuget",
+    ".config/uv",
+    ".config/pypoetry",
+    ".yarnrc",
+    ".yarnrc.yml",
+    // Programs that run their own start-up files: terminals, multiplexers,
+    // prompts, debuggers, shells of databases and Python.
+    ".tmux.conf",
+    ".tmux",
+    ".config/tmux",
+    ".config/starship.toml",
+    ".config/kitty",
+    ".config/alacritty",
+    ".config/wezterm",
+    ".wezterm.lua",
+    ".gdbinit",
+    ".config/gdb",
+    ".lldbinit",
+    ".pdbrc",
+    ".psqlrc",
+    ".sqliterc",
+    ".ipython",
+    ".jupyter",
+    // Window managers, desktop sessions, file-manager scripts and
+    // thumbnailers, which programs open which files.
+    ".config/i3",
+    ".config/sway",
+    ".config/hypr",
+    ".config/plasma-workspace",
+    ".config/openbox",
+    ".config/xfce4",
+    ".config/lxsession",
+    ".local/share/kservices5",
+    ".local/share/nautilus",
+    ".local/share/thumbnailers",
+    ".local/share/mime",
+    ".config/mimeapps.list",
+    ".mailcap",
+    // More editors, their remote servers and extensions.
+    ".vscode-server",
+    ".vscode-oss",
+    ".config/VSCodium",
+    ".cursor-server",
+    ".windsurf",
+    ".config/JetBrains",
+    ".local/share/JetBrains",
+    ".config/sublime-text",
+    ".config/helix",
+    ".config/kak",
+    ".config/emacs",
+    ".doom.d",
+    ".config/doom",
     // The agents' own directories.
     ".claude",
     ".claude.json",
@@ -493,6 +587,9 @@ pub const NEVER_WRITABLE: [&str; 56] = [
     ".codex",
     ".qwen",
     ".config/github-copilot",
+    ".config/opencode",
+    ".continue",
+    ".aider.conf.yml",
 ];
 
 /// Whether a [`PINNED`] path is a directory (an absent one cannot be
@@ -509,7 +606,7 @@ pub enum PinKind {
 /// git, hook managers, editors, agents and environment managers run or
 /// load from a checkout. Pinned read-only under every profile that writes
 /// the workspace but `off` (and `git-write` for `.git`).
-pub const PINNED: [(&str, PinKind); 25] = [
+pub const PINNED: [(&str, PinKind); 53] = [
     (".git", PinKind::Dir),
     (".husky", PinKind::Dir),
     (".githooks", PinKind::Dir),
@@ -535,6 +632,41 @@ pub const PINNED: [(&str, PinKind); 25] = [
     ("mise.toml", PinKind::File),
     (".mise.toml", PinKind::File),
     (".config/mise", PinKind::Dir),
+    // Package managers' and toolchains' project files that run a program
+    // named in them (npm's node-options and script-shell, yarnPath, a
+    // pnpmfile, cargo's rustc-wrapper and aliases, a custom toolchain).
+    (".npmrc", PinKind::File),
+    (".yarnrc", PinKind::File),
+    (".yarnrc.yml", PinKind::File),
+    (".pnpmfile.cjs", PinKind::File),
+    (".cargo", PinKind::Dir),
+    ("rust-toolchain", PinKind::File),
+    ("rust-toolchain.toml", PinKind::File),
+    // Other version control systems' repositories (hooks, aliases).
+    (".hg", PinKind::Dir),
+    (".jj", PinKind::Dir),
+    // Editors' project configuration that starts programs.
+    (".helix", PinKind::Dir),
+    (".nvim.lua", PinKind::File),
+    (".nvimrc", PinKind::File),
+    (".exrc", PinKind::File),
+    (".lazy.lua", PinKind::File),
+    (".dir-locals.el", PinKind::File),
+    (".fleet", PinKind::Dir),
+    // Other agents' project configuration (MCP servers, commands).
+    (".continue", PinKind::Dir),
+    (".roo", PinKind::Dir),
+    (".kiro", PinKind::Dir),
+    (".amazonq", PinKind::Dir),
+    (".windsurf", PinKind::Dir),
+    (".trae", PinKind::Dir),
+    (".opencode", PinKind::Dir),
+    ("opencode.json", PinKind::File),
+    ("opencode.jsonc", PinKind::File),
+    (".aider.conf.yml", PinKind::File),
+    // CI definitions beside .github/workflows.
+    (".gitlab-ci.yml", PinKind::File),
+    (".circleci", PinKind::Dir),
 ];
 
 /// Whether `p` is (in) one of the [`NEVER_WRITABLE`] paths of `home`.

@@ -16,7 +16,8 @@
 //!   server (`server-everything`) and a real `uvx` one (`mcp-server-time`),
 //!   pinned as in `.ci/run`, from `steward run` to Ready: with a cold private
 //!   cache (a fresh HOME_DIR each of [`FIRST_RUNS`] times), with the warm
-//!   private cache (`steward restart`), and as before private homes — the
+//!   private cache (a second `steward run` of the same HOME_DIR and
+//!   workspace), and as before private homes — the
 //!   user's shared, warm `~/.npm` / `~/.cache/uv`, profile `off`.
 
 use std::sync::Arc;
@@ -58,15 +59,9 @@ fn runners() -> Result<Vec<Runner>> {
     ])
 }
 
-/// `steward run` with only `entry` (as server `name`) in a fresh HOME_DIR,
-/// the user's home `home`; (ms to Ready, the running controller).
-fn run_until_ready(
-    ctx: &Ctx,
-    name: &str,
-    entry: &Value,
-    home: &Path,
-    vars: &[(&str, &str)],
-) -> Result<(f64, GuardedEnv, Stw)> {
+/// A fresh HOME_DIR and workspace with only `entry` (as server `name`),
+/// the user's home `home`.
+fn fresh_env(name: &str, entry: &Value, home: &Path, vars: &[(&str, &str)]) -> Result<GuardedEnv> {
     let sb = GuardedEnv::new();
     sb.env.set_var("HOME", &home.to_string_lossy());
     for (k, v) in vars {
@@ -74,6 +69,12 @@ fn run_until_ready(
     }
     let settings = sb.env.home.join("settings.json");
     std::fs::write(&settings, json!({"mcpServers": {name: entry}}).to_string())?;
+    Ok(sb)
+}
+
+/// `steward run` in `sb` until `name` is Ready: ms from the spawn, and
+/// the running controller.
+fn run_until_ready(ctx: &Ctx, name: &str, sb: &GuardedEnv) -> Result<(f64, Stw)> {
     let mut stw = Stw::spawn(ctx, &sb.env, &[])?;
     let mut obs = stw.observe(Observe::Poll)?;
     let (t, _) = obs.wait_for(
@@ -82,23 +83,7 @@ fn run_until_ready(
         |_, s| mcp(s, name).is_some_and(fresh_ready),
     )?;
     drop(obs);
-    Ok((ms(t - stw.spawned), sb, stw))
-}
-
-/// `steward restart name` until Ready again: its wall time.
-fn restart_once(env: &Env, name: &str) -> Result<f64> {
-    let t0 = Instant::now();
-    let out = env
-        .command(&["restart", name])
-        .stdout(Stdio::null())
-        .output()?;
-    if !out.status.success() {
-        bail!(
-            "steward restart failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(ms(t0.elapsed()))
+    Ok((ms(t - stw.spawned), stw))
 }
 
 fn first_starts(ctx: &Ctx, off_vars: &[(&str, &str)]) -> Result<Value> {
@@ -112,34 +97,34 @@ fn first_starts(ctx: &Ctx, off_vars: &[(&str, &str)]) -> Result<Value> {
         let user = GuardedEnv::new();
         let fresh_home = user.env.root.path().join("user-fresh");
         std::fs::create_dir_all(&fresh_home)?;
-        for i in 0..FIRST_RUNS {
-            let (t, sb, mut stw) =
-                run_until_ready(ctx, runner.name, &runner.entry, &fresh_home, &[])?;
+        for _ in 0..FIRST_RUNS {
+            // Cold: a fresh HOME_DIR, so a fresh private home; then warm: a
+            // second `steward run` of the same workspace and HOME_DIR finds
+            // the private home the first one filled.
+            let sb = fresh_env(runner.name, &runner.entry, &fresh_home, &[])?;
+            let (t, mut stw) = run_until_ready(ctx, runner.name, &sb)?;
             cold.push(t);
-            if i + 1 == FIRST_RUNS {
-                for _ in 0..FIRST_RUNS {
-                    warm.push(restart_once(&sb.env, runner.name)?);
-                }
-            }
+            stw.terminate();
+            let (t, mut stw) = run_until_ready(ctx, runner.name, &sb)?;
+            warm.push(t);
             stw.terminate();
         }
         // Before private homes: one shared cache (the user's), warmed once.
         let shared_home = user.env.root.path().join("user-shared");
         std::fs::create_dir_all(&shared_home)?;
-        let (_, _sb, mut stw) =
-            run_until_ready(ctx, runner.name, &runner.entry, &shared_home, off_vars)?;
-        stw.terminate();
-        for _ in 0..FIRST_RUNS {
-            let (t, _sb, mut stw) =
-                run_until_ready(ctx, runner.name, &runner.entry, &shared_home, off_vars)?;
-            shared.push(t);
+        for i in 0..=FIRST_RUNS {
+            let sb = fresh_env(runner.name, &runner.entry, &shared_home, off_vars)?;
+            let (t, mut stw) = run_until_ready(ctx, runner.name, &sb)?;
+            if i > 0 {
+                shared.push(t);
+            }
             stw.terminate();
         }
         out.insert(
             runner.name.to_owned(),
             json!({
                 "coldPrivateRunToReady": summary_ms(&cold),
-                "warmPrivateRestart": summary_ms(&warm),
+                "warmPrivateRunToReady": summary_ms(&warm),
                 "sharedWarmRunToReady": summary_ms(&shared),
             }),
         );

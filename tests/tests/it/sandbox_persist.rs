@@ -32,6 +32,28 @@ fn furnish(v: &Victim) {
     std::fs::write(ws.join(".vscode/settings.json"), "{}").unwrap();
     std::fs::write(ws.join(".envrc"), "use flake\n").unwrap();
     std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").unwrap();
+    // What package managers, toolchains, other VCSs, editors and agents
+    // load from a checkout (present, as in a real project).
+    for dir in [
+        ".cargo",
+        ".helix",
+        ".hg",
+        ".jj/repo",
+        ".continue",
+        ".circleci",
+    ] {
+        std::fs::create_dir_all(ws.join(dir)).unwrap();
+    }
+    for file in [
+        ".npmrc",
+        ".yarnrc.yml",
+        "rust-toolchain.toml",
+        "opencode.json",
+        ".nvim.lua",
+        ".gitlab-ci.yml",
+    ] {
+        std::fs::write(ws.join(file), "").unwrap();
+    }
     for dir in [
         ".local/share/nvim",
         ".local/share/bash-completion/completions",
@@ -45,6 +67,27 @@ fn furnish(v: &Victim) {
     std::fs::create_dir_all(v.home.join(".npm/_cacache")).unwrap();
     std::fs::create_dir_all(v.home.join(".cache/uv")).unwrap();
     std::fs::create_dir_all(v.home.join(".config")).unwrap();
+    // Present in many homes, each running code later: a PATH directory,
+    // version managers' shims, build tools' init scripts and caches of
+    // compiled code, start-up directories, a remote editor's extensions.
+    for dir in [
+        "bin",
+        "go/bin",
+        ".pyenv/shims",
+        ".nvm",
+        ".rustup/toolchains",
+        ".bashrc.d",
+        ".cache/pip",
+        ".cache/go-build",
+        ".gradle/init.d",
+        ".ipython/profile_default/startup",
+        ".vscode-server/extensions",
+        ".config/tmux",
+    ] {
+        std::fs::create_dir_all(v.home.join(dir)).unwrap();
+    }
+    std::fs::write(v.home.join(".tmux.conf"), "").unwrap();
+    std::fs::write(v.home.join(".config/starship.toml"), "").unwrap();
 }
 
 /// One try at planting something: the attempts, in order (a `mkdir` of a
@@ -124,6 +167,35 @@ fn vectors(v: &Victim) -> Vec<Vector> {
         plant("fish's config", &h(".config/fish/config.fish")),
         plant("an authorized key", &h(".ssh/authorized_keys")),
         plant("Claude Code's settings", &h(".claude/settings.json")),
+        plant("a program in ~/bin", &h("bin/git")),
+        plant("a program in ~/go/bin", &h("go/bin/gopls")),
+        plant("a pyenv shim", &h(".pyenv/shims/python")),
+        step(
+            "nvm's start-up script",
+            json!({"write": p(&h(".nvm/nvm.sh"))}),
+        ),
+        plant("a rustup toolchain", &h(".rustup/toolchains/x/bin/cargo")),
+        plant("a bashrc.d snippet", &h(".bashrc.d/x.sh")),
+        plant("a wheel in pip's cache", &h(".cache/pip/wheels/x/x.whl")),
+        plant(
+            "an object in go's build cache",
+            &h(".cache/go-build/00/x-d"),
+        ),
+        plant("a gradle init script", &h(".gradle/init.d/x.gradle")),
+        plant(
+            "an IPython start-up file",
+            &h(".ipython/profile_default/startup/00-x.py"),
+        ),
+        plant(
+            "a remote VS Code extension",
+            &h(".vscode-server/extensions/x/extension.js"),
+        ),
+        step("tmux's config", json!({"write": p(&h(".tmux.conf"))})),
+        plant("tmux's XDG config", &h(".config/tmux/tmux.conf")),
+        step(
+            "starship's prompt commands",
+            json!({"write": p(&h(".config/starship.toml"))}),
+        ),
         step(
             "Qwen Code's settings (HOME_DIR)",
             json!({"write": p(&v.env.home.join("settings.json"))}),
@@ -168,6 +240,39 @@ fn vectors(v: &Victim) -> Vec<Vector> {
         step("a husky hook", json!({"write": p(&w(".husky/pre-commit"))})),
         plant("a CI workflow", &w(".github/workflows/x.yml")),
         step("the .envrc", json!({"write": p(&w(".envrc"))})),
+        step("npm's project config", json!({"write": p(&w(".npmrc"))})),
+        step("yarn's yarnPath", json!({"write": p(&w(".yarnrc.yml"))})),
+        step(
+            "cargo's rustc-wrapper",
+            json!({"write": p(&w(".cargo/config.toml"))}),
+        ),
+        step(
+            "rustup's toolchain file",
+            json!({"write": p(&w("rust-toolchain.toml"))}),
+        ),
+        step(
+            "helix's language servers",
+            json!({"write": p(&w(".helix/languages.toml"))}),
+        ),
+        step("a Mercurial hook", json!({"write": p(&w(".hg/hgrc"))})),
+        step(
+            "Jujutsu's repo config",
+            json!({"write": p(&w(".jj/repo/config.toml"))}),
+        ),
+        step(
+            "Continue's MCP servers",
+            json!({"write": p(&w(".continue/config.yaml"))}),
+        ),
+        step(
+            "opencode's MCP servers",
+            json!({"write": p(&w("opencode.json"))}),
+        ),
+        step("Neovim's exrc", json!({"write": p(&w(".nvim.lua"))})),
+        step("a GitLab CI job", json!({"write": p(&w(".gitlab-ci.yml"))})),
+        step(
+            "a CircleCI job",
+            json!({"write": p(&w(".circleci/config.yml"))}),
+        ),
     ]
 }
 

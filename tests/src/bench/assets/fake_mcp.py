@@ -3,15 +3,29 @@
 sandbox costs a Python server). Standard library only; newline-delimited
 JSON-RPC on stdio; reads the compiled fake's FAKE_MCP_CONFIG for its name,
 tools and prompts, and answers initialize, tools/list, prompts/list,
-tools/call (echo) and ping."""
+tools/call (echo) and ping. Appends start/recv/send events to the
+config's record file, as the compiled fake does (the bench waits on them)."""
 import json
 import os
 import sys
+import time
+
+STARTED = time.monotonic()
 
 config = json.loads(os.environ.get("FAKE_MCP_CONFIG") or "{}")
 name = config.get("name", "py")
 tools = config.get("tools", ["t1"])
 prompts = config.get("prompts", [])
+record_path = config.get("record")
+
+
+def record(event, message):
+    if not record_path:
+        return
+    line = {"t": int((time.monotonic() - STARTED) * 1000), "pid": os.getpid(),
+            "event": event, "message": message}
+    with open(record_path, "a") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 def answer(id_, result=None, error=None):
@@ -22,13 +36,16 @@ def answer(id_, result=None, error=None):
         msg["result"] = result
     sys.stdout.write(json.dumps(msg) + "\n")
     sys.stdout.flush()
+    record("send", msg)
 
 
+record("start", {"name": name, "mode": "stdio", "ppid": os.getppid()})
 for line in sys.stdin:
     try:
         req = json.loads(line)
     except ValueError:
         continue
+    record("recv", req)
     method, id_ = req.get("method"), req.get("id")
     if id_ is None:
         continue
