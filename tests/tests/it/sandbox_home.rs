@@ -93,6 +93,8 @@ fn a_server_writes_its_own_caches_and_nobody_elses() {
     )
     .unwrap();
     attempt_on(&client, "a__t1", json!({"write": own})).unwrap();
+    // (The runners make their directories under the home, as uv does.)
+    attempt_on(&client, "a__t1", json!({"mkdir": a_uv.clone()})).unwrap();
     attempt_on(
         &client,
         "a__t1",

@@ -62,18 +62,36 @@ pub fn raise_fd_limit() -> io::Result<(u64, u64)> {
 /// the user out of `steward status` until a server exits).
 const RESERVE: u64 = 16;
 
+/// A spawn opens its three pipes and a few transient ones (the sandbox
+/// plan, the shim's pidfd).
+const PER_SPAWN: u64 = 8;
+
+/// The descriptors counted at the last look and the spawns since.
+/// (It starts as due, so the first spawn counts.)
+static COUNTED: std::sync::Mutex<(u64, u64)> = std::sync::Mutex::new((0, 64));
+
 /// Whether starting one more server would eat into [`RESERVE`]: the open
-/// descriptors counted in `/proc/self/fd` against the soft limit (false
-/// when either cannot be read: the spawn then finds out for itself).
+/// descriptors in `/proc/self/fd` against the soft limit (false when either
+/// cannot be read: the spawn then finds out for itself). Counting costs a
+/// look-up per open descriptor, so with a limit far above what is open it
+/// counts again only every 64 spawns, trusting `PER_SPAWN` per spawn since.
 pub(super) fn short_of_descriptors() -> bool {
     let Ok((soft, _)) = fd_limit() else {
         return false;
     };
-    // A spawn opens its three pipes and a few transient ones (the sandbox
-    // plan, the shim's pidfd).
-    const PER_SPAWN: u64 = 8;
+    let mut counted = COUNTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (open, since) = *counted;
+    let estimate = open + since * PER_SPAWN;
+    if since < 64 && estimate + 4 * (PER_SPAWN + RESERVE) < soft {
+        counted.1 += 1;
+        return false;
+    }
     let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
         return false;
     };
-    fds.count() as u64 + PER_SPAWN + RESERVE > soft
+    let open = fds.count() as u64;
+    *counted = (open, 1);
+    open + PER_SPAWN + RESERVE > soft
 }

@@ -93,18 +93,18 @@ pub fn dir_of(root: &Path, owner: &str, profile: &Sandbox) -> PathBuf {
     ))
 }
 
-/// Makes the home (0700 throughout) and its subdirectories, and records
-/// which workspace its folder belongs to.
+/// Makes the home (0700 throughout) with its `cache`, `data` and `state`
+/// (and `cargo`), and records which workspace its folder belongs to. The
+/// runners' own directories below them (`cache/npm`, `data/uv/tools`...)
+/// are left to the runners, which make them as they make their default
+/// ones: a directory costs a new inode, and a workspace's first start
+/// makes a home for every server at once.
 pub fn create(root: &Path, dir: &Path, workspace: &Path, cargo: bool) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true).mode(0o700);
     let cargo_dir = cargo.then_some(CARGO_HOME.1);
-    for (_, rel) in VARIABLES
-        .iter()
-        .map(|(k, v)| (*k, *v))
-        .chain(cargo_dir.map(|c| ("", c)))
-    {
+    for rel in ["cache", "data", "state"].into_iter().chain(cargo_dir) {
         builder.create(dir.join(rel))?;
     }
     let marker = root.join(WORKSPACE_FILE);
