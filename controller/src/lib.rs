@@ -165,5 +165,6 @@ pub(crate) mod engine;
 pub mod export;
 pub(crate) mod gateway;
 pub mod observe;
+pub mod registry;
 pub mod runtime;
 pub mod support;
