@@ -392,6 +392,10 @@ Examples:
     #[command(long_about = crate::cli::secret::SECRET_ABOUT)]
     Secret(crate::cli::secret::SecretArgs),
 
+    /// Manage the servers' sandboxes: `prune` removes private homes no server uses
+    #[command(long_about = crate::cli::sandbox::ABOUT)]
+    Sandbox(crate::cli::sandbox::SandboxArgs),
+
     /// Search MCP registries for servers
     #[command(long_about = registry_args::SEARCH_ABOUT)]
     Search(registry_args::SearchArgs),

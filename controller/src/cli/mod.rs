@@ -30,6 +30,7 @@ pub(crate) mod registry_args;
 mod reload;
 mod restart;
 mod run;
+mod sandbox;
 mod schema;
 mod search;
 pub(crate) mod secret;
@@ -223,6 +224,7 @@ pub fn run(
         Command::Restart(args) => restart::run(&resolve_paths(&workspace, env)?, &args, io),
         Command::Start(args) => stop::run(&resolve_paths(&workspace, env)?, &args.names, false, io),
         Command::Secret(args) => secret::run(&resolve_paths(&workspace, env)?, args, env, io),
+        Command::Sandbox(args) => sandbox::run(&resolve_paths(&workspace, env)?, args, env, io),
         Command::Search(args) => {
             search::run(&resolve_paths(&workspace, env)?, &args, now(env)?, io)
         }

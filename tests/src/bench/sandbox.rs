@@ -91,6 +91,8 @@ fn standard_plan(ctx: &Ctx, env: &Env) -> Result<String> {
     let support = Support::detect(&ctx.steward);
     let tmp = env.root.path().join("sbx-tmp");
     std::fs::create_dir_all(&tmp)?;
+    let private_home = env.home.join("steward/sandbox/bench/mcp-bench");
+    std::fs::create_dir_all(&private_home)?;
     let lookup = |k: &str| std::env::var(k).ok();
     let facts = plan::Facts {
         home: Some(&env.home),
@@ -101,6 +103,7 @@ fn standard_plan(ctx: &Ctx, env: &Env) -> Result<String> {
         args: &[],
         cwd: &env.ws,
         tmpdir: &tmp,
+        private_home: Some(&private_home),
         env: &lookup,
     };
     let built = plan::build(
