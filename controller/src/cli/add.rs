@@ -89,7 +89,8 @@ pub(crate) struct Answered {
 
 /// Answers what `decided` leaves open: values asked at the terminal (checked
 /// against their choices and format), secrets from `stdin` or asked without
-/// echo. `dry_run`: secrets are not asked for (nothing is stored).
+/// echo. `dry_run`: nothing is asked for (nothing is written): the plan
+/// shows what would be.
 pub(crate) fn answer_all(
     decided: Vec<(Question, Decision)>,
     stdin: &BTreeMap<String, SecretValue>,
@@ -111,7 +112,11 @@ pub(crate) fn answer_all(
                 (Answer::Secret(name), Origin::Asked)
             }
             Decision::Answered(answer, origin) => (answer, origin),
-            Decision::AskSecret { name, .. } if dry_run => (Answer::Secret(name), Origin::Asked),
+            Decision::AskSecret { name, .. } if dry_run => (Answer::Secret(name), Origin::WouldAsk),
+            Decision::AskValue { .. } if dry_run => (
+                Answer::Values(vec![format!("<{}>", q.key)]),
+                Origin::WouldAsk,
+            ),
             Decision::AskSecret { name, required } => {
                 let t = term.as_mut().ok_or_else(|| nobody(&q.key))?;
                 let value = loop {
@@ -420,7 +425,8 @@ pub fn run(
             .into_iter()
             .collect(),
         secret_names: BTreeMap::new(),
-        interactive: term.is_some(),
+        // A dry run asks nobody: what would be asked shows in the plan.
+        interactive: term.is_some() || args.apply.dry_run,
     };
     let secret_name = |key: &str| sanitize_name(&format!("{local}.{key}"));
     let decided =

@@ -199,7 +199,7 @@ impl Planner<'_> {
             secret_values: stdin.keys().cloned().collect(),
             stored: self.stored.clone(),
             secret_names: c.locked.secrets.clone(),
-            interactive: term.is_some(),
+            interactive: term.is_some() || dry_run,
         };
         let local = c.local.clone();
         let name = move |key: &str| sanitize_name(&format!("{local}.{key}"));

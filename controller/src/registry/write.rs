@@ -81,6 +81,36 @@ fn read_text(path: &Path) -> Result<Option<String>, WriteError> {
     }
 }
 
+/// The order an entry's keys are written in: what runs first.
+const KEY_ORDER: [&str; 8] = [
+    "command",
+    "args",
+    "env",
+    "httpUrl",
+    "url",
+    "headers",
+    "sandbox",
+    "description",
+];
+
+/// `entry` as the CST editor takes it, its keys in [`KEY_ORDER`] (others
+/// after, as they come).
+fn ordered(entry: &Map<String, Value>) -> jsonc_parser::cst::CstInputValue {
+    let rank = |k: &str| {
+        KEY_ORDER
+            .iter()
+            .position(|o| *o == k)
+            .unwrap_or(KEY_ORDER.len())
+    };
+    let mut keys: Vec<&String> = entry.keys().collect();
+    keys.sort_by_key(|k| rank(k));
+    jsonc_parser::cst::CstInputValue::Object(
+        keys.into_iter()
+            .map(|k| (k.clone(), jsonc_edit::input(&entry[k])))
+            .collect(),
+    )
+}
+
 /// `text` with `mcpServers.<name>` set to `entry` (added last, or replaced
 /// in place), everything else as it was. `None`: the file is absent.
 pub fn set_entry(
@@ -89,12 +119,7 @@ pub fn set_entry(
     entry: &Map<String, Value>,
     path: &Path,
 ) -> Result<String, WriteError> {
-    let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
-        let doc = serde_json::json!({ "mcpServers": { name: entry } });
-        let mut out = serde_json::to_string_pretty(&doc).expect("an entry serializes");
-        out.push('\n');
-        return Ok(out);
-    };
+    let text = text.filter(|t| !t.trim().is_empty()).unwrap_or("{}\n");
     let shape = |why: &str| WriteError::Shape {
         path: path.to_path_buf(),
         why: why.to_owned(),
@@ -111,7 +136,7 @@ pub fn set_entry(
             .as_object()
             .ok_or_else(|| shape("it is not a JSON object"))?,
     };
-    let value = jsonc_edit::input(&Value::Object(entry.clone()));
+    let value = ordered(entry);
     match object.get("mcpServers") {
         None => {
             object.append(

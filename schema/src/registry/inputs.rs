@@ -87,6 +87,8 @@ pub enum Origin {
     Asked,
     /// A secret already in the store.
     Stored,
+    /// A dry run: it would be asked for.
+    WouldAsk,
     Omitted,
 }
 
@@ -98,6 +100,7 @@ impl Origin {
             Origin::Default => "default",
             Origin::Asked => "asked",
             Origin::Stored => "already stored",
+            Origin::WouldAsk => "would be asked for",
             Origin::Omitted => "not set",
         }
     }

@@ -20,6 +20,7 @@ mod crds;
 mod editor_schemas;
 mod export;
 mod install;
+mod registry;
 mod secrets;
 mod status;
 mod validate;
