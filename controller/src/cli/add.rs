@@ -285,6 +285,15 @@ pub(crate) fn commit(
     Ok(())
 }
 
+/// Where `add` and `update` unpack MCP bundles.
+pub(crate) fn bundles_root(paths: &Paths, env: &BTreeMap<String, String>) -> std::path::PathBuf {
+    packages::bundle::bundles_root(
+        env.get("XDG_DATA_HOME").map(String::as_str),
+        paths.user_home.as_deref(),
+        &paths.home_dir,
+    )
+}
+
 /// What happens to the approval, in words.
 pub(crate) fn approval_words(paths: &Paths, scope: Scope, local: &str, approve: bool) -> String {
     match (scope, approve) {
@@ -401,7 +410,7 @@ pub fn run(
     let search_path = std::ffi::OsString::from(env.get("PATH").cloned().unwrap_or_default());
     let choice =
         choose(detail, &pick, &|program| on_path(program, &search_path)).map_err(registry_error)?;
-    let resolver = Resolver::new(http.as_ref(), cache, now, paths.home_dir.clone());
+    let resolver = Resolver::new(http.as_ref(), cache, now, bundles_root(paths, env));
     let resolved = rt.block_on(packages::resolve(
         &resolver,
         detail,

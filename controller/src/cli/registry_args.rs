@@ -172,7 +172,7 @@ HOME_DIR/settings.json): one exact version, run with an argv and no shell — np
 ID@VERSION; PyPI: uvx --from ID==VERSION ENTRY-POINT (the entry point read from the wheel); \
 NuGet: dnx ID@VERSION --yes --; OCI (only with --package oci): docker run -i --rm IMAGE@DIGEST; \
 MCPB: the bundle downloaded, checked against its fileSha256 and unpacked under \
-HOME_DIR/steward/bundles/; a remote (--remote): httpUrl or url with its headers.
+$XDG_DATA_HOME/steward/bundles/ (~/.local/share/…: servers may read it, none may write it); a remote (--remote): httpUrl or url with its headers.
 
 The plan is printed first — the argv, the package, its version and integrity, the environment \
 and headers, the secrets, the sandbox, the files written — and asked about (--yes accepts it, \

@@ -169,7 +169,7 @@ impl Planner<'_> {
             self.http.as_ref(),
             self.cache.clone(),
             self.now,
-            self.paths.home_dir.clone(),
+            add::bundles_root(self.paths, self.env),
         );
         let entry_point = c
             .locked

@@ -51,6 +51,7 @@ mod mcp_remote;
 mod metrics;
 mod pins;
 mod qwen_parity;
+mod registry_peers;
 mod robust;
 mod sandbox;
 mod sandbox_home;

@@ -1,9 +1,14 @@
 //! MCP bundles (MCPB): downloaded, checked against the registry's
 //! `fileSha256` — a mismatch is refused before anything is unpacked or
-//! written — and unpacked under `HOME_DIR/steward/bundles/<server>/<sha256
+//! written — and unpacked under [`bundles_root`]`/<server>/<sha256
 //! prefix>/` (once: a bundle already unpacked there is reused). The entry
 //! runs the manifest's `server.mcp_config` (or what `server.type` and
 //! `entry_point` imply); its `user_config` values become questions.
+//!
+//! Not under `HOME_DIR/steward/`: the sandbox hides Steward's own state
+//! from every server (product.md §9), so a bundle there could not run. The
+//! user's data directory is readable by servers (a profile lists the
+//! bundle's directory) and writable by none of them (§9's private homes).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,8 +28,22 @@ use crate::registry::http::MAX_FILE;
 /// The marker of a completely unpacked bundle (holds its sha256).
 const DONE: &str = ".steward-unpacked";
 
+/// Where bundles are unpacked: `$XDG_DATA_HOME/steward/bundles`, else
+/// `~/.local/share/steward/bundles`, else (no home) under HOME_DIR.
+pub fn bundles_root(
+    xdg_data_home: Option<&str>,
+    user_home: Option<&Path>,
+    home_dir: &Path,
+) -> PathBuf {
+    match (xdg_data_home.filter(|d| d.starts_with('/')), user_home) {
+        (Some(data), _) => Path::new(data).join("steward").join("bundles"),
+        (None, Some(home)) => home.join(".local/share/steward/bundles"),
+        (None, None) => home_dir.join("steward").join("bundles"),
+    }
+}
+
 /// Where the bundle of `server` with digest `sha256` is unpacked.
-pub fn bundle_dir(home_dir: &Path, server: &str, sha256: &str) -> PathBuf {
+pub fn bundle_dir(root: &Path, server: &str, sha256: &str) -> PathBuf {
     let safe: String = server
         .chars()
         .map(|c| {
@@ -35,11 +54,7 @@ pub fn bundle_dir(home_dir: &Path, server: &str, sha256: &str) -> PathBuf {
             }
         })
         .collect();
-    home_dir
-        .join("steward")
-        .join("bundles")
-        .join(safe)
-        .join(&sha256[..16.min(sha256.len())])
+    root.join(safe).join(&sha256[..16.min(sha256.len())])
 }
 
 /// Unpacks the zip `bytes` into `dir` (created), refusing entries that
@@ -197,7 +212,7 @@ pub async fn resolve(
             what: what.clone(),
             why: "the registry gives no fileSha256 for it, and Steward runs only bundles it can check".to_owned(),
         })?;
-    let dir = bundle_dir(&r.home_dir, server, &expected);
+    let dir = bundle_dir(&r.bundles, server, &expected);
     let unpacked = fs::read_to_string(dir.join(DONE)).is_ok_and(|s| s.trim() == expected);
     if !unpacked {
         let bytes = r.download(&p.identifier).await?;
@@ -291,6 +306,27 @@ mod tests {
         let err = unpack(&evil, &dir.path().join("b")).unwrap_err();
         assert!(err.contains("outside"), "{err}");
         assert!(!dir.path().join("escape").exists());
+    }
+
+    #[test]
+    fn bundles_go_to_the_user_s_data_directory() {
+        let h = Path::new("/h/.qwen");
+        assert_eq!(
+            bundles_root(Some("/d"), Some(Path::new("/home/u")), h),
+            Path::new("/d/steward/bundles")
+        );
+        assert_eq!(
+            bundles_root(Some("relative"), Some(Path::new("/home/u")), h),
+            Path::new("/home/u/.local/share/steward/bundles")
+        );
+        assert_eq!(
+            bundles_root(None, None, h),
+            Path::new("/h/.qwen/steward/bundles")
+        );
+        assert_eq!(
+            bundle_dir(Path::new("/r"), "io.x/y z", "0123456789abcdef00"),
+            Path::new("/r/io.x_y_z/0123456789abcdef")
+        );
     }
 
     #[test]

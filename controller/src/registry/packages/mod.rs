@@ -65,8 +65,8 @@ pub struct Resolver<'a> {
     http: Option<&'a Http>,
     cache: Cache,
     now: SystemTime,
-    /// HOME_DIR: bundles are unpacked under `HOME_DIR/steward/bundles/`.
-    pub home_dir: PathBuf,
+    /// Where bundles are unpacked ([`bundle::bundles_root`]).
+    pub bundles: PathBuf,
     notes: RefCell<Vec<String>>,
 }
 
@@ -78,12 +78,12 @@ pub struct Options {
 }
 
 impl<'a> Resolver<'a> {
-    pub fn new(http: Option<&'a Http>, cache: Cache, now: SystemTime, home_dir: PathBuf) -> Self {
+    pub fn new(http: Option<&'a Http>, cache: Cache, now: SystemTime, bundles: PathBuf) -> Self {
         Resolver {
             http,
             cache,
             now,
-            home_dir,
+            bundles,
             notes: RefCell::new(Vec::new()),
         }
     }
