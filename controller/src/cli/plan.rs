@@ -10,6 +10,7 @@ use steward_schema::registry::entry::{Built, Choice, Resolution, package_label};
 use steward_schema::registry::inputs::Origin;
 use steward_schema::registry::permissions::SandboxOrigin;
 use steward_schema::registry::server::{ServerResponse, Status};
+use steward_schema::sandbox::SandboxField;
 
 /// Everything a plan shows.
 pub struct PlanView<'a> {
@@ -49,28 +50,23 @@ pub fn shell_words(argv: &[String]) -> String {
         .join(" ")
 }
 
-fn host(url: &str) -> Option<String> {
-    url::Url::parse(url).ok()?.host_str().map(str::to_owned)
-}
-
-/// The runner of `argv` and the hosts of its registry, as the egress proxy
-/// will allow them (the same variables the runtime reads).
-fn runner_hosts(b: &Built) -> Option<(String, String)> {
+/// The runner of `argv`, the hosts of its registry as the egress proxy
+/// will allow them (the same variables the runtime reads), and its port.
+fn runner_hosts(b: &Built) -> Option<(String, String, u16)> {
     let runner = b.argv.first()?.clone();
-    let hosts = match runner.as_str() {
-        "npx" => b
-            .env
-            .get("npm_config_registry")
-            .and_then(|u| host(u))
-            .unwrap_or_else(|| "registry.npmjs.org".to_owned()),
-        "uvx" => b
-            .env
-            .get("UV_DEFAULT_INDEX")
-            .and_then(|u| host(u))
-            .unwrap_or_else(|| "pypi.org, files.pythonhosted.org".to_owned()),
+    let of = |var: &str, default: &str| {
+        b.env
+            .get(var)
+            .and_then(|u| url::Url::parse(u).ok())
+            .and_then(|u| Some((u.host_str()?.to_owned(), u.port_or_known_default()?)))
+            .unwrap_or_else(|| (default.to_owned(), 443))
+    };
+    let (hosts, port) = match runner.as_str() {
+        "npx" => of("npm_config_registry", "registry.npmjs.org"),
+        "uvx" => of("UV_DEFAULT_INDEX", "pypi.org, files.pythonhosted.org"),
         _ => return None,
     };
-    Some((runner, hosts))
+    Some((runner, hosts, port))
 }
 
 /// The sandbox line(s).
@@ -87,10 +83,25 @@ fn sandbox_lines(b: &Built) -> Vec<String> {
         }
         SandboxOrigin::NotApplicable => shown,
     }];
-    if let Some((runner, hosts)) = runner_hosts(b) {
-        out.push(format!(
-            "{runner} reaches its registry ({hosts}) through Steward's egress proxy"
-        ));
+    if let Some((runner, hosts, port)) = runner_hosts(b) {
+        let ports = match field {
+            SandboxField::Profile(p) => p
+                .network
+                .as_ref()
+                .and_then(|n| n.outbound.as_ref())
+                .and_then(|o| o.allow_port.clone())
+                .unwrap_or_default(),
+            SandboxField::Name(_) => Vec::new(),
+        };
+        if ports.is_empty() || ports.contains(&port) {
+            out.push(format!(
+                "{runner} reaches its registry ({hosts}) through Steward's egress proxy"
+            ));
+        } else {
+            out.push(format!(
+                "warning: {runner}'s registry ({hosts}) is on port {port}, which the profile's allow_port does not list: the egress proxy will refuse it"
+            ));
+        }
     }
     out
 }

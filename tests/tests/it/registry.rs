@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use steward_tests::harness::{Env, Run};
+use steward_tests::harness::{Env, Run, run_with_input};
 use steward_tests::package_fixtures::{Packed, npm_pack, publish_npm};
 use steward_tests::registry_fixture::{Fault, RegistryFixture};
 
@@ -77,21 +77,9 @@ pub fn steward_with(env: &Env, reg: &RegistryFixture, args: &[&str], input: &str
     let mut all: Vec<&str> = args.to_vec();
     let url = reg.url();
     all.extend(["--registry", &url]);
-    let mut child = env
-        .command(&all)
-        .env("STEWARD_NOW", "2026-01-02T03:04:05Z")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run steward");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    Run::from(child.wait_with_output().unwrap())
+    let mut command = env.command(&all);
+    command.env("STEWARD_NOW", "2026-01-02T03:04:05Z");
+    run_with_input(command, input.as_bytes())
 }
 
 fn read_json(path: &Path) -> Value {
@@ -286,6 +274,25 @@ fn an_unreachable_slow_or_broken_registry_answers_from_the_cache_and_says_so() {
     reg.set_fault(Fault::Status(503));
     let never = steward_with(&env, &reg, &["search", "nothing-like-it"], "");
     assert_eq!(never.code, 1, "{}", never.stdout);
+    // A registry that is gone altogether.
+    let url = reg.url();
+    drop(reg);
+    let gone = Run::from(
+        env.command(&["search", "cached", "-o", "json", "--registry", &url])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(gone.code, 0, "{}", gone.stderr);
+    assert_eq!(
+        listed(&gone).as_deref(),
+        Some("io.github.stewardtest/cached")
+    );
+    assert!(
+        gone.stderr.contains("cannot connect")
+            && gone.stderr.contains("answered from the cache of"),
+        "{}",
+        gone.stderr
+    );
     assert!(
         never
             .stderr
@@ -476,10 +483,18 @@ fn add_edits_mcp_json_keeping_the_rest_locks_approves_and_keeps_the_secret_in_th
         "WEATHER_KEY=${secret:weather.WEATHER_KEY}",
         "UNITS=imperial  (given)",
         "the publisher's permission profile",
-        "npx reaches its registry (127.0.0.1) through Steward's egress proxy",
         "approved weather",
     ] {
         assert!(plan.contains(shown), "missing {shown:?} in:\n{plan}");
+    }
+    // The profile allows port 443 only: our npm registry's port is not on
+    // it, and the plan says the proxy will refuse npx (as the runtime would).
+    let port = url::Url::parse(&reg.url()).unwrap().port().unwrap();
+    for shown in [
+        format!("warning: npx's registry (127.0.0.1) is on port {port}"),
+        "the egress proxy will refuse it".to_owned(),
+    ] {
+        assert!(plan.contains(&shown), "missing {shown:?} in:\n{plan}");
     }
     // The rest of the file: every byte as it was.
     let text = std::fs::read_to_string(env.ws.join(".mcp.json")).unwrap();
@@ -853,4 +868,66 @@ fn with_signing(reg: &RegistryFixture, version: &str) -> Value {
         .unwrap()
         .push(json!({"name": "WEATHER_SIGNING", "isSecret": true, "isRequired": true}));
     s
+}
+
+#[test]
+fn registries_come_from_user_settings_and_user_scope_writes_the_user_settings() {
+    let env = Env::new();
+    let (reg, _) = with_npm(&env, &["1.0.0"]);
+    reg.publish(weather(&reg, "1.0.0", None), "active");
+    // The workspace cannot choose where servers come from.
+    env.write(
+        ".qwen/settings.json",
+        r#"{"steward": {"registries": ["http://127.0.0.1:9"]}}"#,
+    );
+    let warned = env.run(&["validate"]);
+    assert!(
+        warned
+            .stdout
+            .contains("steward.registries is read only from your user and system settings"),
+        "{}",
+        warned.stdout
+    );
+    env.write_home(
+        "settings.json",
+        &format!(
+            "{{\n  // mine\n  \"steward\": {{\"registries\": [\"{}/\"]}}\n}}\n",
+            reg.url()
+        ),
+    );
+    let mut search = env.command(&["search", "weather", "-o", "json"]);
+    let found: Value = serde_json::from_slice(&search.output().unwrap().stdout).unwrap();
+    assert_eq!(found["registries"], json!([reg.url()]), "{found}");
+    assert_eq!(found["items"][0]["name"], WEATHER);
+
+    let added = run_with_input(
+        env.command(&[
+            "add",
+            WEATHER,
+            "--scope",
+            "user",
+            "--yes",
+            "--secrets-stdin",
+        ]),
+        b"WEATHER_KEY=k\n",
+    );
+    assert_eq!(added.code, 0, "{}", added.stderr);
+    assert!(
+        added
+            .stdout
+            .contains("none needed (user settings are not approval-gated)"),
+        "{}",
+        added.stdout
+    );
+    let text = std::fs::read_to_string(env.home.join("settings.json")).unwrap();
+    assert!(text.starts_with("{\n  // mine\n"), "{text}");
+    let settings = read_json(&env.home.join("settings.json"));
+    assert_eq!(settings["mcpServers"]["weather"]["command"], "npx");
+    let lock = read_json(&env.home.join("settings.lock.json"));
+    assert_eq!(lock["servers"]["weather"]["version"], "1.0.0");
+    assert!(!env.ws.join(".mcp.json").exists() && !env.home.join("mcpApprovals.json").exists());
+    let status = env.status_json(&[]);
+    let item = steward_tests::harness::item(&status, "McpServer", "weather");
+    assert_eq!(item["spec"]["scope"], "user");
+    assert_ne!(item["status"]["reason"], "PendingApproval");
 }

@@ -39,6 +39,13 @@ fn an_npm_server_from_the_registry_runs_with_real_npx_under_its_published_profil
         &format!("WEATHER_KEY={secret}\n"),
     );
     assert_eq!(added.code, 0, "{}\n{}", added.stdout, added.stderr);
+    assert!(
+        added
+            .stdout
+            .contains("npx reaches its registry (127.0.0.1) through Steward's egress proxy"),
+        "{}",
+        added.stdout
+    );
     let status = c.wait_for_within("weather Ready", RUNNER_DEADLINE, |s| {
         mcp(s, "weather").is_some_and(|m| m.status.phase == Phase::Ready)
     });
