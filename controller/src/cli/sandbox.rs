@@ -9,6 +9,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use steward_schema::load::LoadMode;
+use steward_schema::resource::sandbox_in_force;
+use steward_schema::sandbox::{Resolved, Sandbox};
 
 use super::{CommandError, Io};
 use crate::cli::output::{self, Format};
@@ -59,18 +61,21 @@ pub fn run(
 ) -> Result<ExitCode, CommandError> {
     let SandboxAction::Prune { dry_run, output } = args.action;
     let (_, state) = load_desired(paths, &Inputs::default(), env, LoadMode::Lenient);
-    let owners: Vec<String> = state
+    // Each configured server's home under the profile it runs under now.
+    let mcp = state
         .mcp
-        .keys()
-        .chain(state.invalid_mcp.keys())
-        .map(|n| home::mcp_owner(n))
-        .chain(
-            state
-                .lsp
-                .keys()
-                .chain(state.invalid_lsp.keys())
-                .map(|n| home::lsp_owner(n)),
-        )
+        .iter()
+        .map(|(n, d)| (home::mcp_owner(n), &d.spec.resolved_sandbox));
+    let lsp = state
+        .lsp
+        .iter()
+        .map(|(n, d)| (home::lsp_owner(n), &d.spec.resolved_sandbox));
+    let owners: Vec<(String, Sandbox)> = mcp
+        .chain(lsp)
+        .filter_map(|(owner, resolved)| match sandbox_in_force(resolved) {
+            Resolved::Profile { sandbox, .. } => Some((owner, sandbox)),
+            Resolved::Unknown(_) => None,
+        })
         .collect();
     let pruned = home::prune(&paths.home_dir, &paths.workspace, &owners, dry_run).map_err(|e| {
         CommandError::Controller(format!(

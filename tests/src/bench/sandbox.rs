@@ -28,14 +28,14 @@ const PROXY_RUNS: usize = 200;
 const DOWNLOAD_MB: usize = 64;
 
 /// The system-defaults file that turns the sandbox off.
-fn off_defaults(dir: &Path) -> Result<PathBuf> {
+pub(super) fn off_defaults(dir: &Path) -> Result<PathBuf> {
     let path = dir.join("system-defaults-off.json");
     std::fs::write(&path, r#"{"steward": {"sandbox": {"default": "off"}}}"#)?;
     Ok(path)
 }
 
 /// `steward restart s000` `runs` times: the wall time of each, in ms.
-fn restarts(ctx: &Ctx, vars: &[(&str, &str)], runs: usize) -> Result<(Vec<f64>, Value)> {
+pub(super) fn restarts(ctx: &Ctx, vars: &[(&str, &str)], runs: usize) -> Result<(Vec<f64>, Value)> {
     let r = start_steward_full(ctx, 1, false, &FakeMcpConfig::default(), &[], vars)?;
     let status = r.stw.status()?;
     let sandbox = mcp(&status, "s000")

@@ -395,19 +395,22 @@ fn split(
     for entry in entries.flatten() {
         let path = entry.path();
         if entry.file_type().is_ok_and(|t| t.is_symlink()) {
-            let Ok(target) = std::fs::canonicalize(&path) else {
-                continue;
-            };
-            let near = except
-                .iter()
-                .any(|e| target.starts_with(e) || e.starts_with(&target));
-            if !near {
+            if link_leads_clear(&path, except.iter().map(PathBuf::as_path)) {
                 out.push((path, access));
             }
             continue;
         }
         split(&path, except, access, out, depth + 1);
     }
+}
+
+/// Whether the symbolic link `path` may be followed by a rule: its target
+/// resolves and lies neither in nor above any of `guarded`.
+fn link_leads_clear<'a>(path: &Path, mut guarded: impl Iterator<Item = &'a Path>) -> bool {
+    let Ok(target) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    !guarded.any(|g| target.starts_with(g) || g.starts_with(&target))
 }
 
 /// How a write grant is bounded (product.md §9, "Nothing planted for
@@ -456,13 +459,9 @@ impl WriteGuard<'_> {
         for entry in entries.flatten() {
             let path = entry.path();
             if entry.file_type().is_ok_and(|t| t.is_symlink()) {
-                let Ok(target) = std::fs::canonicalize(&path) else {
-                    continue;
-                };
-                let near = |p: &Path| target.starts_with(p) || p.starts_with(&target);
-                let sensitive = self.except.iter().chain(self.protect).any(|p| near(p))
-                    || self.pins.iter().any(|p| near(&p.path));
-                if !sensitive {
+                let guarded = self.except.iter().chain(self.protect).map(PathBuf::as_path);
+                let pins = self.pins.iter().map(|p| p.path.as_path());
+                if link_leads_clear(&path, guarded.chain(pins)) {
                     out.push((path, self.all));
                 }
                 continue;

@@ -7,6 +7,11 @@
 //! `pipx`, `pre-commit`) runs code from, and its downloads are reused
 //! across its restarts (the id is stable per workspace and server).
 //!
+//! A home belongs to one server *and one profile*: a server that planted
+//! code in its own caches under a narrow profile never has it run under a
+//! wider one — widening its profile (or replacing its package under the
+//! same name and a new profile) starts from an empty home.
+//!
 //! `<workspace>` is the first 16 hex digits of the workspace path's
 //! SHA-256 (as Steward's state directory), holding a `workspace` file with
 //! the path, so that [`prune`] can tell which homes belong to servers or
@@ -17,6 +22,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use steward_schema::canonical::sha256_hex;
+use steward_schema::sandbox::Sandbox;
 
 /// The variables a server's private home sets, and where under the home
 /// each points. A variable the server's own entry sets is left as it is
@@ -63,9 +69,10 @@ pub fn workspace_root(home_dir: &Path, workspace: &Path) -> PathBuf {
 }
 
 /// The private home of the server `owner` (`mcp-NAME`, `lsp-NAME`) under
-/// `root` (see [`workspace_root`]): its name made safe for a path, and a
-/// digest that keeps two names that read the same apart.
-pub fn dir_of(root: &Path, owner: &str) -> PathBuf {
+/// the profile `profile`, under `root` (see [`workspace_root`]): its name
+/// made safe for a path, and a digest of name and profile that keeps two
+/// names that read the same apart and each profile's home its own.
+pub fn dir_of(root: &Path, owner: &str, profile: &Sandbox) -> PathBuf {
     let safe: String = owner
         .chars()
         .take(64)
@@ -77,8 +84,13 @@ pub fn dir_of(root: &Path, owner: &str) -> PathBuf {
             }
         })
         .collect();
-    let digest = sha256_hex(owner.as_bytes());
-    root.join(format!("{}-{}", safe.trim_start_matches('.'), &digest[..8]))
+    let profile = serde_json::to_string(profile).unwrap_or_default();
+    let digest = sha256_hex(format!("{owner}\0{profile}").as_bytes());
+    root.join(format!(
+        "{}-{}",
+        safe.trim_start_matches('.'),
+        &digest[..12]
+    ))
 }
 
 /// Makes the home (0700 throughout) and its subdirectories, and records
@@ -129,18 +141,18 @@ pub struct Pruned {
 }
 
 /// Removes (unless `dry_run`) the private homes of `workspace` that belong
-/// to none of `owners`, and the folders of every workspace that no longer
-/// exists.
+/// to none of `owners` (each with the profile it runs under now), and the
+/// folders of every workspace that no longer exists.
 pub fn prune(
     home_dir: &Path,
     workspace: &Path,
-    owners: &[String],
+    owners: &[(String, Sandbox)],
     dry_run: bool,
 ) -> io::Result<Pruned> {
     let mut out = Pruned::default();
     let all = home_dir.join("steward/sandbox");
     let mine = workspace_root(home_dir, workspace);
-    let keep: Vec<PathBuf> = owners.iter().map(|o| dir_of(&mine, o)).collect();
+    let keep: Vec<PathBuf> = owners.iter().map(|(o, p)| dir_of(&mine, o, p)).collect();
     let entries = match std::fs::read_dir(&all) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
@@ -213,6 +225,10 @@ fn size_of(dir: &Path) -> u64 {
 mod tests {
     use super::*;
 
+    fn std() -> Sandbox {
+        Sandbox::standard()
+    }
+
     #[test]
     fn homes_are_stable_distinct_and_pruned_when_their_server_or_workspace_is_gone() {
         let dir = tempfile::tempdir().unwrap();
@@ -222,29 +238,34 @@ mod tests {
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::create_dir_all(&gone_ws).unwrap();
         let root = workspace_root(&home_dir, &ws);
-        let a = dir_of(&root, "mcp-a");
-        assert_eq!(a, dir_of(&root, "mcp-a"), "stable");
-        assert_ne!(dir_of(&root, "mcp-a/b"), dir_of(&root, "mcp-a_b"));
-        assert!(dir_of(&root, "mcp-../..").starts_with(&root));
+        let a = dir_of(&root, "mcp-a", &std());
+        assert_eq!(a, dir_of(&root, "mcp-a", &std()), "stable");
+        assert_ne!(
+            dir_of(&root, "mcp-a/b", &std()),
+            dir_of(&root, "mcp-a_b", &std())
+        );
+        assert!(dir_of(&root, "mcp-../..", &std()).starts_with(&root));
+        let wider = Sandbox::builtin("git-write").unwrap();
+        assert_ne!(a, dir_of(&root, "mcp-a", &wider), "a home per profile");
         for (owner, r, w) in [("mcp-a", &root, &ws), ("mcp-old", &root, &ws)] {
-            create(r, &dir_of(r, owner), w, false).unwrap();
+            create(r, &dir_of(r, owner, &std()), w, false).unwrap();
         }
         let other = workspace_root(&home_dir, &gone_ws);
-        create(&other, &dir_of(&other, "lsp-x"), &gone_ws, true).unwrap();
-        assert!(dir_of(&other, "lsp-x").join("cargo").is_dir());
-        std::fs::write(dir_of(&root, "mcp-old").join("cache/f"), "12345").unwrap();
+        create(&other, &dir_of(&other, "lsp-x", &std()), &gone_ws, true).unwrap();
+        assert!(dir_of(&other, "lsp-x", &std()).join("cargo").is_dir());
+        std::fs::write(dir_of(&root, "mcp-old", &std()).join("cache/f"), "12345").unwrap();
         std::fs::remove_dir_all(&gone_ws).unwrap();
 
-        let seen = prune(&home_dir, &ws, &["mcp-a".to_owned()], true).unwrap();
-        assert_eq!(seen.servers, [dir_of(&root, "mcp-old")]);
+        let seen = prune(&home_dir, &ws, &[("mcp-a".to_owned(), std())], true).unwrap();
+        assert_eq!(seen.servers, [dir_of(&root, "mcp-old", &std())]);
         assert_eq!(seen.workspaces, std::slice::from_ref(&other));
         assert_eq!(seen.bytes, 5 + gone_ws.to_string_lossy().len() as u64);
         assert!(
-            dir_of(&root, "mcp-old").exists(),
+            dir_of(&root, "mcp-old", &std()).exists(),
             "a dry run removes nothing"
         );
-        prune(&home_dir, &ws, &["mcp-a".to_owned()], false).unwrap();
-        assert!(!dir_of(&root, "mcp-old").exists() && !other.exists());
+        prune(&home_dir, &ws, &[("mcp-a".to_owned(), std())], false).unwrap();
+        assert!(!dir_of(&root, "mcp-old", &std()).exists() && !other.exists());
         assert!(a.join("cache").is_dir());
 
         let mut env = BTreeMap::new();

@@ -234,7 +234,7 @@ pub async fn prepare(
             path: tmpdir.clone(),
             error,
         })?;
-    let private_home = home::dir_of(&context.homes, &request.owner);
+    let private_home = home::dir_of(&context.homes, &request.owner, &request.profile);
     let cargo = program.file_name().is_some_and(|n| n == "cargo");
     home::create(&context.homes, &private_home, &context.workspace, cargo).map_err(|error| {
         let _ = std::fs::remove_dir(&tmpdir);
