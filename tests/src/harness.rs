@@ -876,6 +876,17 @@ impl From<Output> for Run {
     }
 }
 
+/// A child process killed and reaped when dropped (a failing test leaves
+/// nothing running).
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `command` run to completion with `input` on its stdin (stdout and
 /// stderr captured).
 pub fn run_with_input(mut command: Command, input: &[u8]) -> Run {

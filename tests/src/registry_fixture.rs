@@ -46,13 +46,18 @@ pub struct RegistryFixture {
     port: u16,
     state: Arc<Mutex<State>>,
     stop: Arc<AtomicBool>,
+    accept: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for RegistryFixture {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         // Wake the accept loop.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        let woken = TcpStream::connect(("127.0.0.1", self.port)).is_ok();
+        // Once dropped, the port refuses connections (the listener is gone).
+        if let Some(accept) = self.accept.take().filter(|_| woken) {
+            let _ = accept.join();
+        }
     }
 }
 
@@ -73,7 +78,7 @@ impl RegistryFixture {
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let (st, sp) = (state.clone(), stop.clone());
-        std::thread::spawn(move || {
+        let accept = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if sp.load(Ordering::SeqCst) {
                     break;
@@ -85,7 +90,12 @@ impl RegistryFixture {
                 });
             }
         });
-        RegistryFixture { port, state, stop }
+        RegistryFixture {
+            port,
+            state,
+            stop,
+            accept: Some(accept),
+        }
     }
 
     /// `http://127.0.0.1:PORT`.

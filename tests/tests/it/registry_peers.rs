@@ -11,7 +11,7 @@ use serde_json::json;
 use steward_schema::canonical::sha256_hex;
 use steward_schema::resource::{Phase, SandboxNetwork};
 use steward_tests::fake_mcp::{CONFIG_ENV, FakeMcpConfig, HttpConfig};
-use steward_tests::harness::{Env, bin, mcp, wait_until};
+use steward_tests::harness::{Env, Reaped, bin, mcp, wait_until};
 use steward_tests::package_fixtures::{clock_wheel, node_bundle, publish_pypi};
 use steward_tests::registry_fixture::RegistryFixture;
 
@@ -146,12 +146,14 @@ fn a_remote_server_gets_its_header_with_the_secret_from_the_store() {
         bearer_without_challenge: true,
         ..FakeMcpConfig::default()
     };
-    let mut fake = std::process::Command::new(bin("fake-mcp-server"))
-        .env(CONFIG_ENV, config.to_json())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn the fake remote");
+    let _fake = Reaped(
+        std::process::Command::new(bin("fake-mcp-server"))
+            .env(CONFIG_ENV, config.to_json())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn the fake remote"),
+    );
     wait_until("the fake remote writes its port", || port_file.exists());
     let port = std::fs::read_to_string(&port_file)
         .unwrap()
@@ -201,8 +203,6 @@ fn a_remote_server_gets_its_header_with_the_secret_from_the_store() {
         holders,
         [env.home.join("steward/secrets.json").display().to_string()]
     );
-    let _ = fake.kill();
-    let _ = fake.wait();
 }
 
 #[test]
