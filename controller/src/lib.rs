@@ -147,6 +147,14 @@
 //!   pure function, asking a running controller only for tool lists, and
 //!   checks manifests against the CRDs it carries. It writes nothing the
 //!   controller reads.
+//! - **Adding a server is an input step before the sources** ([`registry`]).
+//!   `steward add` asks MCP registries (cached for offline use), learns the
+//!   chosen artefact's exact version and integrity from its own package
+//!   registry, and *writes sources*: one `mcpServers` entry (the rest of the
+//!   file untouched) and the lock file beside it, then approves the entry
+//!   as `steward approve` does. What the entry says is decided purely
+//!   (`steward_schema::registry`). It never touches what runs: the
+//!   controller sees the edit like any other.
 //! - **Metrics and traces cost nothing unasked** ([`observe::metrics`],
 //!   [`observe::trace`]). Each step counts what it does into one registry
 //!   (an atomic add, a short lock for a histogram); what the status store
@@ -165,5 +173,6 @@ pub(crate) mod engine;
 pub mod export;
 pub(crate) mod gateway;
 pub mod observe;
+pub mod registry;
 pub mod runtime;
 pub mod support;

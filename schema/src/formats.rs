@@ -289,6 +289,12 @@ pub struct StewardSettings {
     /// `${secret:NAME}` references.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets: Option<SecretsSettings>,
+    /// The MCP registries `steward search`, `add`, `outdated` and `update`
+    /// ask, in order (base URLs serving the `/v0.1` API). Read only from
+    /// the user and system layers; `--registry URL` replaces the list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = ["https://registry.modelcontextprotocol.io"]))]
+    pub registries: Option<Vec<String>>,
 }
 
 /// `steward.secrets` settings.

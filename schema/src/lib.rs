@@ -23,6 +23,9 @@
 //!    [`secrets`] is the syntax of `${secret:NAME}` references, which the
 //!    spec keeps as written (the runtime resolves them).
 //!
+//! [`registry`] is the pure part of `steward add`: a registry's `server.json`
+//! to an `mcpServers` entry, its lock record, and what an update changes.
+//!
 //! [`pathglob`] is what `dev.watch` globs mean: which files of a server's
 //! source tree are watched (checked here, matched by the controller).
 pub mod admission;
@@ -40,6 +43,7 @@ pub mod memo;
 pub mod pathglob;
 pub mod qwen;
 pub mod redact;
+pub mod registry;
 pub mod resource;
 pub mod sandbox;
 pub mod schemas;

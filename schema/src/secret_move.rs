@@ -97,16 +97,7 @@ pub struct Edit {
 /// The default name of a moved secret: `SERVER.FIELD`, with characters a
 /// name cannot hold turned into `-`.
 pub fn default_name(server: &str, field: &Field) -> String {
-    format!("{server}.{field}")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
+    secrets::sanitize_name(&format!("{server}.{field}"))
 }
 
 /// Byte range of `raw` inside `body`.

@@ -31,6 +31,19 @@ pub fn is_valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
+/// `s` as a secret's name: each character outside `[A-Za-z0-9_.-]` a `-`.
+pub fn sanitize_name(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
 /// The reference to secret `name` as it is written in a file.
 pub fn reference(name: &str) -> String {
     format!("{OPEN}{name}}}")

@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Display;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -873,6 +874,35 @@ impl From<Output> for Run {
             stderr: String::from_utf8(o.stderr).expect("stderr is UTF-8"),
         }
     }
+}
+
+/// A child process killed and reaped when dropped (a failing test leaves
+/// nothing running).
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `command` run to completion with `input` on its stdin (stdout and
+/// stderr captured).
+pub fn run_with_input(mut command: Command, input: &[u8]) -> Run {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("a piped stdin")
+        .write_all(input)
+        .expect("write the input");
+    Run::from(child.wait_with_output().expect("wait"))
 }
 
 /// `item.status.reason` (or `"-"` when admitted) of every item of a status

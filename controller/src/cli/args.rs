@@ -12,6 +12,7 @@ use steward_schema::resource::ResourceKind;
 
 use crate::cli::install_args::{self, CompletionsArgs, DoctorArgs, ManArgs, SchemaArgs};
 use crate::cli::output::Format;
+use crate::cli::registry_args;
 use crate::desired::offline::Inputs;
 use crate::gateway::names;
 use crate::gateway::profile::{self, Expose, Profile, ProfileError};
@@ -28,8 +29,8 @@ Files read (HOME_DIR is $QWEN_HOME if set, else ~/.qwen; WS is --workspace):
   folder trust        $QWEN_CODE_TRUSTED_FOLDERS_PATH or HOME_DIR/trustedFolders.json
   approvals           $QWEN_CODE_MCP_APPROVALS_PATH or HOME_DIR/mcpApprovals.json
 
-Steward never creates or writes a file inside the workspace (but .vscode/settings.json when
-asked: `steward schema --editor vscode --write`).
+Steward never creates or writes a file inside the workspace but when asked: .vscode/settings.json
+(`steward schema --editor vscode --write`), .mcp.json and .mcp.lock.json (`steward add`, `update`).
 
 Environment:
   QWEN_HOME        HOME_DIR (default ~/.qwen)
@@ -388,34 +389,28 @@ Examples:
     Lsp(LspArgs),
 
     /// Store, list, remove secrets, or move a literal credential into one
-    #[command(long_about = "\
-Secrets are the values of ${secret:NAME} references, which any string field Steward expands \
-(command, args, env, cwd, url, httpUrl, headers) may hold, in every config file and .lsp.json. \
-A reference is resolved only when the server starts: the files, status, logs and events keep \
-${secret:NAME}, and each server gets only its own values.
-
-Secrets belong to the user: every workspace sees the same names. They live in the desktop \
-keyring through the Secret Service (items with attributes service=steward name=NAME, so \
-`secret-tool store --label=X service steward name NAME` stores one too), or, when no Secret \
-Service is on the session bus, in HOME_DIR/steward/secrets.json (mode 0600). `set` and `rm` \
-tell every running controller, which restarts exactly the servers whose values changed; a \
-change made with another tool is seen at `steward reload` and at start.
-
-`move` takes a credential written literally out of a config file: it stores it, then rewrites \
-that one value to ${secret:NAME} (the rest of the file byte for byte as it was); the server \
-keeps running (its values are the same) and an approved entry stays approved.
-
-Examples:
-  steward secret set github-token            (prompts without echo)
-  printf %s \"$TOKEN\" | steward secret set github-token
-  steward secret list -o json
-  steward secret move .mcp.json github env.GITHUB_TOKEN --name github-token
-  steward secret rm github-token")]
+    #[command(long_about = crate::cli::secret::SECRET_ABOUT)]
     Secret(crate::cli::secret::SecretArgs),
 
     /// Manage the servers' sandboxes: `prune` removes private homes no server uses
     #[command(long_about = crate::cli::sandbox::ABOUT)]
     Sandbox(crate::cli::sandbox::SandboxArgs),
+
+    /// Search MCP registries for servers
+    #[command(long_about = registry_args::SEARCH_ABOUT)]
+    Search(registry_args::SearchArgs),
+
+    /// Add a server from an MCP registry: pinned, locked, sandboxed, approved
+    #[command(long_about = registry_args::ADD_ABOUT)]
+    Add(registry_args::AddArgs),
+
+    /// List servers added from a registry that have a newer version
+    #[command(long_about = registry_args::OUTDATED_ABOUT)]
+    Outdated(registry_args::OutdatedArgs),
+
+    /// Update servers added from a registry to their latest version
+    #[command(long_about = registry_args::UPDATE_ABOUT)]
+    Update(registry_args::UpdateArgs),
 
     /// Check the installation, the workspace's files, servers and agents
     #[command(long_about = install_args::DOCTOR_ABOUT)]

@@ -17,7 +17,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstInputValue, CstRootNode};
 use serde_json::{Value, json};
 use steward_schema::schemas;
@@ -26,6 +25,7 @@ use super::install_args::Editor;
 use super::schema::to_text;
 use super::{CommandError, Io, version};
 use crate::support::fs::write_atomically;
+use crate::support::jsonc_edit::{self, input};
 use crate::support::paths::Paths;
 
 /// The file, beside the schemas, naming the build that wrote them.
@@ -186,18 +186,7 @@ pub fn merge_settings(
     dir_url: &str,
     path: &Path,
 ) -> Result<String, EditorError> {
-    let options = ParseOptions {
-        allow_comments: true,
-        allow_trailing_commas: true,
-        allow_loose_object_property_names: false,
-        allow_missing_commas: false,
-        allow_single_quoted_strings: false,
-        allow_hexadecimal_numbers: false,
-        allow_unary_plus_numbers: false,
-        allow_bare_decimal_point_numbers: false,
-        allow_non_finite_numbers: false,
-        allow_extended_string_escapes: false,
-    };
+    let options = jsonc_edit::options(true);
     let root = CstRootNode::parse(text, &options).map_err(|e| EditorError::Parse {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -233,20 +222,6 @@ pub fn merge_settings(
         out.push('\n');
     }
     Ok(out)
-}
-
-/// A JSON value as the CST editor takes it.
-fn input(value: &Value) -> CstInputValue {
-    match value {
-        Value::Null => CstInputValue::Null,
-        Value::Bool(b) => CstInputValue::Bool(*b),
-        Value::Number(n) => CstInputValue::Number(n.to_string()),
-        Value::String(s) => CstInputValue::String(s.clone()),
-        Value::Array(items) => CstInputValue::Array(items.iter().map(input).collect()),
-        Value::Object(map) => {
-            CstInputValue::Object(map.iter().map(|(k, v)| (k.clone(), input(v))).collect())
-        }
-    }
 }
 
 /// Merge the associations into `WS/.vscode/settings.json` (created when

@@ -11,6 +11,7 @@
 pub(crate) mod args;
 pub(crate) mod output;
 
+mod add;
 mod approve;
 mod client;
 mod completions;
@@ -23,15 +24,20 @@ mod install_args;
 mod logs;
 mod lsp;
 mod mcp;
+mod plan;
+mod prompt;
+pub(crate) mod registry_args;
 mod reload;
 mod restart;
 mod run;
 mod sandbox;
 mod schema;
+mod search;
 pub(crate) mod secret;
 mod status;
 mod stop;
 mod tools;
+mod update;
 mod validate;
 pub mod version;
 
@@ -219,6 +225,16 @@ pub fn run(
         Command::Start(args) => stop::run(&resolve_paths(&workspace, env)?, &args.names, false, io),
         Command::Secret(args) => secret::run(&resolve_paths(&workspace, env)?, args, env, io),
         Command::Sandbox(args) => sandbox::run(&resolve_paths(&workspace, env)?, args, env, io),
+        Command::Search(args) => {
+            search::run(&resolve_paths(&workspace, env)?, &args, now(env)?, io)
+        }
+        Command::Add(args) => add::run(&resolve_paths(&workspace, env)?, &args, env, now(env)?, io),
+        Command::Outdated(args) => {
+            update::outdated(&resolve_paths(&workspace, env)?, &args, env, now(env)?, io)
+        }
+        Command::Update(args) => {
+            update::update(&resolve_paths(&workspace, env)?, &args, env, now(env)?, io)
+        }
         Command::Doctor(args) => {
             doctor::run(&resolve_paths(&workspace, env)?, &args, env, now(env)?, io)
         }

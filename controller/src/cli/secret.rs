@@ -18,6 +18,7 @@ use steward_schema::secret_move::{self, Field};
 use steward_schema::secrets as refs;
 
 use super::client::runtime;
+use super::prompt::{EchoOff, trim_line};
 use super::{CommandError, Io};
 use crate::cli::output::{self, Format, Table};
 use crate::control::{Request, client};
@@ -25,6 +26,31 @@ use crate::desired::offline::{Inputs, load_desired};
 use crate::desired::secret_move as file_move;
 use crate::runtime::secrets::{self, BackendKind, SecretBackend, SecretValue};
 use crate::support::paths::Paths;
+
+/// The long help of `steward secret`.
+pub const SECRET_ABOUT: &str = "\
+Secrets are the values of ${secret:NAME} references, which any string field Steward expands \
+(command, args, env, cwd, url, httpUrl, headers) may hold, in every config file and .lsp.json. \
+A reference is resolved only when the server starts: the files, status, logs and events keep \
+${secret:NAME}, and each server gets only its own values.
+
+Secrets belong to the user: every workspace sees the same names. They live in the desktop \
+keyring through the Secret Service (items with attributes service=steward name=NAME, so \
+`secret-tool store --label=X service steward name NAME` stores one too), or, when no Secret \
+Service is on the session bus, in HOME_DIR/steward/secrets.json (mode 0600). `set` and `rm` \
+tell every running controller, which restarts exactly the servers whose values changed; a \
+change made with another tool is seen at `steward reload` and at start.
+
+`move` takes a credential written literally out of a config file: it stores it, then rewrites \
+that one value to ${secret:NAME} (the rest of the file byte for byte as it was); the server \
+keeps running (its values are the same) and an approved entry stays approved.
+
+Examples:
+  steward secret set github-token            (prompts without echo)
+  printf %s \"$TOKEN\" | steward secret set github-token
+  steward secret list -o json
+  steward secret move .mcp.json github env.GITHUB_TOKEN --name github-token
+  steward secret rm github-token";
 
 /// How long telling a controller may take.
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -83,7 +109,7 @@ fn check_name(name: &str) -> Result<(), CommandError> {
 }
 
 /// Where a backend keeps secrets, for the user.
-fn backend_words(kind: BackendKind, paths: &Paths) -> String {
+pub(crate) fn backend_words(kind: BackendKind, paths: &Paths) -> String {
     match kind {
         BackendKind::SecretService => "the Secret Service (the desktop keyring)".to_owned(),
         BackendKind::File => format!(
@@ -159,7 +185,7 @@ fn read_value(name: &str) -> Result<SecretValue, CommandError> {
     if stdin.is_terminal() {
         eprint!("value of {name} (not echoed): ");
         let _ = io::stderr().flush();
-        let echo = EchoOff::new();
+        let echo = EchoOff::new(libc::STDIN_FILENO);
         let read = stdin.lock().read_line(&mut value);
         drop(echo);
         eprintln!();
@@ -167,52 +193,13 @@ fn read_value(name: &str) -> Result<SecretValue, CommandError> {
     } else {
         stdin.lock().read_to_string(&mut value)?;
     }
-    let value = value
-        .strip_suffix('\n')
-        .map(|v| v.strip_suffix('\r').unwrap_or(v))
-        .unwrap_or(&value)
-        .to_owned();
+    let value = trim_line(&value).to_owned();
     if value.is_empty() {
         return Err(failed(format!(
             "store the secret {name}: the value is empty (give it on stdin or at the prompt)"
         )));
     }
     Ok(SecretValue::new(value))
-}
-
-/// The terminal's echo turned off while it lives.
-struct EchoOff(Option<libc::termios>);
-
-impl EchoOff {
-    #[allow(unsafe_code)]
-    fn new() -> Self {
-        // SAFETY: tcgetattr/tcsetattr on stdin with a termios we own.
-        unsafe {
-            let mut term: libc::termios = std::mem::zeroed();
-            if libc::tcgetattr(libc::STDIN_FILENO, &mut term) != 0 {
-                return EchoOff(None);
-            }
-            let saved = term;
-            term.c_lflag &= !libc::ECHO;
-            term.c_lflag |= libc::ECHONL;
-            if libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &term) != 0 {
-                return EchoOff(None);
-            }
-            EchoOff(Some(saved))
-        }
-    }
-}
-
-impl Drop for EchoOff {
-    #[allow(unsafe_code)]
-    fn drop(&mut self) {
-        if let Some(saved) = &self.0 {
-            // SAFETY: restores the attributes read in `new`.
-            unsafe {
-                libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, saved);
-            }
-        }
-    }
 }
 
 /// The control sockets of every controller of this HOME_DIR.

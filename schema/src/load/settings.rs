@@ -54,6 +54,15 @@ pub fn load_settings(
             ));
         }
         let steward = file.steward.unwrap_or_default();
+        if steward.registries.is_some() && kind == SourceKind::WorkspaceSettings {
+            let pointer = "/steward/registries";
+            diags.warnings.push(Diagnostic::new(
+                path,
+                doc.key_position(pointer),
+                pointer.to_owned(),
+                "steward.registries is read only from your user and system settings (a workspace cannot choose where servers come from); ignored here".to_owned(),
+            ));
+        }
         let sandbox = steward.sandbox.map(Box::new);
         if let Some(settings) = &sandbox {
             if super::entries::names_custom_profile(settings.default.as_ref()) {

@@ -173,3 +173,22 @@ pub fn regex_escape(s: &str) -> String {
     }
     out
 }
+
+/// Call tool `name` through the controller's agent socket, as an agent
+/// would; the result as JSON.
+pub fn call_tool(env: &Env, name: &str) -> serde_json::Value {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::CallToolRequestParams;
+    crate::gateway::runtime().block_on(async {
+        let stream = tokio::net::UnixStream::connect(env.paths().mcp_socket_path())
+            .await
+            .expect("connect to the agent socket");
+        let client = ().serve(stream.into_split()).await.expect("initialize");
+        let result = client
+            .call_tool(CallToolRequestParams::new(name.to_owned()))
+            .await
+            .unwrap_or_else(|e| panic!("call {name}: {e}"));
+        client.cancel().await.unwrap();
+        serde_json::to_value(result).unwrap()
+    })
+}

@@ -6,14 +6,12 @@
 //! the other servers are still written; no secret value, header value or
 //! token ever appears; snapshots of the YAML.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 use steward::export::check::{Crds, Report};
-use steward_tests::harness::{Env, Run, fake_tools, mcp_servers, ready};
+use steward_tests::harness::{Env, Run, fake_tools, mcp_servers, ready, run_with_input};
 
 use crate::common;
 
@@ -880,20 +878,10 @@ fn a_broken_example_fails_with_document_and_path() {
     assert!(run.stderr.contains("7 documents"), "{}", run.stderr);
 
     // `--check -` reads the manifest from stdin.
-    let mut child = sb
-        .cli(&["export", "--format", "toolhive", "--check", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(broken.as_bytes())
-        .unwrap();
-    let run = Run::from(child.wait_with_output().unwrap());
+    let run = run_with_input(
+        sb.cli(&["export", "--format", "toolhive", "--check", "-"]),
+        broken.as_bytes(),
+    );
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert!(
         run.stdout

@@ -12,14 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use rmcp::ServiceExt as _;
-use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use steward_schema::resource::Reason;
 use steward_tests::harness::{
     DEADLINE, Env, eventually, fake_tools as tools, mcp, mcp_servers, ready, with_version,
 };
 
+use crate::common::call_tool;
 use crate::real_clients::python;
 
 /// Every family the controller exposes (the names Prometheus stores; a
@@ -304,30 +303,6 @@ fn assert_every_family(
     for (name, (_, help, _)) in parsed {
         assert!(!help.is_empty(), "{format}: {name} has no HELP");
     }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Call `name` through the controller's agent socket, as an agent would.
-fn call_tool(env: &Env, name: &str) -> Value {
-    runtime().block_on(async {
-        let stream = tokio::net::UnixStream::connect(env.paths().mcp_socket_path())
-            .await
-            .expect("connect to the agent socket");
-        let client = ().serve(stream.into_split()).await.expect("initialize");
-        let result = client
-            .call_tool(CallToolRequestParams::new(name.to_owned()))
-            .await
-            .unwrap_or_else(|e| panic!("call {name}: {e}"));
-        client.cancel().await.unwrap();
-        serde_json::to_value(result).unwrap()
-    })
 }
 
 #[test]
