@@ -12,6 +12,8 @@ pub(crate) mod args;
 pub(crate) mod output;
 
 mod approve;
+pub(crate) mod auth;
+mod auth_status;
 mod client;
 mod completions;
 mod describe;
@@ -217,6 +219,7 @@ pub fn run(
         Command::Restart(args) => restart::run(&resolve_paths(&workspace, env)?, &args, io),
         Command::Start(args) => stop::run(&resolve_paths(&workspace, env)?, &args.names, false, io),
         Command::Secret(args) => secret::run(&resolve_paths(&workspace, env)?, args, env, io),
+        Command::Auth(args) => auth::run(&resolve_paths(&workspace, env)?, args, env, io),
         Command::Doctor(args) => {
             doctor::run(&resolve_paths(&workspace, env)?, &args, env, now(env)?, io)
         }

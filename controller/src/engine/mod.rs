@@ -15,6 +15,7 @@ pub mod reconcile;
 mod sandboxed;
 pub mod watch;
 
+mod auth;
 mod reload;
 mod requests;
 pub(crate) mod secrets;
@@ -629,6 +630,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let mut resync = tokio::time::interval(opts.resync);
     resync.tick().await;
     let mut dev_epoch = None;
+    let mut auth_notices = crate::runtime::mcp::remote::oauth::notices();
     loop {
         // Each new snapshot (a file, a request, a resync) may change what
         // is developed: the source watcher follows it.
@@ -682,6 +684,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             Some(refreshed) = refreshed_rx.recv() => {
                 requests::secrets_refreshed(refreshed, &shared, &mut tracker, &paths);
             }
+            Ok(notice) = auth_notices.recv() => auth::noticed(&shared, notice),
             _ = resync.tick() => {
                 // Level-triggered: compare the files with the snapshot too,
                 // in case the watcher missed a change.

@@ -13,6 +13,11 @@
 //!   its calls first) and start the new spec once it has stopped, so there is
 //!   never a second process of one server; a handshake still running is
 //!   dropped at once;
+//! - a remote server that needs a sign-in (`AuthRequired`) is not retried
+//!   in a backoff loop: it is looked at again when a sign-in changes
+//!   (`steward auth login`), its spec or source changes, or after
+//!   [`ReconcileConfig::auth_recheck`] (a token Qwen Code stored meanwhile),
+//!   never counted as a restart;
 //! - nothing running → launch an instance, unless a backoff says "not yet",
 //!   or the server may stay `Idle`: `--start lazy` (never started) or
 //!   `--idle-stop` (stopped after no call used it for that long), no call
@@ -86,6 +91,9 @@ pub struct ReconcileConfig {
     pub start: StartMode,
     /// Stop an MCP server no call has used for this long (`--idle-stop`).
     pub idle_stop: Option<Duration>,
+    /// How long a server that needs a sign-in waits before it is tried
+    /// again unasked (a token Qwen Code wrote meanwhile).
+    pub auth_recheck: Duration,
 }
 
 /// When MCP servers start (`--start`).
@@ -108,6 +116,7 @@ impl Default for ReconcileConfig {
             crash: CrashLoopConfig::default(),
             start: StartMode::Eager,
             idle_stop: None,
+            auth_recheck: Duration::from_secs(60),
         }
     }
 }
@@ -206,6 +215,10 @@ pub struct Reconciler {
     cancel: CancellationToken,
     /// The values of `${secret:NAME}` references, as last looked up.
     secrets: Arc<SecretBook>,
+    /// Remote servers waiting for a sign-in, and when to look again
+    /// unasked ([`ReconcileConfig::auth_recheck`]).
+    auth_wait: Mutex<HashMap<Key, Instant>>,
+    auth_recheck: Duration,
 }
 
 /// `Failed` for `reason`: the message shown (ending with the server's last
@@ -263,7 +276,8 @@ impl Reconciler {
             events,
             status: status.clone(),
         });
-        let (start, idle_stop) = (config.start, config.idle_stop);
+        let (start, idle_stop, auth_recheck) =
+            (config.start, config.idle_stop, config.auth_recheck);
         Reconciler {
             store,
             status,
@@ -283,6 +297,8 @@ impl Reconciler {
             outcomes,
             cancel,
             secrets,
+            auth_wait: Mutex::new(HashMap::new()),
+            auth_recheck,
         }
     }
 
@@ -303,6 +319,7 @@ impl Reconciler {
     /// Forget any backoff of `key`: its spec changed, or its source was
     /// saved again (which retries a failed server at once).
     pub fn retry_now(&self, key: &Key) {
+        lock(&self.auth_wait).remove(key);
         lock(&self.backoff).reset(key);
         lock(&self.crash).reset(key);
         lock(&self.held).remove(key);
@@ -314,7 +331,8 @@ impl Reconciler {
     /// server leaves none once its process is gone.
     #[cfg(test)]
     pub fn keys_with_state(&self) -> usize {
-        lock(&self.slots).len()
+        lock(&self.auth_wait).len()
+            + lock(&self.slots).len()
             + lock(&self.backoff).tracked_keys()
             + lock(&self.crash).tracked_names()
             + lock(&self.held).len()
@@ -678,9 +696,14 @@ impl Reconciler {
         }
         let now = Instant::now();
         let not_before = {
+            let a = lock(&self.auth_wait)
+                .get(key)
+                .copied()
+                .filter(|at| *at > now);
             let b = lock(&self.backoff)
                 .next_retry_at(key)
-                .filter(|at| *at > now);
+                .filter(|at| *at > now)
+                .max(a);
             let c = lock(&self.crash)
                 .next_retry_at(key, hash)
                 .filter(|at| *at > now);
@@ -697,7 +720,8 @@ impl Reconciler {
                 .and_then(|s| s.observed_hash)
                 .is_some_and(|observed| observed != hash);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let retry = slot.retrying;
+        // Waiting for a sign-in is not a failure to retry: not a restart.
+        let retry = slot.retrying && lock(&self.auth_wait).remove(key).is_none();
         // Running now: it stays wanted (restarted after a crash, say) until
         // an idle stop.
         slot.idle_stopped = false;
@@ -742,7 +766,8 @@ impl Reconciler {
         (Requeue::No, None)
     }
 
-    /// A start failed: back off (counting only attempts made after their delay).
+    /// A start failed: back off (counting only attempts made after their
+    /// delay); a server that needs a sign-in waits for one instead.
     fn start_failed(&self, key: &Key, error: &StartError, attempted_at: Instant) -> Decision {
         let (reason, message) = (error.reason, error.to_string());
         let message = message.as_str();
@@ -750,7 +775,13 @@ impl Reconciler {
             ResourceKind::McpServer => self.publish.mcp_withdrawn(&key.name),
             ResourceKind::LspServer => self.publish.lsp_withdrawn(&key.name),
         }
-        let retry_at = lock(&self.backoff).failed_attempt(key, attempted_at, Instant::now());
+        let retry_at = if reason == Reason::AuthRequired {
+            let at = Instant::now() + self.auth_recheck;
+            lock(&self.auth_wait).insert(key.clone(), at);
+            at
+        } else {
+            lock(&self.backoff).failed_attempt(key, attempted_at, Instant::now())
+        };
         // The same failure again (a retry in back-off) is not news: once at
         // WARN, then at DEBUG, so a server that cannot start does not flood
         // the log.
@@ -764,6 +795,7 @@ impl Reconciler {
         } else {
             tracing::warn!(server = %key, %reason, message = %first_line(message), "start failed");
         }
+
         self.set_status(key, |s| {
             mark_failed(s, reason, &error.message, &error.stderr_tail, message);
             s.tools = None;

@@ -1,0 +1,460 @@
+//! `steward auth login|status|logout`: signing in to remote servers that
+//! need OAuth. `login` runs the flow in this process
+//! ([`crate::runtime::mcp::remote::oauth`]) — whether or not `steward run`
+//! runs — and then tells every running controller of this HOME_DIR, which
+//! connects exactly the servers that waited for it.
+//!
+//! Three ways to finish: the browser (`$BROWSER`, else `xdg-open` when
+//! there is a display) lands on a loopback callback; `--paste` prints the
+//! authorization URL and reads back the address the browser was sent to
+//! (SSH, headless); `--device` uses the device authorization grant. Without
+//! a usable browser the command says which of the other two to use.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufRead as _, IsTerminal as _};
+use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use steward_schema::load::LoadMode;
+use steward_schema::resource::{McpServerSpec, McpTransport};
+use steward_schema::secrets as refs;
+
+use super::client::runtime;
+use super::output::Format;
+use super::{CommandError, Io};
+use crate::control::client;
+use crate::desired::offline::{Inputs, load_desired};
+use crate::runtime::mcp::remote::oauth::callback;
+use crate::runtime::mcp::remote::oauth::flow::{self, Redirected, SignInError, Target};
+use crate::runtime::mcp::remote::oauth::store::{OAuthStore, TokenRecord, now_secs};
+use crate::runtime::mcp::remote::oauth::{OAuthEntry, device, http};
+use crate::runtime::mcp::remote::url_of;
+use crate::runtime::secrets::{self, BackendKind};
+use crate::support::paths::Paths;
+
+/// How long telling a controller may take.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `steward auth`.
+#[derive(Debug, Args)]
+pub struct AuthArgs {
+    #[command(subcommand)]
+    pub action: AuthAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuthAction {
+    /// Sign in to a remote server (browser, --paste or --device)
+    Login {
+        /// The server's name in this workspace
+        name: String,
+        /// Print the authorization URL and read back the address the
+        /// browser lands on (for SSH and headless machines)
+        #[arg(long, conflicts_with = "device")]
+        paste: bool,
+        /// Use the device authorization grant: enter a code on any device
+        #[arg(long)]
+        device: bool,
+        /// How long to wait for the browser, the paste or the device
+        #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+    /// Show each remote server's sign-in: state, issuer, account, scopes,
+    /// expiry, where the token is kept (never the token)
+    Status {
+        /// Output format
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Forget a remote server's tokens (its client registration is kept)
+    Logout {
+        /// The server's name in this workspace
+        name: String,
+    },
+}
+
+pub(super) fn failed(message: impl Into<String>) -> CommandError {
+    CommandError::Controller(message.into())
+}
+
+/// A remote entry of the workspace, its secrets resolved.
+pub(super) struct Remote {
+    pub name: String,
+    pub spec: Arc<McpServerSpec>,
+    pub url: String,
+    pub oauth: OAuthEntry,
+}
+
+/// The remote entry `name` of the workspace (every source, admitted or not).
+pub(super) fn remote(
+    rt: &tokio::runtime::Runtime,
+    paths: &Paths,
+    env: &BTreeMap<String, String>,
+    name: &str,
+) -> Result<(Remote, Option<String>), CommandError> {
+    let (_, state) = load_desired(paths, &Inputs::default(), env, LoadMode::Lenient);
+    let metadata_url = state.policy.oauth_client_metadata_url.clone();
+    let Some(desired) = state.mcp.get(name) else {
+        let remotes: Vec<&str> = state
+            .mcp
+            .iter()
+            .filter(|(_, d)| d.spec.transport != McpTransport::Stdio)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        return Err(failed(format!(
+            "sign in to {name}: no MCP server of that name in {} (remote servers here: {})",
+            paths.workspace.display(),
+            if remotes.is_empty() {
+                "none".to_owned()
+            } else {
+                remotes.join(", ")
+            }
+        )));
+    };
+    if desired.spec.transport == McpTransport::Stdio {
+        return Err(failed(format!(
+            "sign in to {name}: it is not a remote server (it runs a command); only servers with an httpUrl or url sign in"
+        )));
+    }
+    let spec = resolve(rt, paths, name, &desired.spec)?;
+    let url = url_of(&spec).map_err(|e| failed(e.to_string()))?.to_owned();
+    Ok((
+        Remote {
+            name: name.to_owned(),
+            oauth: OAuthEntry::of(&spec),
+            spec,
+            url,
+        },
+        metadata_url,
+    ))
+}
+
+/// `spec` with its `${secret:…}` references replaced.
+pub(super) fn resolve(
+    rt: &tokio::runtime::Runtime,
+    paths: &Paths,
+    name: &str,
+    spec: &Arc<McpServerSpec>,
+) -> Result<Arc<McpServerSpec>, CommandError> {
+    let names = refs::mcp_names(spec);
+    if names.is_empty() {
+        return Ok(spec.clone());
+    }
+    let backend = rt.block_on(secrets::open(&paths.home_dir));
+    let mut values = BTreeMap::new();
+    for secret in &names {
+        match rt.block_on(backend.get(secret)) {
+            Ok(Some(value)) => {
+                values.insert(secret.clone(), value.expose().to_owned());
+            }
+            Ok(None) => {
+                return Err(failed(format!(
+                    "sign in to {name}: {}",
+                    secrets::missing_message(std::slice::from_ref(secret))
+                )));
+            }
+            Err(e) => return Err(failed(e.to_string())),
+        }
+    }
+    let resolved = refs::resolve_mcp(spec, &|n| values.get(n).cloned())
+        .map_err(|n| failed(format!("sign in to {name}: the secret {n} is not set")))?;
+    Ok(Arc::new(resolved))
+}
+
+/// Where the store keeps tokens, for the user.
+pub(super) fn kept_in(store: &OAuthStore) -> String {
+    match store.kind() {
+        BackendKind::SecretService => "the Secret Service (the desktop keyring)".to_owned(),
+        BackendKind::File => format!(
+            "{} (mode 0600; no Secret Service on the session bus)",
+            store.where_kept()
+        ),
+    }
+}
+
+pub fn run(
+    paths: &Paths,
+    args: AuthArgs,
+    env: &BTreeMap<String, String>,
+    io: &mut Io<'_>,
+) -> Result<ExitCode, CommandError> {
+    let rt = runtime()?;
+    match args.action {
+        AuthAction::Login {
+            name,
+            paste,
+            device,
+            timeout,
+        } => {
+            let how = if device {
+                How::Device
+            } else if paste {
+                How::Paste
+            } else {
+                How::Browser
+            };
+            login(&rt, paths, env, &name, how, timeout, io)
+        }
+        AuthAction::Status { output } => super::auth_status::status(&rt, paths, env, output, io),
+        AuthAction::Logout { name } => super::auth_status::logout(&rt, paths, env, &name, io),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    Browser,
+    Paste,
+    Device,
+}
+
+fn sign_in_failed(e: SignInError) -> CommandError {
+    failed(e.to_string())
+}
+
+fn login(
+    rt: &tokio::runtime::Runtime,
+    paths: &Paths,
+    env: &BTreeMap<String, String>,
+    name: &str,
+    how: How,
+    timeout: Duration,
+    io: &mut Io<'_>,
+) -> Result<ExitCode, CommandError> {
+    let (remote, metadata_url) = remote(rt, paths, env, name)?;
+    let store = rt.block_on(OAuthStore::open(&paths.home_dir));
+    let http = rt
+        .block_on(http::clients())
+        .map_err(|e| failed(e.to_string()))?;
+    let target = Target {
+        server: remote.name.clone(),
+        url: remote.url.clone(),
+        sse: remote.spec.transport == McpTransport::Sse,
+        oauth: remote.oauth.clone(),
+        client_metadata_url: metadata_url,
+        challenge: None,
+    };
+    let prepared = rt
+        .block_on(flow::prepare(&store, http, target))
+        .map_err(sign_in_failed)?;
+    writeln!(
+        io.err,
+        "signing in to {name} at {} (client {})",
+        prepared.issuer, prepared.client.client_id
+    )?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let record = match how {
+        How::Device => {
+            let show = |code: &device::DeviceCode| {
+                let _ = match &code.verification_uri_complete {
+                    Some(complete) => writeln!(
+                        io.err,
+                        "open {complete} on any device (or {} and enter the code {}); waiting for the approval…",
+                        code.verification_uri, code.user_code
+                    ),
+                    None => writeln!(
+                        io.err,
+                        "open {} on any device and enter the code {}; waiting for the approval…",
+                        code.verification_uri, code.user_code
+                    ),
+                };
+            };
+            let signing = device::sign_in(&prepared, &store, show);
+            rt.block_on(async { tokio::time::timeout_at(deadline, signing).await })
+                .map_err(|_| sign_in_failed(SignInError::TimedOut))?
+                .map_err(sign_in_failed)?
+        }
+        How::Paste => {
+            writeln!(
+                io.err,
+                "open this URL in a browser on any machine and approve:\n\n  {}\n\n\
+                 the browser then goes to {} (it will not load here); copy that address from its address bar and paste it below",
+                prepared.authorization_url, prepared.redirect.uri
+            )?;
+            let pasted = read_pasted(io)?;
+            match prepared.read_redirect(&pasted).map_err(sign_in_failed)? {
+                Redirected::NotOurs => return Err(sign_in_failed(SignInError::WrongState)),
+                Redirected::Code(callback) => rt
+                    .block_on(prepared.finish(&store, &callback))
+                    .map_err(sign_in_failed)?,
+            }
+        }
+        How::Browser => rt.block_on(async {
+            let mut listener = callback::listen(prepared.redirect.clone())
+                .await
+                .map_err(|e| sign_in_failed(e.into()))?;
+            match open_browser(env, &prepared.authorization_url) {
+                Ok(how) => {
+                    let _ = writeln!(
+                        io.err,
+                        "opened the authorization page with {how}; waiting for the browser to come back to {}…",
+                        prepared.redirect.uri
+                    );
+                }
+                Err(why) => {
+                    let device_hint = if prepared.device_endpoint().is_ok() {
+                        format!(" or `steward auth login {name} --device` (this server offers it)")
+                    } else {
+                        String::new()
+                    };
+                    let _ = writeln!(
+                        io.err,
+                        "no browser can be opened here ({why}); run `steward auth login {name} --paste`{device_hint} instead, \
+                         or open this URL in a browser that can reach {}:\n\n  {}\n",
+                        prepared.redirect.uri, prepared.authorization_url
+                    );
+                }
+            }
+            flow::complete_on(&prepared, &store, &mut listener, deadline)
+                .await
+                .map_err(sign_in_failed)
+        })?,
+    };
+    report(&record, &store, name, io)?;
+    tell_controllers(rt, paths, &record.resource, &record.account, false, io)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The address pasted on stdin (the first non-empty line).
+fn read_pasted(io: &mut Io<'_>) -> Result<String, CommandError> {
+    let stdin = io::stdin();
+    if stdin.is_terminal() {
+        write!(io.err, "redirected address: ")?;
+        io.err.flush()?;
+    }
+    for line in stdin.lock().lines() {
+        let line = line?;
+        if !line.trim().is_empty() {
+            return Ok(line.trim().to_owned());
+        }
+    }
+    Err(failed(
+        "sign in: nothing was pasted (stdin ended before an address)",
+    ))
+}
+
+fn report(
+    record: &TokenRecord,
+    store: &OAuthStore,
+    name: &str,
+    io: &mut Io<'_>,
+) -> Result<(), CommandError> {
+    let scopes = if record.scopes.is_empty() {
+        "none named".to_owned()
+    } else {
+        record.scopes.join(" ")
+    };
+    let expiry = match record.remaining(now_secs()) {
+        Some(left) if left > 0 => format!(
+            "expires in {}",
+            super::output::age(Duration::from_secs(left as u64))
+        ),
+        Some(_) => "already expired".to_owned(),
+        None => "no expiry given".to_owned(),
+    };
+    let account = if record.account.is_empty() {
+        String::new()
+    } else {
+        format!(" as account {}", record.account)
+    };
+    writeln!(
+        io.out,
+        "signed in to {name} at {}{account} (scopes: {scopes}; {expiry}{}); kept in {}",
+        record.issuer,
+        if record.refresh_token.is_some() {
+            ", refreshable"
+        } else {
+            ""
+        },
+        kept_in(store)
+    )?;
+    Ok(())
+}
+
+/// Opens `url` with `$BROWSER` (each `:`-separated command in turn; `%s`
+/// stands for the URL, else it is the last argument), else `xdg-open`
+/// when there is a display. The command that opened it, or why none could.
+fn open_browser(env: &BTreeMap<String, String>, url: &str) -> Result<String, String> {
+    let spawn = |command: &str| {
+        let script = if command.contains("%s") {
+            command.replace("%s", "\"$1\"")
+        } else {
+            format!("{command} \"$1\"")
+        };
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg("sh")
+            .arg(url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+    };
+    if let Some(browsers) = env.get("BROWSER").filter(|b| !b.trim().is_empty()) {
+        for command in browsers.split(':').filter(|c| !c.trim().is_empty()) {
+            if let Ok(child) = spawn(command) {
+                reap_later(child);
+                return Ok(format!("$BROWSER ({})", command.trim()));
+            }
+        }
+        return Err("$BROWSER could not be run".to_owned());
+    }
+    let display = ["DISPLAY", "WAYLAND_DISPLAY"]
+        .iter()
+        .any(|v| env.get(*v).is_some_and(|d| !d.is_empty()));
+    if !display {
+        return Err("no $BROWSER and no display for xdg-open".to_owned());
+    }
+    let on_path = env
+        .get("PATH")
+        .is_some_and(|path| std::env::split_paths(path).any(|dir| dir.join("xdg-open").is_file()));
+    if !on_path {
+        return Err("no $BROWSER and no xdg-open".to_owned());
+    }
+    match spawn("xdg-open") {
+        Ok(child) => {
+            reap_later(child);
+            Ok("xdg-open".to_owned())
+        }
+        Err(e) => Err(format!("xdg-open failed: {e}")),
+    }
+}
+
+/// Waits for a browser command in the background (a browser may outlive
+/// us: it is the user's).
+fn reap_later(mut child: std::process::Child) {
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+}
+
+/// Tells every running controller of this HOME_DIR that the sign-in of
+/// `resource` changed; says what each did.
+pub(super) fn tell_controllers(
+    rt: &tokio::runtime::Runtime,
+    paths: &Paths,
+    resource: &str,
+    account: &str,
+    signed_out: bool,
+    io: &mut Io<'_>,
+) -> Result<(), CommandError> {
+    for socket in super::secret::controller_sockets(paths) {
+        // A socket left by a killed controller answers nothing: skipped.
+        if let Ok(answer) = rt.block_on(client::auth_changed(
+            &socket,
+            resource,
+            account,
+            signed_out,
+            NOTIFY_TIMEOUT,
+        )) {
+            writeln!(
+                io.out,
+                "controller {}: {answer}",
+                super::secret::controller_id(&socket)
+            )?;
+        }
+    }
+    Ok(())
+}
