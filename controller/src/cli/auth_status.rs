@@ -10,7 +10,7 @@ use serde::Serialize;
 use steward_schema::load::LoadMode;
 use steward_schema::resource::{Item, McpTransport, Reason};
 
-use super::auth::{failed, kept_in, remote, resolve, tell_controllers};
+use super::auth_entry::{failed, kept_in, remote, resolve, tell_controllers};
 use super::output::{self, Format, Table};
 use super::{CommandError, Io};
 use crate::control::client;

@@ -13,6 +13,7 @@ pub(crate) mod output;
 
 mod approve;
 pub(crate) mod auth;
+mod auth_entry;
 mod auth_status;
 mod client;
 mod completions;

@@ -198,7 +198,7 @@ impl TokenSource {
             }
             Ok(None) => None,
             Err(error) => {
-                tracing::warn!(server = %self.server, error = %crate::runtime::mcp::remote::error_chain(&error), "ignoring Qwen Code's token store");
+                tracing::warn!(server = %self.server, error = %crate::runtime::mcp::describe::describe(&error, crate::runtime::mcp::describe::dig_nothing), "ignoring Qwen Code's token store");
                 None
             }
         }
@@ -480,7 +480,10 @@ impl TokenSource {
             }
             Err(error) => Err(Refreshed::Failed(format!(
                 "refresh the token: {}",
-                crate::runtime::mcp::remote::error_chain(&error)
+                crate::runtime::mcp::describe::describe(
+                    &error,
+                    crate::runtime::mcp::describe::dig_nothing
+                )
             ))),
         }
     }
