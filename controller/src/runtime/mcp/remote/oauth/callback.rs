@@ -22,9 +22,9 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-/// Ports [`stable_port`] chooses from: the dynamic range's upper part,
-/// which ephemeral ports of Linux (32768–60999) mostly leave alone.
-const PORTS: std::ops::Range<u16> = 49200..60999;
+/// Ports [`stable_port`] chooses from: above Linux's ephemeral range
+/// (32768–60999), so an outgoing connection never holds one.
+const PORTS: std::ops::Range<u16> = 61000..65535;
 
 /// The callback path of a derived redirect URI.
 pub const CALLBACK_PATH: &str = "/callback";
