@@ -684,8 +684,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "MS", default_value_t = 500, hide = true)]
     pub start_backoff_ms: u64,
 
-    /// How long a server that needs a sign-in waits before it is tried
-    /// again unasked, in milliseconds (for tests)
+    /// How often the token stores are read for a server waiting for a
+    /// sign-in, in milliseconds (for tests)
     #[arg(long, value_name = "MS", default_value_t = 60_000, hide = true)]
     pub auth_recheck_ms: u64,
 

@@ -3,8 +3,16 @@
 //! connect again at once, and only those; a sign-out restarts those that
 //! run, so they stop using it), and the runtime's notices of failed
 //! refreshes become events.
+//!
+//! A server waiting for a sign-in is never retried blindly: every
+//! `--auth-recheck-ms` the stores are read (no request sent) for a
+//! credential that might let it in — Steward's token for its URL and
+//! account, Qwen Code's for its name — that this controller has not seen
+//! refused (Qwen Code signed in, say); only then is it retried.
 
 use std::sync::Arc;
+
+use tokio::sync::mpsc;
 
 use steward_schema::resource::{McpServerSpec, Phase};
 
@@ -14,33 +22,83 @@ use crate::desired::snapshot::{Desired, Key};
 use crate::engine::reconcile::Restart;
 use crate::observe::clock::now_rfc3339;
 use crate::observe::events::{EventType, NewEvent, ObjectRef};
+use crate::runtime::mcp::remote::oauth::source::might_let_in;
 use crate::runtime::mcp::remote::oauth::store::serves;
 use crate::runtime::mcp::remote::oauth::{Notice, OAuthEntry};
 use crate::runtime::mcp::remote::url_of;
 
-/// The remote MCP servers whose URL lies under `resource` and whose
-/// account is `account`, with their (resolved, when it can be) spec.
-fn servers_of(shared: &Shared, resource: &str, account: &str) -> Vec<Key> {
+/// The URL and account of remote MCP server `key` (its secrets resolved
+/// when they can be).
+fn remote_of(shared: &Shared, key: &Key) -> Option<(String, String)> {
     let snap = shared.store.snapshot();
-    let workspace = shared.store.paths().workspace.clone();
-    let mut keys = Vec::new();
-    for key in snap.keys() {
-        let Some(Desired::Mcp(d)) = snap.get(&key) else {
-            continue;
+    let Some(Desired::Mcp(d)) = snap.get(key) else {
+        return None;
+    };
+    let workspace = &shared.store.paths().workspace;
+    let resolved: Arc<McpServerSpec> =
+        match crate::runtime::secrets::resolve_mcp(&shared.secrets, &d.spec, workspace) {
+            Ok(r) => r.spec,
+            Err(_) => d.spec.clone(),
         };
-        let resolved: Arc<McpServerSpec> =
-            match crate::runtime::secrets::resolve_mcp(&shared.secrets, &d.spec, &workspace) {
-                Ok(r) => r.spec,
-                Err(_) => d.spec.clone(),
-            };
-        let Ok(url) = url_of(&resolved) else {
-            continue;
-        };
-        if serves(resource, url) && OAuthEntry::of(&resolved).account == account {
-            keys.push(key);
-        }
+    let url = url_of(&resolved).ok()?.to_owned();
+    Some((url, OAuthEntry::of(&resolved).account))
+}
+
+/// The remote MCP servers whose URL lies under `resource` and whose
+/// account is `account`.
+fn servers_of(shared: &Shared, resource: &str, account: &str) -> Vec<Key> {
+    shared
+        .store
+        .snapshot()
+        .keys()
+        .into_iter()
+        .filter(|key| {
+            remote_of(shared, key)
+                .is_some_and(|(url, acct)| serves(resource, &url) && acct == account)
+        })
+        .collect()
+}
+
+/// Reads the stores for each server waiting for a sign-in, in a task;
+/// those a credential might now let in come back on `tx`.
+pub(super) fn look(shared: &Shared, tx: mpsc::UnboundedSender<Vec<Key>>) {
+    let targets: Vec<(Key, String, String)> = shared
+        .reconciler
+        .waiting_for_sign_in()
+        .into_iter()
+        .filter_map(|key| remote_of(shared, &key).map(|(url, account)| (key, url, account)))
+        .collect();
+    if targets.is_empty() {
+        return;
     }
-    keys
+    let home = shared.store.paths().home_dir.clone();
+    tokio::spawn(async move {
+        let mut found = Vec::new();
+        let waiting = targets.len();
+        for (key, url, account) in targets {
+            if might_let_in(&home, &key.name, &url, &account).await {
+                found.push(key);
+            }
+        }
+        tracing::debug!(
+            waiting,
+            found = found.len(),
+            "looked in the token stores for servers waiting for a sign-in"
+        );
+        if !found.is_empty() {
+            let _ = tx.send(found);
+        }
+    });
+}
+
+/// Retries the waiting servers a credential might now let in.
+pub(super) fn looked(shared: &Shared, found: Vec<Key>) {
+    let still = shared.reconciler.waiting_for_sign_in();
+    for key in found.into_iter().filter(|k| still.contains(k)) {
+        tracing::info!(server = %key, "a credential for the server is in the store: connecting");
+        shared.reconciler.retry_now(&key);
+        shared.queue.add(key);
+    }
 }
 
 /// `steward auth login|logout` changed the sign-in of `resource`.

@@ -631,6 +631,9 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     resync.tick().await;
     let mut dev_epoch = None;
     let mut auth_notices = crate::runtime::mcp::remote::oauth::notices();
+    // Servers waiting for a sign-in: the stores are looked at for them.
+    let mut auth_looks = tokio::time::interval(opts.reconcile.auth_recheck);
+    let (looked_tx, mut looked_rx) = mpsc::unbounded_channel();
     loop {
         // Each new snapshot (a file, a request, a resync) may change what
         // is developed: the source watcher follows it.
@@ -685,6 +688,8 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
                 requests::secrets_refreshed(refreshed, &shared, &mut tracker, &paths);
             }
             Ok(notice) = auth_notices.recv() => auth::noticed(&shared, notice),
+            _ = auth_looks.tick() => auth::look(&shared, looked_tx.clone()),
+            Some(found) = looked_rx.recv() => auth::looked(&shared, found),
             _ = resync.tick() => {
                 // Level-triggered: compare the files with the snapshot too,
                 // in case the watcher missed a change.

@@ -13,11 +13,11 @@
 //!   its calls first) and start the new spec once it has stopped, so there is
 //!   never a second process of one server; a handshake still running is
 //!   dropped at once;
-//! - a remote server that needs a sign-in (`AuthRequired`) is not retried
-//!   in a backoff loop: it is looked at again when a sign-in changes
-//!   (`steward auth login`), its spec or source changes, or after
-//!   [`ReconcileConfig::auth_recheck`] (a token Qwen Code stored meanwhile),
-//!   never counted as a restart;
+//! - a remote server that needs a sign-in (`AuthRequired`) is not retried:
+//!   it waits ([`Reconciler::waiting_for_sign_in`]) until a sign-in changes
+//!   (`steward auth login`, or a credential the event loop sees appear in
+//!   the stores: `engine::auth`), its spec or source changes, or `steward
+//!   restart`; the start after that is not counted as a restart;
 //! - nothing running → launch an instance, unless a backoff says "not yet",
 //!   or the server may stay `Idle`: `--start lazy` (never started) or
 //!   `--idle-stop` (stopped after no call used it for that long), no call
@@ -91,8 +91,8 @@ pub struct ReconcileConfig {
     pub start: StartMode,
     /// Stop an MCP server no call has used for this long (`--idle-stop`).
     pub idle_stop: Option<Duration>,
-    /// How long a server that needs a sign-in waits before it is tried
-    /// again unasked (a token Qwen Code wrote meanwhile).
+    /// How often the stores are looked at for a credential a server that
+    /// waits for a sign-in could use (a token Qwen Code wrote, say).
     pub auth_recheck: Duration,
 }
 
@@ -215,10 +215,9 @@ pub struct Reconciler {
     cancel: CancellationToken,
     /// The values of `${secret:NAME}` references, as last looked up.
     secrets: Arc<SecretBook>,
-    /// Remote servers waiting for a sign-in, and when to look again
-    /// unasked ([`ReconcileConfig::auth_recheck`]).
-    auth_wait: Mutex<HashMap<Key, Instant>>,
-    auth_recheck: Duration,
+    /// Remote servers waiting for a sign-in: not started until
+    /// [`Self::retry_now`].
+    auth_wait: Mutex<BTreeSet<Key>>,
 }
 
 /// `Failed` for `reason`: the message shown (ending with the server's last
@@ -276,8 +275,7 @@ impl Reconciler {
             events,
             status: status.clone(),
         });
-        let (start, idle_stop, auth_recheck) =
-            (config.start, config.idle_stop, config.auth_recheck);
+        let (start, idle_stop) = (config.start, config.idle_stop);
         Reconciler {
             store,
             status,
@@ -297,8 +295,7 @@ impl Reconciler {
             outcomes,
             cancel,
             secrets,
-            auth_wait: Mutex::new(HashMap::new()),
-            auth_recheck,
+            auth_wait: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -324,6 +321,11 @@ impl Reconciler {
         lock(&self.crash).reset(key);
         lock(&self.held).remove(key);
         lock(&self.lsp_crashes).forget(key);
+    }
+
+    /// The MCP servers waiting for a sign-in.
+    pub fn waiting_for_sign_in(&self) -> BTreeSet<Key> {
+        lock(&self.auth_wait).clone()
     }
 
     /// How many keys the reconciler holds state for (slots, backoffs,
@@ -694,16 +696,15 @@ impl Reconciler {
             // Failed for good under this hash; a save or spec change retries.
             return (Requeue::No, None);
         }
+        if lock(&self.auth_wait).contains(key) {
+            // Waits for a sign-in: a start would be refused the same way.
+            return (Requeue::No, None);
+        }
         let now = Instant::now();
         let not_before = {
-            let a = lock(&self.auth_wait)
-                .get(key)
-                .copied()
-                .filter(|at| *at > now);
             let b = lock(&self.backoff)
                 .next_retry_at(key)
-                .filter(|at| *at > now)
-                .max(a);
+                .filter(|at| *at > now);
             let c = lock(&self.crash)
                 .next_retry_at(key, hash)
                 .filter(|at| *at > now);
@@ -720,8 +721,12 @@ impl Reconciler {
                 .and_then(|s| s.observed_hash)
                 .is_some_and(|observed| observed != hash);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        // Waiting for a sign-in is not a failure to retry: not a restart.
-        let retry = slot.retrying && lock(&self.auth_wait).remove(key).is_none();
+        // The start after a sign-in is not a restart.
+        let signed_in = self
+            .status
+            .get(key)
+            .is_some_and(|s| s.reason == Some(Reason::AuthRequired));
+        let retry = slot.retrying && !signed_in;
         // Running now: it stays wanted (restarted after a crash, say) until
         // an idle stop.
         slot.idle_stopped = false;
@@ -775,13 +780,10 @@ impl Reconciler {
             ResourceKind::McpServer => self.publish.mcp_withdrawn(&key.name),
             ResourceKind::LspServer => self.publish.lsp_withdrawn(&key.name),
         }
-        let retry_at = if reason == Reason::AuthRequired {
-            let at = Instant::now() + self.auth_recheck;
-            lock(&self.auth_wait).insert(key.clone(), at);
-            at
-        } else {
-            lock(&self.backoff).failed_attempt(key, attempted_at, Instant::now())
-        };
+        if reason == Reason::AuthRequired {
+            return self.waits_for_sign_in(key, error);
+        }
+        let retry_at = lock(&self.backoff).failed_attempt(key, attempted_at, Instant::now());
         // The same failure again (a retry in back-off) is not news: once at
         // WARN, then at DEBUG, so a server that cannot start does not flood
         // the log.
@@ -806,6 +808,20 @@ impl Reconciler {
             return (Requeue::No, Some(Outcome::Failed));
         }
         (Requeue::At(retry_at), Some(Outcome::Failed))
+    }
+
+    /// A start refused for want of a sign-in: `AuthRequired`, and no retry
+    /// until a sign-in changes (see the module docs).
+    fn waits_for_sign_in(&self, key: &Key, error: &StartError) -> Decision {
+        lock(&self.auth_wait).insert(key.clone());
+        tracing::warn!(server = %key, message = %first_line(&error.message), "waiting for a sign-in");
+        self.set_status(key, |s| {
+            mark_failed(s, Reason::AuthRequired, &error.message, &[], &error.message);
+            s.tools = None;
+            s.prompts = None;
+            s.next_retry_at = None;
+        });
+        (Requeue::No, Some(Outcome::Failed))
     }
 
     /// Record a crash and decide when to start again (kubelet-style backoff).

@@ -43,6 +43,9 @@ use crate::support::sync::lock;
 /// Fingerprints of refresh tokens an authorization server rejected, and of
 /// access tokens a server refused, in this process: never sent again.
 static REFUSED: LazyLock<Mutex<HashSet<[u8; 32]>>> = LazyLock::new(Default::default);
+/// Fingerprints of access tokens a server refused for lack of scope: still
+/// sent, but no reason to retry a server that waits for a sign-in.
+static NARROW: LazyLock<Mutex<HashSet<[u8; 32]>>> = LazyLock::new(Default::default);
 
 fn fingerprint(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
@@ -54,6 +57,35 @@ fn refused(token: &str) -> bool {
 
 fn refuse(token: &str) {
     lock(&REFUSED).insert(fingerprint(token));
+}
+
+/// Whether the stores (read, no request sent) hold a credential that could
+/// let server `name` at `url` as `account` in, that this process has not
+/// seen refused: a Steward token that is valid or can be refreshed, or a
+/// valid Qwen Code token. What a server waiting for a sign-in is retried on.
+pub async fn might_let_in(home: &std::path::Path, name: &str, url: &str, account: &str) -> bool {
+    let store = OAuthStore::open(home).await;
+    if let Ok(Some(record)) = store.token_for(url, account).await {
+        let token = &record.access_token;
+        let usable = !refused(token)
+            && !lock(&NARROW).contains(&fingerprint(token))
+            && !record.needs_refresh(now_secs());
+        let refreshable = record
+            .refresh_token
+            .as_deref()
+            .is_some_and(|refresh| !refused(refresh))
+            && !lock(&NARROW).contains(&fingerprint(token));
+        if usable || refreshable {
+            return true;
+        }
+    }
+    match qwen::credential(home, name) {
+        Ok(Some(credential)) => {
+            let token = credential.token;
+            !token.expired(now_secs().saturating_mul(1000)) && !refused(&token.access_token)
+        }
+        _ => false,
+    }
 }
 
 /// What a connection holds.
@@ -298,6 +330,9 @@ impl TokenSource {
             *self.held.lock().await = Held::Steward(Box::new(record));
             return Some(token);
         }
+        if let Some(sent) = sent {
+            lock(&NARROW).insert(fingerprint(sent));
+        }
         let base = url::Url::parse(&self.url).ok()?;
         let asked = WWWAuthenticateParams::parse(challenge, &base)
             .scope
@@ -364,7 +399,8 @@ impl TokenSource {
     /// outcome and tells the controller of a failure.
     async fn refresh(&self, record: &TokenRecord) -> Refreshed {
         let outcome = match self.refresh_locked(record).await {
-            // Refreshed by another process: nothing asked here.
+            // Settled without a request (another process refreshed, or
+            // nothing to refresh with): not counted, not news.
             Ok(outcome) => return outcome,
             Err(outcome) => outcome,
         };
@@ -392,8 +428,8 @@ impl TokenSource {
     }
 
     /// `Ok`: settled without asking the authorization server (another
-    /// process refreshed); `Err`: the outcome of asking it (or of failing
-    /// to).
+    /// process refreshed, or there is nothing to ask with); `Err`: the
+    /// outcome of asking it (or of failing to).
     async fn refresh_locked(&self, record: &TokenRecord) -> Result<Refreshed, Refreshed> {
         let Some(store) = self.store().await else {
             return Err(Refreshed::NeedsUser("no token store".to_owned()));
@@ -407,7 +443,7 @@ impl TokenSource {
         let current = match store.token(&key).await {
             Ok(Some(current)) => current,
             Ok(None) => {
-                return Err(Refreshed::NeedsUser(
+                return Ok(Refreshed::NeedsUser(
                     "the stored sign-in was removed".to_owned(),
                 ));
             }
@@ -419,13 +455,14 @@ impl TokenSource {
         {
             return Ok(Refreshed::Fresh(Box::new(current)));
         }
+        // Nothing to ask the authorization server: not a refresh.
         let Some(refresh_token) = current.refresh_token.clone() else {
-            return Err(Refreshed::NeedsUser(
+            return Ok(Refreshed::NeedsUser(
                 "the token expired or was refused, and there is no refresh token".to_owned(),
             ));
         };
         if refused(&refresh_token) {
-            return Err(Refreshed::NeedsUser(
+            return Ok(Refreshed::NeedsUser(
                 "the authorization server rejected the refresh token".to_owned(),
             ));
         }
