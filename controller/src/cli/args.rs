@@ -414,32 +414,12 @@ Examples:
     Secret(crate::cli::secret::SecretArgs),
 
     /// Sign in to remote servers that need OAuth (login, status, logout)
-    #[command(long_about = "\
-Sign in to remote MCP servers (httpUrl, url) that answer 401: Steward runs the MCP \
-authorization flow itself — discovery, PKCE, client registration, scopes, refresh — and keeps \
-the tokens in the desktop keyring (Secret Service), else in HOME_DIR/steward/oauth.json (mode \
-0600). Tokens belong to the user and serve every workspace whose entry has the same URL (and \
-the same oauth.account, which tells two accounts of one service apart). `login` works with or \
-without `steward run`: a running controller connects the server at once, and only that server.
-
-`login` opens the authorization page with $BROWSER (else xdg-open) and waits on a loopback \
-callback, http://127.0.0.1:PORT/callback, on a port that stays the same for the server and \
-its authorization server (or the entry's oauth.redirectUri). On SSH or a headless machine, \
---paste prints the URL and reads back the address the browser is sent to; --device shows a \
-code to enter on any device (when the server offers the device grant).
-
-The client is the entry's oauth.clientId (oauth.clientSecret as ${secret:NAME}), else the one \
-Steward registered there before, else a Client ID Metadata Document \
-(steward.oauth.clientMetadataUrl in user or system settings), else Steward registers itself \
-(Dynamic Client Registration), once per authorization server.
-
-Examples:
-  steward auth login github
-  steward auth login github --paste          (over SSH)
-  steward auth login linear --device
-  steward auth status -o json
-  steward auth logout github")]
+    #[command(long_about = crate::cli::auth::ABOUT)]
     Auth(crate::cli::auth::AuthArgs),
+
+    /// Manage the servers' sandboxes: `prune` removes private homes no server uses
+    #[command(long_about = crate::cli::sandbox::ABOUT)]
+    Sandbox(crate::cli::sandbox::SandboxArgs),
 
     /// Check the installation, the workspace's files, servers and agents
     #[command(long_about = install_args::DOCTOR_ABOUT)]
