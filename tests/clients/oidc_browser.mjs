@@ -5,11 +5,15 @@
 // (default alice), the device code confirmation as offered (never its
 // abort button). Stops on a page without a form: Steward's callback page,
 // or the device flow's success page. Exits 0 when that page is a 2xx.
+// With OIDC_STOP_AT=PREFIX it does not follow a redirect to an address that
+// starts with PREFIX: it prints that address (what a user copies from the
+// address bar for `--paste`) and exits 0.
 //
-// Usage: OIDC_ACCOUNT=bob node oidc_browser.mjs URL
+// Usage: OIDC_ACCOUNT=bob [OIDC_STOP_AT=http://127.0.0.1:PORT/callback] node oidc_browser.mjs URL
 
 const [start] = process.argv.slice(2);
 const account = process.env.OIDC_ACCOUNT || 'alice';
+const stopAt = process.env.OIDC_STOP_AT;
 const jar = new Map();
 
 const cookies = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
@@ -47,6 +51,10 @@ for (let step = 0; step < 40; step += 1) {
   keep(response);
   if (response.status >= 300 && response.status < 400) {
     url = new URL(response.headers.get('location'), url).href;
+    if (stopAt && url.startsWith(stopAt)) {
+      console.log(url);
+      process.exit(0);
+    }
     init = { method: 'GET' };
     continue;
   }

@@ -3,8 +3,8 @@
 //! oidc_server.mjs, on Node 22) with an MCP server it protects, and a
 //! scripted browser (tests/clients/oidc_browser.mjs) that signs in as a
 //! given account and approves. Refresh-token rotation, revocation (the
-//! server goes `AuthRequired` once, no loop), the device flow, and two
-//! accounts of one issuer.
+//! server goes `AuthRequired` once, no loop), the device flow, `--paste`
+//! in a terminal, and two accounts of one issuer.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use steward_schema::resource::{Reason, WorkspaceStatus};
-use steward_tests::harness::{Controller, Env, base_env, mcp, ready, wait_until};
+use steward_tests::harness::{Controller, Env, base_env, bin, mcp, ready, wait_until};
 
 use crate::common::{conformance_suite, peer, peers_dir};
 use crate::gateway::{Agent, attach, call, runtime, text};
@@ -441,4 +441,99 @@ fn two_accounts_of_one_issuer_coexist_and_each_entry_uses_its_own() {
     let s = c.wait_for("work needs a sign-in again", |s| auth_required(s, "work"));
     assert!(ready(&s, "home"));
     assert_eq!(whoami(&env, "home__whoami"), (true, "bob".to_owned()));
+}
+
+/// What a child writes to `pipe`, gathered as it comes.
+fn gather(
+    mut pipe: impl std::io::Read + Send + 'static,
+) -> std::sync::Arc<std::sync::Mutex<String>> {
+    let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let into = text.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            into.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    text
+}
+
+#[test]
+fn paste_signs_in_from_a_terminal_with_the_address_the_browser_was_sent_to() {
+    let env = Env::new();
+    let oidc = Oidc::start(&env, 3600);
+    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
+    let c = start(&env);
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    // `script` (util-linux, in every Debian) gives the command a terminal,
+    // as over SSH; what the test writes to it is what the user types.
+    let line = format!(
+        "{} --workspace {} auth login oidc --paste",
+        bin("steward").display(),
+        env.ws.display()
+    );
+    let mut signing = Command::new("script")
+        .args(["-qefc", &line, "/dev/null"])
+        .env_clear()
+        .envs(env.steward_env())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run script (util-linux)");
+    let shown = gather(signing.stdout.take().unwrap());
+    let _errors = gather(signing.stderr.take().unwrap());
+    let screen = || shown.lock().unwrap().clone();
+    // The prompt is only shown on a terminal.
+    wait_until("the URL and the prompt are shown", || {
+        screen().contains("redirected address: ")
+    });
+    let url = screen()
+        .split_whitespace()
+        .find(|w| w.starts_with(&oidc.issuer) && w.contains("code_challenge="))
+        .unwrap_or_else(|| panic!("no authorization URL in {}", screen()))
+        .to_owned();
+    // Where the browser will be sent: the loopback callback.
+    let redirect = screen()
+        .split_whitespace()
+        .skip_while(|w| *w != "goes")
+        .nth(2)
+        .unwrap_or_else(|| panic!("no redirect URI in {}", screen()))
+        .to_owned();
+    assert!(redirect.starts_with("http://127.0.0.1:"), "{redirect}");
+    // The user approves in a browser elsewhere, which stops at the
+    // loopback address (nothing listens there) and shows it.
+    let (node, _) = conformance_suite();
+    let browsed = Command::new(node)
+        .arg(script("oidc_browser.mjs"))
+        .arg(&url)
+        .env("OIDC_ACCOUNT", "carol")
+        .env("OIDC_STOP_AT", &redirect)
+        .output()
+        .unwrap();
+    assert!(
+        browsed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&browsed.stderr)
+    );
+    let address = String::from_utf8_lossy(&browsed.stdout).trim().to_owned();
+    assert!(address.contains("code="), "{address}");
+    // Pasted, with a slip of the mouse: a blank line first.
+    use std::io::Write as _;
+    let mut stdin = signing.stdin.take().unwrap();
+    write!(stdin, "\n{address}\n").unwrap();
+    stdin.flush().unwrap();
+    let status = signing.wait().unwrap();
+    drop(stdin);
+    assert!(status.success(), "{}", screen());
+    wait_until("the outcome is shown", || {
+        screen().contains("signed in to oidc at ")
+    });
+    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "carol".to_owned()));
 }

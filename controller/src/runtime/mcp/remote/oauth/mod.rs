@@ -15,10 +15,10 @@
 //!   with step-up scopes written down on a 403.
 //! - [`http`] — the HTTP clients and token-endpoint requests.
 //!
-//! Who runs a sign-in: `steward auth login` (the CLI, in its own process),
-//! or the agent endpoint (a call that needs one, through URL-mode
-//! elicitation). Either way the tokens land in the store and the
-//! controller is told, which reconnects exactly the servers that waited.
+//! Who runs a sign-in: `steward auth login` (the CLI, in its own process;
+//! the agent endpoint only names that command in a call's tool error). The
+//! tokens land in the store and the controller is told, which reconnects
+//! exactly the servers that waited.
 //! Tokens and client secrets never appear in a message, a log line, a
 //! status, an event, a metric or a trace.
 
