@@ -302,7 +302,7 @@ async fn remote_connect_errors_say_what_failed_without_secrets() {
             fake.url("/nope")
         )
     );
-    // 401 on either transport: AuthRequired, saying how to authenticate.
+    // 401 on either transport: AuthRequired, saying how to sign in.
     for (transport, path) in [(McpTransport::Sse, "/sse"), (McpTransport::Http, "/mcp")] {
         let mut spec = spec(transport, &fake.url(path));
         spec.headers = Some(BTreeMap::from([(
@@ -314,7 +314,7 @@ async fn remote_connect_errors_say_what_failed_without_secrets() {
         assert_eq!(error.reason, Reason::AuthRequired, "{transport:?}: {error}");
         assert!(
             error.message.starts_with(&format!(
-                "connect to {}: the server refused the credentials (HTTP 401); authenticate with Qwen Code",
+                "connect to {}: the server asks for a sign-in (HTTP 401); sign in with `steward auth login remote`",
                 fake.url(path)
             )),
             "{error}"
