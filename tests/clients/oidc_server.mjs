@@ -15,6 +15,9 @@
 // Writes STATE_DIR/ports.json ({issuer, mcp}) once listening, and appends
 // one JSON line per token request to STATE_DIR/tokens.jsonl ({grant_type,
 // account, ok}). Access tokens live $ACCESS_TTL seconds (default 3600).
+// With $STATIC_CLIENT_SECRET and $STATIC_REDIRECT it also knows a client
+// registered by hand: `steward-static`, that secret (client_secret_basic),
+// that redirect URI.
 
 import http from 'node:http';
 import fs from 'node:fs';
@@ -39,8 +42,19 @@ const mcpPort = await listen(mcpServer);
 const issuer = `http://127.0.0.1:${asPort}`;
 const resource = `http://127.0.0.1:${mcpPort}/mcp`;
 
+const clients = process.env.STATIC_CLIENT_SECRET
+  ? [{
+      client_id: 'steward-static',
+      client_secret: process.env.STATIC_CLIENT_SECRET,
+      redirect_uris: [process.env.STATIC_REDIRECT],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    }]
+  : [];
+
 const provider = new Provider(issuer, {
-  clients: [],
+  clients,
   findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
   scopes: ['openid', 'offline_access', 'mcp:read'],
   features: {

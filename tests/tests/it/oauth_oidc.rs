@@ -4,7 +4,8 @@
 //! scripted browser (tests/clients/oidc_browser.mjs) that signs in as a
 //! given account and approves. Refresh-token rotation, revocation (the
 //! server goes `AuthRequired` once, no loop), the device flow, `--paste`
-//! in a terminal, and two accounts of one issuer.
+//! in a terminal, two accounts of one issuer, and where tokens and a
+//! client secret never show.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -17,6 +18,7 @@ use steward_tests::harness::{Controller, Env, base_env, bin, mcp, ready, wait_un
 use crate::common::{conformance_suite, peer, peers_dir};
 use crate::gateway::{Agent, attach, call, runtime, text};
 use crate::metrics::{http_get, metrics_addr};
+use crate::secret_refs::{assert_absent, environ, files_under, otlp_receiver, scrape, set_secret};
 
 /// `oidc-provider` and an MCP server it protects, on Node 22 (killed on drop).
 struct Oidc {
@@ -43,6 +45,11 @@ fn script(name: &str) -> PathBuf {
 impl Oidc {
     /// Starts the provider; access tokens live `access_ttl` seconds.
     fn start(env: &Env, access_ttl: u64) -> Oidc {
+        Oidc::start_with(env, access_ttl, &[])
+    }
+
+    /// [`Oidc::start`] with more of the server's settings (`STATIC_*`).
+    fn start_with(env: &Env, access_ttl: u64, settings: &[(&str, &str)]) -> Oidc {
         let (node, _) = conformance_suite();
         let provider = peer(
             "oidc-provider",
@@ -69,6 +76,7 @@ impl Oidc {
                 peers_dir().join("node_modules/@modelcontextprotocol/sdk"),
             )
             .env("ACCESS_TTL", access_ttl.to_string())
+            .envs(settings.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(state.join("server.log")).unwrap())
@@ -257,6 +265,8 @@ fn a_sign_in_refreshes_with_rotation_and_a_revoked_one_asks_for_a_sign_in_once()
     let (ok, answer) = whoami(&env, "oidc__whoami");
     assert!(!ok, "{answer}");
     c.wait_for("oidc AuthRequired", |s| auth_required(s, "oidc"));
+    let asked = events(&env, "oidc", "AuthRequired");
+    assert!(asked >= 2, "before the first sign-in and now: {asked}");
     // A call now says what to do.
     let (ok, answer) = whoami(&env, "oidc__whoami");
     assert!(!ok, "{answer}");
@@ -271,6 +281,7 @@ fn a_sign_in_refreshes_with_rotation_and_a_revoked_one_asks_for_a_sign_in_once()
     wait_until("three looks later", || rechecks(&c) >= 3);
     assert_eq!(oidc.refreshes(), [true, false], "a refresh loop");
     assert_eq!(events(&env, "oidc", "TokenRefreshFailed"), 1);
+    assert_eq!(events(&env, "oidc", "AuthRequired"), asked, "asked again");
     let kept = stored_tokens(&env);
     assert_eq!(kept.len(), 1);
     assert_eq!(kept[0]["refreshToken"], second["refreshToken"]);
@@ -536,4 +547,109 @@ fn paste_signs_in_from_a_terminal_with_the_address_the_browser_was_sent_to() {
     });
     c.wait_for("oidc Ready", |s| ready(s, "oidc"));
     assert_eq!(whoami(&env, "oidc__whoami"), (true, "carol".to_owned()));
+}
+
+#[test]
+fn tokens_and_the_client_secret_show_nowhere_but_the_stores() {
+    let env = Env::new();
+    const CLIENT_SECRET: &str = "cs-4b1d9e77-known-client-secret";
+    // A client registered by hand, on a redirect URI the entry pins.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let redirect = format!("http://127.0.0.1:{port}/callback");
+    let oidc = Oidc::start_with(
+        &env,
+        3600,
+        &[
+            ("STATIC_CLIENT_SECRET", CLIENT_SECRET),
+            ("STATIC_REDIRECT", &redirect),
+        ],
+    );
+    let set = set_secret(&env, "oidc-client", CLIENT_SECRET);
+    assert_eq!(set.code, 0, "{}", set.stderr);
+    env.user_mcp_servers(&[(
+        "oidc",
+        json!({"httpUrl": oidc.mcp, "oauth": {
+            "clientId": "steward-static",
+            "clientSecret": "${secret:oidc-client}",
+            "redirectUri": redirect,
+        }}),
+    )]);
+    let (otlp, spans) = otlp_receiver();
+    let log = env.root.path().join("controller.log");
+    let c = env.start_logging_to(
+        &["--metrics-listen", "127.0.0.1:0"],
+        std::fs::File::create(&log).unwrap().into(),
+        &[
+            ("RUST_LOG", "trace"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp),
+        ],
+        log.clone(),
+    );
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
+    let token = stored_tokens(&env).remove(0);
+    assert_eq!(token["clientId"], "steward-static");
+    let values = [
+        token["accessToken"].as_str().unwrap().to_owned(),
+        token["refreshToken"].as_str().unwrap().to_owned(),
+        CLIENT_SECRET.to_owned(),
+    ];
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    assert_absent("steward auth login", &format!("{out}{err}"), &values);
+
+    for args in [
+        &["status", "-o", "json"][..],
+        &["status", "-o", "yaml", "--show-secrets"],
+        &["status", "-o", "wide"],
+        &["describe", "oidc"],
+        &["events", "-o", "json"],
+        &["auth", "status", "-o", "json"],
+        &["auth", "status"],
+        &["secret", "list", "-o", "json"],
+        &["export", "--format", "toolhive"],
+    ] {
+        let out = env.steward(args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_absent(&format!("steward {args:?}"), &text, &values);
+    }
+    assert_absent("the metrics", &scrape(&c.log_text()), &values);
+    wait_until("spans exported", || !spans.lock().unwrap().is_empty());
+    let sent = String::from_utf8_lossy(&spans.lock().unwrap()).into_owned();
+    assert_absent("the OTLP spans", &sent, &values);
+    assert_absent(
+        "the controller's environment",
+        &environ(c.pid()).join("\n"),
+        &values,
+    );
+    drop(c);
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(log_text.contains("TRACE"), "the log runs at trace level");
+    assert_absent("the controller's log at trace", &log_text, &values);
+    // The two stores hold them; no other file Steward writes does.
+    let steward = env.home.join("steward");
+    let oauth_store = steward.join("oauth.json");
+    let secret_store = steward.join("secrets.json");
+    let stored = std::fs::read_to_string(&oauth_store).unwrap();
+    assert!(stored.contains(values[0]) && stored.contains(values[1]));
+    assert!(
+        std::fs::read_to_string(&secret_store)
+            .unwrap()
+            .contains(CLIENT_SECRET)
+    );
+    for (path, text) in files_under(&env.home, &oauth_store) {
+        if path != secret_store {
+            assert_absent(&path.display().to_string(), &text, &values);
+        }
+    }
 }
