@@ -257,13 +257,16 @@ fn a_sign_in_refreshes_with_rotation_and_a_revoked_one_asks_for_a_sign_in_once()
     );
     assert_eq!(revoked, 200);
     // Once the access token expires, the refresh is refused: the call
-    // fails and the server needs a sign-in. (The call that meets the
-    // refusal may also be told the session stopped: the loss of the
-    // session can reach the gateway before the request's own answer.)
+    // that meets it says it did not run and how to sign in, and the server
+    // needs a sign-in.
     let expires = second["expiresAt"].as_u64().unwrap();
     wait_until("the access token expired", || now() >= expires);
     let (ok, answer) = whoami(&env, "oidc__whoami");
     assert!(!ok, "{answer}");
+    assert!(
+        answer.contains("did not run this call") && answer.contains("steward auth login oidc"),
+        "{answer}"
+    );
     c.wait_for("oidc AuthRequired", |s| auth_required(s, "oidc"));
     let asked = events(&env, "oidc", "AuthRequired");
     assert!(asked >= 2, "before the first sign-in and now: {asked}");

@@ -424,6 +424,7 @@ pub(super) async fn connect_http(
         .await;
         match opened {
             Ok(session) => {
+                watch.set_refused(session.peer.refused().clone());
                 watch.arm();
                 tracing::debug!(server = %name, url = %shown, ?lifecycle, "remote mcp session open");
                 return Ok(Opened {

@@ -447,6 +447,11 @@ impl McpHandle {
                         Ok(result)
                     }
                     Ok(Err(e)) => Err(upstream_error(e)),
+                    // Closed because the server refused it (and so the
+                    // session): it did not run.
+                    Err(_) if self.peer.refused().holds(&request_id) => Err(CallError::SignIn(
+                        crate::runtime::mcp::remote::SignInNeed::SignIn,
+                    )),
                     Err(_) => Err(CallError::Closed),
                 },
                 () = tokio::time::sleep_until(wake) => {

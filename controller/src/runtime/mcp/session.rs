@@ -85,6 +85,23 @@ impl Pending {
     }
 }
 
+/// The requests of a session the server refused before acting on them (a
+/// remote server's 401, which also ends the session): the transport notes
+/// them, so that such a request, closed by the session's end, is known not
+/// to have run.
+#[derive(Clone, Default)]
+pub(crate) struct Refused(Arc<Mutex<std::collections::HashSet<RequestId>>>);
+
+impl Refused {
+    pub(crate) fn note(&self, id: RequestId) {
+        lock(&self.0).insert(id);
+    }
+
+    pub(crate) fn holds(&self, id: &RequestId) -> bool {
+        lock(&self.0).contains(id)
+    }
+}
+
 /// A session's handle (cheap to clone): send requests and notifications,
 /// read what the server said of itself. The session ends when its task is
 /// cancelled, the transport closes, or every handle is gone.
@@ -97,6 +114,8 @@ pub(crate) struct Upstream {
     /// The client context every request carries in a stateless session
     /// (protocol 2026-07-28: no `initialize`).
     stamp: Arc<OnceLock<RequestMetaObject>>,
+    /// What the transport noted as refused unread.
+    refused: Refused,
 }
 
 /// A request sent; its answer comes on `rx`.
@@ -145,6 +164,7 @@ impl Upstream {
             next: Arc::new(AtomicI64::new(0)),
             info: Arc::default(),
             stamp: Arc::default(),
+            refused: Refused::default(),
         };
         (upstream, task)
     }
@@ -241,6 +261,11 @@ impl Upstream {
             rx,
             _forget: forget,
         })
+    }
+
+    /// The requests the server refused before acting on them.
+    pub(crate) fn refused(&self) -> &Refused {
+        &self.refused
     }
 
     /// Sends `request` and waits for its answer.

@@ -37,7 +37,7 @@ use futures::FutureExt as _;
 use futures::future::Either;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use rmcp::RoleClient;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransportConfig, StreamableHttpError,
 };
@@ -48,6 +48,7 @@ use tokio::time::Instant;
 use self::oauth::source::TokenSource;
 use self::sse::{SseError, SseTransport};
 use self::streamable::WatchedClient;
+use crate::runtime::mcp::session::Refused;
 use crate::runtime::start::StartError;
 
 /// Headers the transports set themselves: configuring one is an error.
@@ -403,6 +404,8 @@ struct WatchInner {
     report: Mutex<Option<Report>>,
     /// The session's token source: it knows why a sign-in is needed.
     source: Mutex<Option<Arc<TokenSource>>>,
+    /// Where the requests the server refused are noted.
+    refused: Mutex<Option<Refused>>,
 }
 
 impl std::fmt::Debug for SessionWatch {
@@ -456,6 +459,7 @@ impl SessionWatch {
                 forbidden: AtomicBool::new(false),
                 report: Mutex::new(Some(Box::new(report))),
                 source: Mutex::new(None),
+                refused: Mutex::new(None),
             }),
         }
     }
@@ -463,6 +467,19 @@ impl SessionWatch {
     /// The token source of the session.
     pub fn set_source(&self, source: Arc<TokenSource>) {
         *crate::support::sync::lock(&self.inner.source) = Some(source);
+    }
+
+    /// Where the session's refused requests are noted.
+    pub(crate) fn set_refused(&self, refused: Refused) {
+        *crate::support::sync::lock(&self.inner.refused) = Some(refused);
+    }
+
+    /// The server refused request `id` (HTTP 401) before acting on it:
+    /// noted before the loss it brings is reported.
+    pub fn refused(&self, id: RequestId) {
+        if let Some(refused) = &*crate::support::sync::lock(&self.inner.refused) {
+            refused.note(id);
+        }
     }
 
     /// The session is established: losses are reported from now on.

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 use reqwest::StatusCode;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, RequestId};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
@@ -66,14 +66,18 @@ fn refusal_of(error: &StreamableHttpError<reqwest::Error>) -> Option<Refusal> {
     }
 }
 
-/// Whether `message` is a request other than `initialize`.
-fn is_work(message: &ClientJsonRpcMessage) -> bool {
+/// The id of `message` when it is a request other than `initialize`.
+fn work_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
     match message {
-        ClientJsonRpcMessage::Request(request) => !matches!(
-            request.request,
-            rmcp::model::ClientRequest::InitializeRequest(_)
-        ),
-        _ => false,
+        ClientJsonRpcMessage::Request(request)
+            if !matches!(
+                request.request,
+                rmcp::model::ClientRequest::InitializeRequest(_)
+            ) =>
+        {
+            Some(request.id.clone())
+        }
+        _ => None,
     }
 }
 
@@ -92,13 +96,13 @@ impl WatchedClient {
 
     /// Runs `request` with the source's bearer (or `given`, without a
     /// source); retries a refusal once when the source has another token.
-    /// `work`: the request is one a server may refuse for lack of scope (a
+    /// `work`: the id of a request a server may refuse for lack of scope (a
     /// request other than `initialize`), so its success ends a run of
-    /// step-ups.
+    /// step-ups, and its final 401 is noted as refused.
     async fn authorized<T, F, Fut>(
         &self,
         given: Option<String>,
-        work: bool,
+        work: Option<RequestId>,
         request: F,
     ) -> Result<T>
     where
@@ -126,10 +130,16 @@ impl WatchedClient {
             None => first,
         };
         match &result {
-            Ok(_) if work => source.succeeded().await,
+            Ok(_) if work.is_some() => source.succeeded().await,
             Ok(_) => {}
             Err(StreamableHttpError::InsufficientScope(_)) => self.watch.forbidden(),
-            Err(_) => {}
+            Err(error) => {
+                // Noted before the loss is reported: the session's end then
+                // closes a request known not to have run.
+                if let (Some(id), Some(Refusal::Unauthorized(_))) = (work, refusal_of(error)) {
+                    self.watch.refused(id);
+                }
+            }
         }
         self.observe(result)
     }
@@ -188,7 +198,7 @@ impl StreamableHttpClient for WatchedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse> {
-        self.authorized(auth_header, is_work(&message), |auth| {
+        self.authorized(auth_header, work_id(&message), |auth| {
             self.inner.post_message(
                 uri.clone(),
                 message.clone(),
@@ -209,7 +219,7 @@ impl StreamableHttpClient for WatchedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse> {
-        self.authorized(auth_header, is_work(&message), |auth| {
+        self.authorized(auth_header, work_id(&message), |auth| {
             self.inner.post_message_with_max_sse_event_size(
                 uri.clone(),
                 message.clone(),
@@ -231,7 +241,7 @@ impl StreamableHttpClient for WatchedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse> {
-        self.authorized(auth_header, is_work(&message), |auth| {
+        self.authorized(auth_header, work_id(&message), |auth| {
             self.inner.post_message_with_response_limits(
                 uri.clone(),
                 message.clone(),
@@ -270,7 +280,7 @@ impl StreamableHttpClient for WatchedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, std::result::Result<Sse, SseError>>> {
-        self.authorized(auth_header, false, |auth| {
+        self.authorized(auth_header, None, |auth| {
             self.inner.get_stream(
                 uri.clone(),
                 session_id.clone(),
@@ -291,7 +301,7 @@ impl StreamableHttpClient for WatchedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, std::result::Result<Sse, SseError>>> {
-        self.authorized(auth_header, false, |auth| {
+        self.authorized(auth_header, None, |auth| {
             self.inner.get_stream_with_max_sse_event_size(
                 uri.clone(),
                 session_id.clone(),
