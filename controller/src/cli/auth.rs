@@ -75,7 +75,7 @@ pub enum AuthAction {
         /// Use the device authorization grant: enter a code on any device
         #[arg(long)]
         device: bool,
-        /// How long to wait for the browser, the paste or the device
+        /// How long to wait for the browser or the device
         #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
         timeout: Duration,
     },
