@@ -168,4 +168,6 @@ mcpServer.on('request', async (req, res) => {
   await transport.handleRequest(req, res, parsed);
 });
 
-fs.writeFileSync(path.join(stateDir, 'ports.json'), JSON.stringify({ issuer, mcp: resource }));
+// Whole or not at all: written aside, then renamed into place.
+fs.writeFileSync(path.join(stateDir, 'ports.json.new'), JSON.stringify({ issuer, mcp: resource }));
+fs.renameSync(path.join(stateDir, 'ports.json.new'), path.join(stateDir, 'ports.json'));

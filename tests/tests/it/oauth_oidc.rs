@@ -83,8 +83,10 @@ impl Oidc {
             .spawn()
             .expect("spawn oidc-provider");
         let ports = state.join("ports.json");
+        // Renamed into place whole once it listens.
         wait_until("oidc-provider listens", || ports.exists());
-        let ports: Value = serde_json::from_str(&std::fs::read_to_string(&ports).unwrap()).unwrap();
+        let ports: Value = serde_json::from_str(&std::fs::read_to_string(&ports).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", ports.display()));
         Oidc {
             child,
             issuer: ports["issuer"].as_str().unwrap().to_owned(),
@@ -556,12 +558,17 @@ fn paste_signs_in_from_a_terminal_with_the_address_the_browser_was_sent_to() {
 fn tokens_and_the_client_secret_show_nowhere_but_the_stores() {
     let env = Env::new();
     const CLIENT_SECRET: &str = "cs-4b1d9e77-known-client-secret";
-    // A client registered by hand, on a redirect URI the entry pins.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    // A client registered by hand, on a redirect URI the entry pins: a
+    // free port above the ephemeral range (as Steward's own are), which no
+    // other test's connection can take meanwhile.
+    let start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+        .subsec_nanos();
+    let port = (0..4000u32)
+        .map(|i| 61000 + ((start + i) % 4000) as u16)
+        .find(|port| std::net::TcpListener::bind(("127.0.0.1", *port)).is_ok())
+        .expect("a free port above 61000");
     let redirect = format!("http://127.0.0.1:{port}/callback");
     let oidc = Oidc::start_with(
         &env,
