@@ -35,6 +35,16 @@ impl Drop for Oidc {
     }
 }
 
+/// A child killed and reaped on drop (a failed assertion included).
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The scripts under tests/clients.
 fn script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -82,17 +92,21 @@ impl Oidc {
             .stderr(std::fs::File::create(state.join("server.log")).unwrap())
             .spawn()
             .expect("spawn oidc-provider");
-        let ports = state.join("ports.json");
+        // Owned at once: killed on drop even if it never comes up.
+        let mut oidc = Oidc {
+            child,
+            issuer: String::new(),
+            mcp: String::new(),
+            state,
+        };
+        let ports = oidc.state.join("ports.json");
         // Renamed into place whole once it listens.
         wait_until("oidc-provider listens", || ports.exists());
         let ports: Value = serde_json::from_str(&std::fs::read_to_string(&ports).unwrap())
             .unwrap_or_else(|e| panic!("{}: {e}", ports.display()));
-        Oidc {
-            child,
-            issuer: ports["issuer"].as_str().unwrap().to_owned(),
-            mcp: ports["mcp"].as_str().unwrap().to_owned(),
-            state,
-        }
+        oidc.issuer = ports["issuer"].as_str().unwrap().to_owned();
+        oidc.mcp = ports["mcp"].as_str().unwrap().to_owned();
+        oidc
     }
 
     /// The token requests the provider answered: `(grant_type, ok)`.
@@ -349,13 +363,14 @@ fn the_device_flow_signs_in_with_a_code_entered_elsewhere() {
     let c = start(&env);
     c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
     let stderr = env.root.path().join("device.stderr");
-    let signing = env
-        .command(&["auth", "login", "oidc", "--device"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
+    let mut signing = Reaped(
+        env.command(&["auth", "login", "oidc", "--device"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap(),
+    );
     let shown = || std::fs::read_to_string(&stderr).unwrap_or_default();
     wait_until("the code is shown", || shown().contains("enter the code"));
     let text = shown();
@@ -378,9 +393,17 @@ fn the_device_flow_signs_in_with_a_code_entered_elsewhere() {
         .status()
         .unwrap();
     assert!(approved.success());
-    let out = signing.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", shown());
+    let mut stdout = String::new();
+    use std::io::Read as _;
+    signing
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let status = signing.0.wait().unwrap();
+    assert!(status.success(), "{stdout}{}", shown());
     assert!(stdout.starts_with("signed in to oidc at "), "{stdout}");
     c.wait_for("oidc Ready", |s| ready(s, "oidc"));
     assert_eq!(whoami(&env, "oidc__whoami"), (true, "bob".to_owned()));
@@ -493,17 +516,19 @@ fn paste_signs_in_from_a_terminal_with_the_address_the_browser_was_sent_to() {
         bin("steward").display(),
         env.ws.display()
     );
-    let mut signing = Command::new("script")
-        .args(["-qefc", &line, "/dev/null"])
-        .env_clear()
-        .envs(env.steward_env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run script (util-linux)");
-    let shown = gather(signing.stdout.take().unwrap());
-    let _errors = gather(signing.stderr.take().unwrap());
+    let mut signing = Reaped(
+        Command::new("script")
+            .args(["-qefc", &line, "/dev/null"])
+            .env_clear()
+            .envs(env.steward_env())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run script (util-linux)"),
+    );
+    let shown = gather(signing.0.stdout.take().unwrap());
+    let _errors = gather(signing.0.stderr.take().unwrap());
     let screen = || shown.lock().unwrap().clone();
     // The prompt is only shown on a terminal.
     wait_until("the URL and the prompt are shown", || {
@@ -541,10 +566,10 @@ fn paste_signs_in_from_a_terminal_with_the_address_the_browser_was_sent_to() {
     assert!(address.contains("code="), "{address}");
     // Pasted, with a slip of the mouse: a blank line first.
     use std::io::Write as _;
-    let mut stdin = signing.stdin.take().unwrap();
+    let mut stdin = signing.0.stdin.take().unwrap();
     write!(stdin, "\n{address}\n").unwrap();
     stdin.flush().unwrap();
-    let status = signing.wait().unwrap();
+    let status = signing.0.wait().unwrap();
     drop(stdin);
     assert!(status.success(), "{}", screen());
     wait_until("the outcome is shown", || {
