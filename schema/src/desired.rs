@@ -133,6 +133,9 @@ pub struct Policy {
     /// `steward.secrets.requireReferences` of any layer: literal credentials
     /// in the workspace's files make their entries invalid.
     pub secrets_require_references: bool,
+    /// `steward.oauth.clientMetadataUrl` of the last user or system layer
+    /// that sets it.
+    pub oauth_client_metadata_url: Option<String>,
 }
 
 impl Policy {
@@ -311,6 +314,10 @@ pub fn desired_state(
             }
             if let Some(v) = s.lsp_require_trusted_workspace {
                 policy.lsp_require_trusted_workspace = v;
+            }
+            // Nor choose the OAuth client identity the user's sign-ins use.
+            if let Some(url) = &s.oauth_client_metadata_url {
+                policy.oauth_client_metadata_url = Some(url.clone());
             }
             // Nor can it widen its own sandbox.
             if let Some(sandbox) = &s.sandbox {

@@ -295,6 +295,24 @@ pub struct StewardSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = ["https://registry.modelcontextprotocol.io"]))]
     pub registries: Option<Vec<String>>,
+    /// Signing in to remote servers. Read only from the user and system
+    /// layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthSettings>,
+}
+
+/// `steward.oauth` settings.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OAuthSettings {
+    /// The https URL of a Client ID Metadata Document describing Steward as
+    /// an OAuth client (its `client_id` is this URL; `redirect_uris` must
+    /// list the loopback redirect). Used with authorization servers that
+    /// advertise `client_id_metadata_document_supported`, when the entry
+    /// names no `oauth.clientId`; otherwise Steward registers itself
+    /// (Dynamic Client Registration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
 }
 
 /// `steward.secrets` settings.

@@ -255,9 +255,24 @@ impl McpServerSpec {
             url: shown(&self.url, &w.url, |u| redact_url(u), hide_one),
             http_url: shown(&self.http_url, &w.http_url, |u| redact_url(u), hide_one),
             headers: shown(&self.headers, &w.headers, redact_headers, hide_all),
+            oauth: self.oauth.as_ref().map(redact_oauth),
             ..self.clone()
         }
     }
+}
+
+/// An `oauth` object with a literal `clientSecret` hidden (a reference
+/// stays).
+fn redact_oauth(
+    oauth: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut oauth = oauth.clone();
+    if let Some(secret) = oauth.get_mut("clientSecret")
+        && !secret.as_str().is_some_and(has_reference)
+    {
+        *secret = serde_json::Value::String(REDACTED.to_owned());
+    }
+    oauth
 }
 
 impl LspServerSpec {

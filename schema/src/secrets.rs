@@ -10,7 +10,7 @@
 //!
 //! Fields that take references are those that expand `$VAR`: `command`,
 //! `args`, `env` values, `cwd`, `url`, `httpUrl`, `headers` values (LSP:
-//! `command`, `args`, `env` values).
+//! `command`, `args`, `env` values), and `oauth.clientSecret`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -112,8 +112,14 @@ pub fn mcp_names(spec: &McpServerSpec) -> BTreeSet<String> {
     .chain(spec.url.iter())
     .chain(spec.http_url.iter())
     .flat_map(|s| names_in(s))
+    .chain(oauth_secret(spec).into_iter().flat_map(names_in))
     .map(str::to_owned)
     .collect()
+}
+
+/// `oauth.clientSecret` of an MCP spec, if it is a string.
+fn oauth_secret(spec: &McpServerSpec) -> Option<&str> {
+    spec.oauth.as_ref()?.get("clientSecret")?.as_str()
 }
 
 /// The secrets a language server spec uses.
@@ -167,6 +173,17 @@ pub fn resolve_mcp(spec: &McpServerSpec, value_of: ValueOf<'_>) -> Result<McpSer
             .as_ref()
             .map(|h| map(h, value_of))
             .transpose()?,
+        oauth: match (&spec.oauth, oauth_secret(spec)) {
+            (Some(oauth), Some(secret)) => {
+                let mut oauth = oauth.clone();
+                oauth.insert(
+                    "clientSecret".to_owned(),
+                    Value::String(substitute(secret, value_of)?),
+                );
+                Some(oauth)
+            }
+            (oauth, _) => oauth.clone(),
+        },
         ..spec.clone()
     })
 }
@@ -367,6 +384,30 @@ mod tests {
         assert_eq!(resolved.args.unwrap(), ["--token=ghp_123"]);
         assert_eq!(resolved.env.unwrap()["T"], "x");
         assert_eq!(resolved.config_hash, "h");
+    }
+
+    #[test]
+    fn an_oauth_client_secret_is_a_reference_resolved_and_redacted() {
+        let oauth = serde_json::json!({"clientId": "c", "clientSecret": "${secret:gh}"});
+        let spec = McpServerSpec {
+            http_url: Some("https://h/mcp".to_owned()),
+            oauth: oauth.as_object().cloned(),
+            ..Default::default()
+        };
+        assert_eq!(mcp_names(&spec).into_iter().collect::<Vec<_>>(), ["gh"]);
+        let resolved = resolve_mcp(&spec, &lookup).unwrap();
+        let resolved_oauth = resolved.oauth.clone().unwrap();
+        assert_eq!(resolved_oauth["clientSecret"], "ghp_123");
+        assert_eq!(resolved_oauth["clientId"], "c");
+        // Shown as written; a literal secret is hidden.
+        assert_eq!(
+            spec.redacted().oauth.unwrap()["clientSecret"],
+            "${secret:gh}"
+        );
+        assert_eq!(
+            resolved.redacted().oauth.unwrap()["clientSecret"],
+            crate::redact::REDACTED
+        );
     }
 
     #[test]

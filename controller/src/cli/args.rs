@@ -392,6 +392,10 @@ Examples:
     #[command(long_about = crate::cli::secret::SECRET_ABOUT)]
     Secret(crate::cli::secret::SecretArgs),
 
+    /// Sign in to remote servers that need OAuth (login, status, logout)
+    #[command(long_about = crate::cli::auth::ABOUT)]
+    Auth(crate::cli::auth::AuthArgs),
+
     /// Manage the servers' sandboxes: `prune` removes private homes no server uses
     #[command(long_about = crate::cli::sandbox::ABOUT)]
     Sandbox(crate::cli::sandbox::SandboxArgs),
@@ -654,6 +658,11 @@ pub struct RunArgs {
     /// First delay after a failed start, in milliseconds (doubles up to 60 s; for tests)
     #[arg(long, value_name = "MS", default_value_t = 500, hide = true)]
     pub start_backoff_ms: u64,
+
+    /// How often the token stores are read for a server waiting for a
+    /// sign-in, in milliseconds (for tests)
+    #[arg(long, value_name = "MS", default_value_t = 60_000, hide = true)]
+    pub auth_recheck_ms: u64,
 
     /// After the first read of the sources, create FILE and wait until it
     /// is removed (for tests of changes made while the controller starts)

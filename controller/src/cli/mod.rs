@@ -13,6 +13,9 @@ pub(crate) mod output;
 
 mod add;
 mod approve;
+pub(crate) mod auth;
+mod auth_entry;
+mod auth_status;
 mod client;
 mod completions;
 mod describe;
@@ -224,6 +227,7 @@ pub fn run(
         Command::Restart(args) => restart::run(&resolve_paths(&workspace, env)?, &args, io),
         Command::Start(args) => stop::run(&resolve_paths(&workspace, env)?, &args.names, false, io),
         Command::Secret(args) => secret::run(&resolve_paths(&workspace, env)?, args, env, io),
+        Command::Auth(args) => auth::run(&resolve_paths(&workspace, env)?, args, env, io),
         Command::Sandbox(args) => sandbox::run(&resolve_paths(&workspace, env)?, args, env, io),
         Command::Search(args) => {
             search::run(&resolve_paths(&workspace, env)?, &args, now(env)?, io)

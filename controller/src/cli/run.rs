@@ -48,6 +48,7 @@ pub(super) fn run_options(workspace: &std::path::Path, args: &RunArgs) -> RunOpt
                 StartWhen::Lazy => StartMode::Lazy,
             },
             idle_stop: args.idle_stop,
+            auth_recheck: ms(args.auth_recheck_ms.max(1)),
             ..ReconcileConfig::default()
         },
         hold_after_read: args.hold_after_read.clone(),

@@ -203,7 +203,7 @@ fn read_value(name: &str) -> Result<SecretValue, CommandError> {
 }
 
 /// The control sockets of every controller of this HOME_DIR.
-fn controller_sockets(paths: &Paths) -> Vec<PathBuf> {
+pub(super) fn controller_sockets(paths: &Paths) -> Vec<PathBuf> {
     let Ok(dirs) = std::fs::read_dir(paths.home_dir.join("steward")) else {
         return Vec::new();
     };
@@ -235,7 +235,7 @@ fn tell_controllers(
 }
 
 /// The state directory's name, which identifies a controller.
-fn controller_id(socket: &Path) -> String {
+pub(super) fn controller_id(socket: &Path) -> String {
     socket
         .parent()
         .and_then(Path::file_name)

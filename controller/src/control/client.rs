@@ -186,6 +186,23 @@ pub async fn secrets_changed(
     message_of(request(path, &asked, timeout).await?)
 }
 
+/// `steward auth login|logout`: tell the controller a sign-in changed;
+/// answers which servers connect again.
+pub async fn auth_changed(
+    path: &Path,
+    resource: &str,
+    account: &str,
+    signed_out: bool,
+    timeout: Duration,
+) -> Result<String, ControlError> {
+    let asked = Request::AuthChanged {
+        resource: resource.to_owned(),
+        account: account.to_owned(),
+        signed_out,
+    };
+    message_of(request(path, &asked, timeout).await?)
+}
+
 /// `steward secret move` through the running controller (see
 /// [`Request::SecretMove`]); answers what it did.
 pub async fn secret_move(

@@ -81,6 +81,16 @@ pub enum Request {
         field: String,
         name: String,
     },
+    /// `steward auth login|logout`: the sign-in of `resource` as `account`
+    /// changed; servers it serves that wait for one connect again at once
+    /// (`signed_out`: those that run stop using it).
+    AuthChanged {
+        resource: String,
+        #[serde(default)]
+        account: String,
+        #[serde(default)]
+        signed_out: bool,
+    },
 }
 
 impl Request {

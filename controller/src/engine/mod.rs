@@ -15,6 +15,7 @@ pub mod reconcile;
 mod sandboxed;
 pub mod watch;
 
+mod auth;
 mod reload;
 mod requests;
 pub(crate) mod secrets;
@@ -632,6 +633,10 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     let mut resync = tokio::time::interval(opts.resync);
     resync.tick().await;
     let mut dev_epoch = None;
+    let mut auth_notices = crate::runtime::mcp::remote::oauth::notices();
+    // Servers waiting for a sign-in: the stores are looked at for them.
+    let mut auth_looks = tokio::time::interval(opts.reconcile.auth_recheck);
+    let (looked_tx, mut looked_rx) = mpsc::unbounded_channel();
     loop {
         // Each new snapshot (a file, a request, a resync) may change what
         // is developed: the source watcher follows it.
@@ -690,6 +695,9 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             Some(refreshed) = refreshed_rx.recv() => {
                 requests::secrets_refreshed(refreshed, &shared, &mut tracker, &paths);
             }
+            Ok(notice) = auth_notices.recv() => auth::noticed(&shared, notice),
+            _ = auth_looks.tick() => auth::look(&shared, looked_tx.clone()),
+            Some(found) = looked_rx.recv() => auth::looked(&shared, found),
             _ = resync.tick() => {
                 // Level-triggered: compare the files with the snapshot too,
                 // in case the watcher missed a change.

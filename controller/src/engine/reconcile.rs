@@ -13,6 +13,11 @@
 //!   its calls first) and start the new spec once it has stopped, so there is
 //!   never a second process of one server; a handshake still running is
 //!   dropped at once;
+//! - a remote server that needs a sign-in (`AuthRequired`) is not retried:
+//!   it waits ([`Reconciler::waiting_for_sign_in`]) until a sign-in changes
+//!   (`steward auth login`, or a credential the event loop sees appear in
+//!   the stores: `engine::auth`), its spec or source changes, or `steward
+//!   restart`; the start after that is not counted as a restart;
 //! - nothing running → launch an instance, unless a backoff says "not yet",
 //!   or the server may stay `Idle`: `--start lazy` (never started) or
 //!   `--idle-stop` (stopped after no call used it for that long), no call
@@ -86,6 +91,9 @@ pub struct ReconcileConfig {
     pub start: StartMode,
     /// Stop an MCP server no call has used for this long (`--idle-stop`).
     pub idle_stop: Option<Duration>,
+    /// How often the stores are looked at for a credential a server that
+    /// waits for a sign-in could use (a token Qwen Code wrote, say).
+    pub auth_recheck: Duration,
 }
 
 /// When MCP servers start (`--start`).
@@ -108,6 +116,7 @@ impl Default for ReconcileConfig {
             crash: CrashLoopConfig::default(),
             start: StartMode::Eager,
             idle_stop: None,
+            auth_recheck: Duration::from_secs(60),
         }
     }
 }
@@ -206,6 +215,9 @@ pub struct Reconciler {
     cancel: CancellationToken,
     /// The values of `${secret:NAME}` references, as last looked up.
     secrets: Arc<SecretBook>,
+    /// Remote servers waiting for a sign-in: not started until
+    /// [`Self::retry_now`].
+    auth_wait: Mutex<BTreeSet<Key>>,
 }
 
 /// `Failed` for `reason`: the message shown (ending with the server's last
@@ -283,6 +295,7 @@ impl Reconciler {
             outcomes,
             cancel,
             secrets,
+            auth_wait: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -323,10 +336,16 @@ impl Reconciler {
     /// Forget any backoff of `key`: its spec changed, or its source was
     /// saved again (which retries a failed server at once).
     pub fn retry_now(&self, key: &Key) {
+        lock(&self.auth_wait).remove(key);
         lock(&self.backoff).reset(key);
         lock(&self.crash).reset(key);
         lock(&self.held).remove(key);
         lock(&self.lsp_crashes).forget(key);
+    }
+
+    /// The MCP servers waiting for a sign-in.
+    pub fn waiting_for_sign_in(&self) -> BTreeSet<Key> {
+        lock(&self.auth_wait).clone()
     }
 
     /// How many keys the reconciler holds state for (slots, backoffs,
@@ -334,7 +353,8 @@ impl Reconciler {
     /// server leaves none once its process is gone.
     #[cfg(test)]
     pub fn keys_with_state(&self) -> usize {
-        lock(&self.slots).len()
+        lock(&self.auth_wait).len()
+            + lock(&self.slots).len()
             + lock(&self.backoff).tracked_keys()
             + lock(&self.crash).tracked_names()
             + lock(&self.held).len()
@@ -696,6 +716,10 @@ impl Reconciler {
             // Failed for good under this hash; a save or spec change retries.
             return (Requeue::No, None);
         }
+        if lock(&self.auth_wait).contains(key) {
+            // Waits for a sign-in: a start would be refused the same way.
+            return (Requeue::No, None);
+        }
         let now = Instant::now();
         let not_before = {
             let b = lock(&self.backoff)
@@ -717,7 +741,12 @@ impl Reconciler {
                 .and_then(|s| s.observed_hash)
                 .is_some_and(|observed| observed != hash);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let retry = slot.retrying;
+        // The start after a sign-in is not a restart.
+        let signed_in = self
+            .status
+            .get(key)
+            .is_some_and(|s| s.reason == Some(Reason::AuthRequired));
+        let retry = slot.retrying && !signed_in;
         // Running now: it stays wanted (restarted after a crash, say) until
         // an idle stop.
         slot.idle_stopped = false;
@@ -762,13 +791,17 @@ impl Reconciler {
         (Requeue::No, None)
     }
 
-    /// A start failed: back off (counting only attempts made after their delay).
+    /// A start failed: back off (counting only attempts made after their
+    /// delay); a server that needs a sign-in waits for one instead.
     fn start_failed(&self, key: &Key, error: &StartError, attempted_at: Instant) -> Decision {
         let (reason, message) = (error.reason, error.to_string());
         let message = message.as_str();
         match key.kind {
             ResourceKind::McpServer => self.publish.mcp_withdrawn(&key.name),
             ResourceKind::LspServer => self.publish.lsp_withdrawn(&key.name),
+        }
+        if reason == Reason::AuthRequired {
+            return self.waits_for_sign_in(key, error);
         }
         let retry_at = lock(&self.backoff).failed_attempt(key, attempted_at, Instant::now());
         // The same failure again (a retry in back-off) is not news: once at
@@ -784,6 +817,7 @@ impl Reconciler {
         } else {
             tracing::warn!(server = %key, %reason, message = %first_line(message), "start failed");
         }
+
         self.set_status(key, |s| {
             mark_failed(s, reason, &error.message, &error.stderr_tail, message);
             s.tools = None;
@@ -794,6 +828,20 @@ impl Reconciler {
             return (Requeue::No, Some(Outcome::Failed));
         }
         (Requeue::At(retry_at), Some(Outcome::Failed))
+    }
+
+    /// A start refused for want of a sign-in: `AuthRequired`, and no retry
+    /// until a sign-in changes (see the module docs).
+    fn waits_for_sign_in(&self, key: &Key, error: &StartError) -> Decision {
+        lock(&self.auth_wait).insert(key.clone());
+        tracing::warn!(server = %key, message = %first_line(&error.message), "waiting for a sign-in");
+        self.set_status(key, |s| {
+            mark_failed(s, Reason::AuthRequired, &error.message, &[], &error.message);
+            s.tools = None;
+            s.prompts = None;
+            s.next_retry_at = None;
+        });
+        (Requeue::No, Some(Outcome::Failed))
     }
 
     /// Record a crash and decide when to start again (kubelet-style backoff).

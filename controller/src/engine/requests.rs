@@ -80,6 +80,15 @@ pub(super) fn handle_request(
             }
             shared.refresh_secrets(&[], secrets::Then::Changed { names, reply });
         }
+        Request::AuthChanged {
+            resource,
+            account,
+            signed_out,
+        } => {
+            let _ = reply.send(super::auth::changed(
+                shared, &resource, &account, signed_out,
+            ));
+        }
         Request::SecretMove {
             file,
             server,

@@ -329,6 +329,10 @@ impl Gateway {
                 Err(CallError::Other(e)) => Ok(tool_error(format!(
                     "forward the call to server \"{server}\": {e}"
                 ))),
+                // Refused before it ran: the user signs in, then calls again.
+                Err(CallError::SignIn(need)) => {
+                    Ok(tool_error(super::sign_in::needed(server, &need)))
+                }
             };
         }
     }

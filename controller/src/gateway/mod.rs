@@ -82,6 +82,7 @@ pub mod route;
 pub mod search;
 pub mod serve;
 pub mod session;
+pub mod sign_in;
 pub mod view;
 
 use cache::{CachedCatalog, CatalogCache};

@@ -192,6 +192,9 @@ pub struct SettingsContent {
     pub sandbox: Option<Box<crate::formats::SandboxSettings>>,
     /// `steward.secrets.requireReferences`.
     pub secrets_require_references: Option<bool>,
+    /// `steward.oauth.clientMetadataUrl` (used only from layers the
+    /// workspace does not control).
+    pub oauth_client_metadata_url: Option<String>,
 }
 
 /// What an extension contributes.

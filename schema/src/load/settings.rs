@@ -105,6 +105,7 @@ pub fn load_settings(
             lsp_excluded: lsp.excluded,
             sandbox,
             secrets_require_references: steward.secrets.and_then(|s| s.require_references),
+            oauth_client_metadata_url: steward.oauth.and_then(|o| o.client_metadata_url),
         }))
     })
 }

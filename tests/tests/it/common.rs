@@ -192,3 +192,29 @@ pub fn call_tool(env: &Env, name: &str) -> serde_json::Value {
         serde_json::to_value(result).unwrap()
     })
 }
+
+/// Node 22 and the official MCP conformance suite's CLI, as `.ci/run`
+/// installs them (`$STEWARD_NODE22`, `$STEWARD_CONFORMANCE`, else under
+/// [`peers_dir`]); fails the test (never skips it) when either is missing.
+pub fn conformance_suite() -> (PathBuf, PathBuf) {
+    let from = |var: &str, rel: &str, package: &str| match std::env::var_os(var) {
+        Some(path) if !path.is_empty() => {
+            let path = PathBuf::from(path);
+            assert!(
+                path.is_file(),
+                "real peer {package} is missing: ${var} names {}, which does not exist",
+                path.display()
+            );
+            path
+        }
+        _ => peer(package, rel),
+    };
+    (
+        from("STEWARD_NODE22", "node22/node_modules/.bin/node", "node@22"),
+        from(
+            "STEWARD_CONFORMANCE",
+            "node22/node_modules/@modelcontextprotocol/conformance/dist/index.js",
+            "@modelcontextprotocol/conformance",
+        ),
+    )
+}

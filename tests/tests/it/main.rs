@@ -49,6 +49,8 @@ mod mcp_more;
 mod mcp_real_peers;
 mod mcp_remote;
 mod metrics;
+mod oauth_conformance;
+mod oauth_oidc;
 mod pins;
 mod qwen_parity;
 mod registry_peers;

@@ -302,7 +302,7 @@ async fn remote_connect_errors_say_what_failed_without_secrets() {
             fake.url("/nope")
         )
     );
-    // 401 on either transport: AuthRequired, saying how to authenticate.
+    // 401 on either transport: AuthRequired, saying how to sign in.
     for (transport, path) in [(McpTransport::Sse, "/sse"), (McpTransport::Http, "/mcp")] {
         let mut spec = spec(transport, &fake.url(path));
         spec.headers = Some(BTreeMap::from([(
@@ -314,7 +314,7 @@ async fn remote_connect_errors_say_what_failed_without_secrets() {
         assert_eq!(error.reason, Reason::AuthRequired, "{transport:?}: {error}");
         assert!(
             error.message.starts_with(&format!(
-                "connect to {}: the server refused the credentials (HTTP 401); authenticate with Qwen Code",
+                "connect to {}: the server asks for a sign-in (HTTP 401); sign in with `steward auth login remote`",
                 fake.url(path)
             )),
             "{error}"
@@ -426,182 +426,4 @@ async fn measure_remote_connect_latency_and_root_loading() {
         );
     }
     fake.stop().await;
-}
-
-/// Refreshing an expired OAuth token at the fake's token endpoint.
-mod oauth {
-    use std::fs;
-    use std::path::Path;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    use serde_json::{Value, json};
-    use steward::runtime::mcp::remote::oauth::{TOKENS_FILE, TokenStore, access_token};
-    use steward::runtime::mcp::remote::tls::{RootSources, build_client};
-    use steward_schema::resource::{McpServerSpec, McpTransport, Reason};
-
-    use super::Fake;
-    use crate::runtime_common::record;
-
-    const HOUR_MS: u64 = 3_600_000;
-
-    fn spec(oauth: Option<Value>) -> McpServerSpec {
-        McpServerSpec {
-            transport: McpTransport::Http,
-            http_url: Some("http://127.0.0.1:1/mcp".to_owned()),
-            oauth: oauth.map(|value| value.as_object().unwrap().clone()),
-            ..Default::default()
-        }
-    }
-
-    fn client() -> reqwest::Client {
-        build_client(&RootSources {
-            system: true,
-            ..RootSources::default()
-        })
-        .unwrap()
-    }
-
-    /// An entry as Qwen Code 0.24 writes it.
-    fn qwen_entry(server: &str, access: &str, expires_at: u64, token_url: &str) -> Value {
-        json!({
-            "serverName": server,
-            "token": {
-                "accessToken": access,
-                "tokenType": "Bearer",
-                "refreshToken": format!("{server}-refresh"),
-                "scope": "read",
-                "expiresAt": expires_at,
-            },
-            "clientId": "stored-client",
-            "tokenUrl": token_url,
-            "mcpServerUrl": "http://mcp.example/v1/mcp/",
-            "updatedAt": 1_700_000_000_000u64,
-        })
-    }
-
-    fn write_store(path: &Path, entries: &[Value]) {
-        fs::write(path, serde_json::to_string_pretty(entries).unwrap()).unwrap();
-    }
-
-    /// Milliseconds since the epoch, as the token store counts.
-    fn now_ms() -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
-    }
-
-    #[tokio::test]
-    async fn an_expired_token_is_refreshed_with_qwen_codes_parameters_and_written_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let fake = Fake::start(
-            dir.path(),
-            "auth",
-            json!({ "tokenEndpoint": {
-                "clientId": "configured-client", "clientSecret": "s3cret",
-                "refreshToken": "srv-refresh", "accessToken": "fresh",
-                "expiresIn": 3600, "newRefreshToken": "rotated",
-            }}),
-            0,
-        )
-        .await;
-        let path = dir.path().join(TOKENS_FILE);
-        let store = TokenStore::at(path.clone());
-        write_store(
-            &path,
-            &[qwen_entry("srv", "expired", 1, &fake.url("/token"))],
-        );
-        let oauth = spec(Some(json!({
-            "enabled": true, "clientId": "configured-client", "clientSecret": "s3cret",
-            "scopes": ["read", "write"], "audiences": ["api"],
-        })));
-        let before = now_ms();
-        let token = access_token(&store, &client(), "srv", &oauth)
-            .await
-            .unwrap();
-        assert_eq!(token.as_deref(), Some("fresh"));
-        let form = record(&fake.record)
-            .into_iter()
-            .find(|event| event["event"] == "token")
-            .expect("the token endpoint was asked")["message"]
-            .clone();
-        assert_eq!(
-            form,
-            json!({
-                "grant_type": "refresh_token", "refresh_token": "srv-refresh",
-                "client_id": "configured-client", "client_secret": "s3cret",
-                "scope": "read write", "audience": "api",
-                "resource": "http://mcp.example/v1/mcp",
-            })
-        );
-        let saved = store.credential("srv").unwrap().unwrap();
-        assert_eq!(saved.token.access_token, "fresh");
-        assert_eq!(saved.token.refresh_token.as_deref(), Some("rotated"));
-        assert_eq!(saved.token.scope.as_deref(), Some("read"), "kept");
-        assert_eq!(saved.client_id.as_deref(), Some("configured-client"));
-        assert_eq!(
-            saved.token_url.as_deref(),
-            Some(fake.url("/token").as_str())
-        );
-        let expires_at = saved.token.expires_at.unwrap().as_u64().unwrap();
-        assert!(
-            (before + HOUR_MS..=now_ms() + HOUR_MS).contains(&expires_at),
-            "{expires_at}"
-        );
-        assert!(saved.updated_at.unwrap().as_u64().unwrap() >= before);
-        fake.stop().await;
-    }
-
-    #[tokio::test]
-    async fn a_refused_refresh_is_auth_required_and_keeps_the_stored_credentials() {
-        let dir = tempfile::tempdir().unwrap();
-        let fake = Fake::start(
-            dir.path(),
-            "auth",
-            json!({ "tokenEndpoint": {
-                "clientId": "stored-client", "refreshToken": "another", "accessToken": "x",
-            }}),
-            0,
-        )
-        .await;
-        let path = dir.path().join(TOKENS_FILE);
-        let store = TokenStore::at(path.clone());
-        write_store(
-            &path,
-            &[qwen_entry("srv", "expired", 1, &fake.url("/token"))],
-        );
-        let before = fs::read_to_string(&path).unwrap();
-        let oauth = spec(Some(json!({"enabled": true})));
-        let error = access_token(&store, &client(), "srv", &oauth)
-            .await
-            .unwrap_err();
-        assert_eq!(error.reason, Reason::AuthRequired, "{error}");
-        assert!(
-            error.message.starts_with(
-                "refresh the expired OAuth token: the token endpoint refused the refresh \
-                 (400 Bad Request: invalid_grant: unknown refresh token or client); authenticate"
-            ),
-            "{error}"
-        );
-        assert!(!error.message.contains("srv-refresh"), "{error}");
-        assert_eq!(fs::read_to_string(&path).unwrap(), before);
-        // Without `oauth`, Qwen Code connects without the token instead.
-        assert_eq!(
-            access_token(&store, &client(), "srv", &spec(None))
-                .await
-                .unwrap(),
-            None
-        );
-        fake.stop().await;
-        // The endpoint is gone: a failure to retry, not an authentication.
-        let error = access_token(&store, &client(), "srv", &oauth)
-            .await
-            .unwrap_err();
-        assert_eq!(error.reason, Reason::StartFailed, "{error}");
-        assert!(
-            error
-                .message
-                .starts_with("refresh the expired OAuth token: reach the token endpoint"),
-            "{error}"
-        );
-    }
 }

@@ -45,7 +45,7 @@ pub fn set_secret(env: &Env, name: &str, value: &str) -> Run {
 }
 
 /// The environment of process `pid`, one `KEY=value` per entry.
-fn environ(pid: u32) -> Vec<String> {
+pub(crate) fn environ(pid: u32) -> Vec<String> {
     let bytes = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
     bytes
         .split(|b| *b == 0)
@@ -53,7 +53,7 @@ fn environ(pid: u32) -> Vec<String> {
         .collect()
 }
 
-fn assert_absent(what: &str, text: &str, values: &[&str]) {
+pub(crate) fn assert_absent(what: &str, text: &str, values: &[&str]) {
     for value in values {
         assert!(!text.contains(value), "{what} shows {value}:\n{text}");
     }
@@ -61,7 +61,7 @@ fn assert_absent(what: &str, text: &str, values: &[&str]) {
 
 /// Every file under `dir` (recursively) but `except` (a file or a
 /// directory), as text.
-fn files_under(dir: &Path, except: &Path) -> Vec<(PathBuf, String)> {
+pub(crate) fn files_under(dir: &Path, except: &Path) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return out;
@@ -129,7 +129,7 @@ fn fake_with_env(env: &Env, name: &str, extra: &[(&str, &str)]) -> Value {
 }
 
 /// `GET /metrics` of the endpoint the controller's log names.
-fn scrape(log: &str) -> String {
+pub(crate) fn scrape(log: &str) -> String {
     let addr = log
         .lines()
         .filter(|l| l.contains("metrics endpoint listening"))
@@ -150,7 +150,7 @@ fn scrape(log: &str) -> String {
 }
 
 /// An OTLP/HTTP receiver keeping the raw bodies it was sent.
-fn otlp_receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
+pub(crate) fn otlp_receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let got: std::sync::Arc<std::sync::Mutex<Vec<u8>>> = Default::default();

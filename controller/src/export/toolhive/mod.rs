@@ -574,7 +574,7 @@ fn dropped_fields(spec: &McpServerSpec) -> Vec<String> {
         dropped.push("`cwd` (the container's working directory is the image's)".to_owned());
     }
     if spec.oauth.is_some() {
-        dropped.push("`oauth` (use an MCPExternalAuthConfig for the cluster's flow)".to_owned());
+        dropped.push("`oauth` (the user's sign-in stays on this machine: a ToolHive remote proxy reaches an OAuth server with tokens exchanged through an MCPExternalAuthConfig, its externalAuthConfigRef, and has no field for oauth.clientId, clientSecret, redirectUri or account)".to_owned());
     }
     if spec.qwen.auth_provider_type.is_some() {
         dropped.push("`authProviderType` (no equivalent)".to_owned());

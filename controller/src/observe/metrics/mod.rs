@@ -87,6 +87,12 @@ struct DevReloadLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefreshLabels {
+    server: String,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SandboxLabels {
     server: String,
 }
@@ -216,6 +222,7 @@ pub struct Metrics {
     tool_call_duration: Histograms<CallLabels>,
     list_changed: Counter,
     dev_reloads: Family<DevReloadLabels, Counter>,
+    oauth_refreshes: Family<RefreshLabels, Counter>,
     tool_labels: AtomicBool,
     /// What is read at scrape time (see [`Metrics::attach`]).
     observed: Arc<Mutex<Option<Observed>>>,
@@ -253,6 +260,7 @@ impl Metrics {
             tool_call_duration: Family::new_with_constructor(call_buckets),
             list_changed: Counter::default(),
             dev_reloads: Family::default(),
+            oauth_refreshes: Family::default(),
             tool_labels: AtomicBool::new(false),
             observed,
         };
@@ -336,6 +344,11 @@ impl Metrics {
             "dev_reloads",
             "Changes of a dev server's source acted on, by server and result (reloaded, build_failed, build_timeout)",
             m.dev_reloads.clone(),
+        );
+        r.register(
+            "oauth_refresh",
+            "OAuth access-token refreshes of remote servers by server and result (success; rejected: only a new sign-in helps; error: try again later)",
+            m.oauth_refreshes.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -432,6 +445,17 @@ impl Metrics {
     pub fn dev_reload(&self, server: &str, result: &'static str) {
         self.dev_reloads
             .get_or_create(&DevReloadLabels {
+                server: server.to_owned(),
+                result,
+            })
+            .inc();
+    }
+
+    /// An OAuth refresh for remote server `server` ended with `result`
+    /// (`success`, `rejected`, `error`).
+    pub fn oauth_refreshed(&self, server: &str, result: &'static str) {
+        self.oauth_refreshes
+            .get_or_create(&RefreshLabels {
                 server: server.to_owned(),
                 result,
             })

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rmcp::RoleClient;
-use rmcp::model::ServerPeerInfo;
+use rmcp::model::{ErrorCode, ProtocolVersion, ServerPeerInfo};
 use rmcp::transport::IntoTransport;
 use steward_schema::resource::{McpServerSpec, Reason};
 use tokio::sync::{mpsc, watch};
@@ -25,7 +25,7 @@ use super::describe::{Dig, describe, dig_nothing, redact_url, redact_urls};
 use super::lists::{Capabilities, ListError, Lists, list_all};
 use super::relay::{Relay, RelayedProgress};
 use super::remote;
-use super::session::Upstream;
+use super::session::{Upstream, UpstreamError};
 use super::stdio::StdioTransport;
 use super::stdout::StdoutWatch;
 use super::{McpExit, McpTimeouts};
@@ -61,8 +61,35 @@ pub(super) struct Session {
     pub(super) lists: Lists,
 }
 
+/// How a session starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lifecycle {
+    /// `initialize` (protocol versions through 2025-11-25).
+    Initialize,
+    /// `server/discover`, stateless (2026-07-28): for a server that turned
+    /// `initialize` away as a modern-only server does.
+    Discover,
+}
+
+/// Whether `error` answered an `initialize` the way a server that speaks
+/// only the stateless protocol (2026-07-28) does: a missing version header,
+/// a missing client capability, an unsupported version.
+fn modern_only(error: &UpstreamError) -> bool {
+    matches!(
+        error,
+        UpstreamError::Server(e) if [
+            ErrorCode::HEADER_MISMATCH,
+            ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+            ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+        ]
+        .contains(&e.code)
+    )
+}
+
 /// Why opening a session failed, before it is turned into a message.
 enum Failure {
+    /// The server turned `initialize` away as a modern-only one does.
+    ModernOnly(String),
     /// The deadline passed during `phase`.
     Timeout(&'static str),
     /// The server wrote this non-JSON line on stdout.
@@ -134,6 +161,7 @@ async fn open_session<T, E, A>(
     name: &str,
     client: Client,
     transport: T,
+    lifecycle: Lifecycle,
     deadline: Instant,
     guards: &mut Guards,
     dig: Dig,
@@ -150,11 +178,34 @@ where
     // Until the session is handed over, a failure (or a drop) ends its task.
     let end = cancel.clone().drop_guard();
     let handshake = tracing::trace_span!(target: TARGET, "handshake");
-    let initialize = peer.initialize(Client::info()).instrument(handshake);
-    let info = match guarded(initialize, deadline, guards).await {
+    let (phase, started) = match lifecycle {
+        Lifecycle::Initialize => (
+            "initialize",
+            guarded(
+                peer.initialize(Client::info()).instrument(handshake),
+                deadline,
+                guards,
+            )
+            .await,
+        ),
+        Lifecycle::Discover => (
+            "server/discover",
+            guarded(
+                peer.discover(Client::info(), ProtocolVersion::V_2026_07_28)
+                    .instrument(handshake),
+                deadline,
+                guards,
+            )
+            .await,
+        ),
+    };
+    let info = match started {
         Ok(Ok(info)) => info,
-        Ok(Err(error)) => return Err(Failure::Protocol("initialize", describe(&error, dig))),
-        Err(interrupt) => return Err(interrupt.during("initialize")),
+        Ok(Err(error)) if lifecycle == Lifecycle::Initialize && modern_only(&error) => {
+            return Err(Failure::ModernOnly(describe(&error, dig)));
+        }
+        Ok(Err(error)) => return Err(Failure::Protocol(phase, describe(&error, dig))),
+        Err(interrupt) => return Err(interrupt.during(phase)),
     };
     let capabilities = Capabilities {
         tools: info.capabilities.tools.is_some(),
@@ -218,6 +269,7 @@ fn failure_message(failure: Failure, timeout: Duration, exited: Option<ExitInfo>
                 humantime::format_duration(timeout)
             ),
         ),
+        Failure::ModernOnly(error) => (Reason::StartFailed, format!("initialize: {error}")),
         Failure::Garbage(line) => (
             Reason::StartFailed,
             format!(
@@ -285,7 +337,16 @@ pub(super) async fn connect_stdio(
     let (client, stopped) = Client::new(name, relay.clone());
     let announced = client.announced.clone();
     let transport = StdioTransport::new(name, stdout, stdin, announced.clone());
-    let opened = open_session(name, client, transport, deadline, &mut guards, dig_nothing).await;
+    let opened = open_session(
+        name,
+        client,
+        transport,
+        Lifecycle::Initialize,
+        deadline,
+        &mut guards,
+        dig_nothing,
+    )
+    .await;
     // A non-JSON line read before the last answer does not interrupt the
     // step that was already done: check once more.
     let garbage = guards.garbage.as_ref().and_then(|rx| rx.borrow().clone());
@@ -316,7 +377,9 @@ pub(super) async fn connect_stdio(
 
 /// Connects to a remote server over streamable HTTP (`httpUrl`) or the
 /// legacy SSE transport (`url`); the endpoint, TLS, OAuth and the watch for
-/// a lost session are [`remote`]'s.
+/// a lost session are [`remote`]'s. A server that turns `initialize` away
+/// as a stateless-only (2026-07-28) server does is connected again with
+/// `server/discover`.
 pub(super) async fn connect_http(
     name: &str,
     spec: &McpServerSpec,
@@ -329,46 +392,64 @@ pub(super) async fn connect_http(
         ..error
     };
     let deadline = Instant::now() + timeouts.remote_handshake;
-    let (client, stopped) = Client::new(name, relay.clone());
-    let announced = client.announced.clone();
-    // A lost session is reported as the server's exit, through the channel
-    // the watcher task forwards, so the controller reconnects at once.
-    let (exits, lost) = mpsc::unbounded_channel();
-    let watch = remote::SessionWatch::new(move |why| {
-        let _ = exits.send(McpExit::Closed(redact_urls(&why)));
-    });
-    let opened =
-        match remote::connect(name, spec, &watch, deadline, timeouts.remote_handshake).await {
-            Ok(transport) => {
-                let mut guards = Guards::default();
-                open_session(name, client, transport, deadline, &mut guards, remote::dig)
-                    .await
-                    .map_err(|failure| {
-                        watch.auth_required(name).unwrap_or_else(|| {
-                            failure_message(failure, timeouts.remote_handshake, None)
-                        })
-                    })
+    let mut lifecycle = Lifecycle::Initialize;
+    loop {
+        let (client, stopped) = Client::new(name, relay.clone());
+        let announced = client.announced.clone();
+        // A lost session is reported as the server's exit, through the
+        // channel the watcher task forwards, so the controller reconnects
+        // at once.
+        let (exits, lost) = mpsc::unbounded_channel();
+        let watch = remote::SessionWatch::new(move |why| {
+            let _ = exits.send(McpExit::Closed(redact_urls(&why)));
+        });
+        let transport =
+            match remote::connect(name, spec, &watch, deadline, timeouts.remote_handshake).await {
+                Ok(transport) => transport,
+                Err(error) => {
+                    stopped.store(true, Ordering::SeqCst);
+                    return Err(in_context(error));
+                }
+            };
+        let mut guards = Guards::default();
+        let opened = open_session(
+            name,
+            client,
+            transport,
+            lifecycle,
+            deadline,
+            &mut guards,
+            remote::dig,
+        )
+        .await;
+        match opened {
+            Ok(session) => {
+                watch.set_refused(session.peer.refused().clone());
+                watch.arm();
+                tracing::debug!(server = %name, url = %shown, ?lifecycle, "remote mcp session open");
+                return Ok(Opened {
+                    session,
+                    process: None,
+                    lost: Some(lost),
+                    announced,
+                    stopped,
+                    relist_timeout: timeouts.remote_handshake,
+                    dig: remote::dig,
+                    relay,
+                });
             }
-            Err(error) => Err(error),
-        };
-    match opened {
-        Ok(session) => {
-            watch.arm();
-            tracing::debug!(server = %name, url = %shown, "remote mcp session open");
-            Ok(Opened {
-                session,
-                process: None,
-                lost: Some(lost),
-                announced,
-                stopped,
-                relist_timeout: timeouts.remote_handshake,
-                dig: remote::dig,
-                relay,
-            })
-        }
-        Err(error) => {
-            stopped.store(true, Ordering::SeqCst);
-            Err(in_context(error))
+            Err(Failure::ModernOnly(why)) if lifecycle == Lifecycle::Initialize => {
+                stopped.store(true, Ordering::SeqCst);
+                tracing::debug!(server = %name, %why, "initialize turned away: trying server/discover (2026-07-28)");
+                lifecycle = Lifecycle::Discover;
+            }
+            Err(failure) => {
+                stopped.store(true, Ordering::SeqCst);
+                let error = watch
+                    .auth_required(name)
+                    .unwrap_or_else(|| failure_message(failure, timeouts.remote_handshake, None));
+                return Err(in_context(error));
+            }
         }
     }
 }

@@ -83,6 +83,9 @@ pub enum CallError {
     /// The server answered with a JSON-RPC error.
     #[error("{}", .0.message)]
     Server(ErrorData),
+    /// The server refused the request's credentials (it never ran it).
+    #[error("{0}")]
+    SignIn(crate::runtime::mcp::remote::SignInNeed),
     #[error("{0}")]
     Other(String),
 }
@@ -444,6 +447,11 @@ impl McpHandle {
                         Ok(result)
                     }
                     Ok(Err(e)) => Err(upstream_error(e)),
+                    // Closed because the server refused it (and so the
+                    // session): it did not run.
+                    Err(_) if self.peer.refused().holds(&request_id) => Err(CallError::SignIn(
+                        crate::runtime::mcp::remote::SignInNeed::SignIn,
+                    )),
                     Err(_) => Err(CallError::Closed),
                 },
                 () = tokio::time::sleep_until(wake) => {
@@ -556,6 +564,11 @@ fn upstream_error(error: UpstreamError) -> CallError {
         UpstreamError::Server(e) => CallError::Server(e),
         UpstreamError::Closed => CallError::Closed,
         UpstreamError::NotSent => CallError::NotSent,
+        UpstreamError::Send { error, .. }
+            if let Some(need) = crate::runtime::mcp::remote::sign_in_need(&*error) =>
+        {
+            CallError::SignIn(need)
+        }
         other => CallError::Other(other.to_string()),
     }
 }

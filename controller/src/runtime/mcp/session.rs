@@ -18,11 +18,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use futures::future::BoxFuture;
 use rmcp::RoleClient;
 use rmcp::model::{
-    ClientNotification, ClientRequest, ClientResult, ErrorData, InitializeRequest,
-    InitializeRequestParams, InitializedNotification, JsonRpcMessage, ListPromptsRequest,
-    ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, NumberOrString,
-    PaginatedRequestParams, ProgressToken, Prompt, RequestId, Resource, ResourceTemplate,
-    ServerNotification, ServerPeerInfo, ServerRequest, ServerResult, Tool,
+    ClientNotification, ClientRequest, ClientResult, DiscoverRequest, DiscoverRequestParams,
+    ErrorData, InitializeRequest, InitializeRequestParams, InitializedNotification, JsonRpcMessage,
+    ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest,
+    NumberOrString, PaginatedRequestParams, ProgressToken, Prompt, ProtocolVersion, RequestId,
+    RequestMetaObject, Resource, ResourceTemplate, ServerNotification, ServerPeerInfo,
+    ServerRequest, ServerResult, Tool,
 };
 use rmcp::service::TxJsonRpcMessage;
 use rmcp::transport::Transport;
@@ -84,6 +85,23 @@ impl Pending {
     }
 }
 
+/// The requests of a session the server refused before acting on them (a
+/// remote server's 401, which also ends the session): the transport notes
+/// them, so that such a request, closed by the session's end, is known not
+/// to have run.
+#[derive(Clone, Default)]
+pub(crate) struct Refused(Arc<Mutex<std::collections::HashSet<RequestId>>>);
+
+impl Refused {
+    pub(crate) fn note(&self, id: RequestId) {
+        lock(&self.0).insert(id);
+    }
+
+    pub(crate) fn holds(&self, id: &RequestId) -> bool {
+        lock(&self.0).contains(id)
+    }
+}
+
 /// A session's handle (cheap to clone): send requests and notifications,
 /// read what the server said of itself. The session ends when its task is
 /// cancelled, the transport closes, or every handle is gone.
@@ -93,6 +111,11 @@ pub(crate) struct Upstream {
     pending: Arc<Pending>,
     next: Arc<AtomicI64>,
     info: Arc<OnceLock<Arc<ServerPeerInfo>>>,
+    /// The client context every request carries in a stateless session
+    /// (protocol 2026-07-28: no `initialize`).
+    stamp: Arc<OnceLock<RequestMetaObject>>,
+    /// What the transport noted as refused unread.
+    refused: Refused,
 }
 
 /// A request sent; its answer comes on `rx`.
@@ -140,6 +163,8 @@ impl Upstream {
             pending,
             next: Arc::new(AtomicI64::new(0)),
             info: Arc::default(),
+            stamp: Arc::default(),
+            refused: Refused::default(),
         };
         (upstream, task)
     }
@@ -167,8 +192,53 @@ impl Upstream {
         Ok(info)
     }
 
-    /// Sends `request` with a progress token of its own.
+    /// `server/discover` (protocol 2026-07-28, stateless): the server's
+    /// capabilities for `version`, and from then on every request carries
+    /// the client's context in its `_meta` (and its version header).
+    pub(crate) async fn discover(
+        &self,
+        params: InitializeRequestParams,
+        version: ProtocolVersion,
+    ) -> Result<Arc<ServerPeerInfo>, UpstreamError> {
+        let meta = RequestMetaObject::with_client_context(
+            version.clone(),
+            params.client_info,
+            params.capabilities,
+        );
+        let mut request = DiscoverRequest::new(DiscoverRequestParams {});
+        request.extensions.insert(meta.clone());
+        let answer = self
+            .request_as(ClientRequest::DiscoverRequest(request), "server/discover")
+            .await?;
+        let ServerResult::DiscoverResult(result) = answer else {
+            return Err(UpstreamError::Unexpected("server/discover"));
+        };
+        if !result.supported_versions.contains(&version) {
+            return Err(UpstreamError::Server(ErrorData::new(
+                rmcp::model::ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+                format!(
+                    "the server speaks {:?}, not {version}",
+                    result.supported_versions
+                ),
+                None,
+            )));
+        }
+        let info = Arc::new(ServerPeerInfo::from_discover_result(version, result));
+        let _ = self.info.set(info.clone());
+        let _ = self.stamp.set(meta);
+        Ok(info)
+    }
+
+    /// Sends `request` with a progress token of its own (and, in a
+    /// stateless session, the client's context).
     pub(crate) fn send(&self, mut request: ClientRequest) -> Result<Sent, UpstreamError> {
+        if let Some(stamp) = self.stamp.get() {
+            use rmcp::model::GetMeta as _;
+            let meta = request.get_meta_mut();
+            for (key, value) in stamp.0.iter() {
+                meta.0.insert(key.clone(), value.clone());
+            }
+        }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let id = NumberOrString::Number(n);
         let progress_token = ProgressToken(NumberOrString::Number(n));
@@ -191,6 +261,11 @@ impl Upstream {
             rx,
             _forget: forget,
         })
+    }
+
+    /// The requests the server refused before acting on them.
+    pub(crate) fn refused(&self) -> &Refused {
+        &self.refused
     }
 
     /// Sends `request` and waits for its answer.

@@ -110,18 +110,65 @@ pub trait SecretBackend: Send + Sync {
     async fn names(&self) -> Result<Vec<String>, SecretError>;
 }
 
+/// Which collection of items a store holds: the user's secrets
+/// (`${secret:NAME}`), or the OAuth tokens and client registrations of
+/// remote servers (`runtime::mcp::remote::oauth`). Both live in the same
+/// backends, each on its own shelf, so neither lists the other's items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shelf {
+    Secrets,
+    OAuth,
+}
+
+impl Shelf {
+    /// The Secret Service `service` attribute of the shelf's items.
+    pub fn service(self) -> &'static str {
+        match self {
+            Shelf::Secrets => "steward",
+            Shelf::OAuth => "steward-oauth",
+        }
+    }
+
+    /// The label a keyring shows for item `name`.
+    fn label(self, name: &str) -> String {
+        match self {
+            Shelf::Secrets => format!("Steward secret {name}"),
+            Shelf::OAuth => format!("Steward sign-in {name}"),
+        }
+    }
+
+    /// The file store's name under `HOME_DIR/steward/`.
+    fn file_name(self) -> &'static str {
+        match self {
+            Shelf::Secrets => "secrets.json",
+            Shelf::OAuth => "oauth.json",
+        }
+    }
+}
+
 /// The store of secrets for `home_dir`: the Secret Service when one is on
 /// the session bus, else the file store (see the module docs).
 pub async fn open(home_dir: &Path) -> Box<dyn SecretBackend> {
-    match tokio::time::timeout(LOOKUP_TIMEOUT, service::SecretService::find()).await {
+    open_shelf(home_dir, Shelf::Secrets).await
+}
+
+/// The store of `shelf` for `home_dir`, chosen as [`open`] chooses.
+pub async fn open_shelf(home_dir: &Path, shelf: Shelf) -> Box<dyn SecretBackend> {
+    match tokio::time::timeout(LOOKUP_TIMEOUT, service::SecretService::find(shelf)).await {
         Ok(Some(found)) => Box::new(found),
-        _ => Box::new(file::FileStore::new(file_store_path(home_dir))),
+        _ => Box::new(file::FileStore::new(shelf_file_path(home_dir, shelf))),
     }
 }
 
 /// `HOME_DIR/steward/secrets.json`.
 pub fn file_store_path(home_dir: &Path) -> PathBuf {
-    home_dir.join("steward").join("secrets.json")
+    shelf_file_path(home_dir, Shelf::Secrets)
+}
+
+/// The file store of `shelf`: `HOME_DIR/steward/secrets.json` or
+/// `HOME_DIR/steward/oauth.json` (0600 in the 0700 directory).
+pub fn shelf_file_path(home_dir: &Path, shelf: Shelf) -> PathBuf {
+    home_dir.join("steward").join(shelf.file_name())
 }
 
 /// Why a server's secrets cannot be given to it now.

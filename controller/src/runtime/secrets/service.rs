@@ -2,7 +2,9 @@
 //! Keyring, KWallet, KeePassXC): one item per secret, with the attributes
 //! `service=steward` and `name=NAME` — what `secret-tool store
 //! --label=… service steward name NAME` creates. Values travel over the
-//! session bus in an encrypted (DH) session.
+//! session bus in an encrypted (DH) session. OAuth credentials are items of
+//! their own shelf (`service=steward-oauth`, see [`super::Shelf`]), so they
+//! never show up among the user's secrets.
 //!
 //! [`SecretService::find`] says whether there is one at all: a session bus
 //! on which `org.freedesktop.secrets` has an owner or can be activated.
@@ -14,17 +16,16 @@ use std::collections::HashMap;
 
 use secret_service::EncryptionType;
 
-use super::{BackendKind, SecretBackend, SecretError, SecretValue};
+use super::{BackendKind, SecretBackend, SecretError, SecretValue, Shelf};
 
 /// The bus name every Secret Service implementation owns.
 const BUS_NAME: &str = "org.freedesktop.secrets";
-/// The `service` attribute of Steward's items.
-const SERVICE: &str = "steward";
-
-/// A Secret Service found on the session bus.
+/// A Secret Service found on the session bus, and the shelf (the `service`
+/// attribute) its items are on.
 #[derive(Debug, Clone)]
 pub struct SecretService {
     conn: zbus::Connection,
+    shelf: Shelf,
 }
 
 fn failing(error: impl std::fmt::Display) -> SecretError {
@@ -33,15 +34,17 @@ fn failing(error: impl std::fmt::Display) -> SecretError {
     ))
 }
 
-fn attributes(name: &str) -> HashMap<&str, &str> {
-    HashMap::from([("service", SERVICE), ("name", name)])
+impl SecretService {
+    fn attributes<'a>(&self, name: &'a str) -> HashMap<&'static str, &'a str> {
+        HashMap::from([("service", self.shelf.service()), ("name", name)])
+    }
 }
 
 impl SecretService {
     /// The Secret Service of this session, if there is one: `None` when no
     /// session bus can be reached or nothing owns (or can be activated as)
     /// `org.freedesktop.secrets`.
-    pub async fn find() -> Option<SecretService> {
+    pub async fn find(shelf: Shelf) -> Option<SecretService> {
         let conn = zbus::Connection::session().await.ok()?;
         let bus = zbus::fdo::DBusProxy::new(&conn).await.ok()?;
         let name = zbus::names::BusName::try_from(BUS_NAME).ok()?;
@@ -53,7 +56,7 @@ impl SecretService {
                 .unwrap_or(false)
         };
         if owned || activatable().await {
-            Some(SecretService { conn })
+            Some(SecretService { conn, shelf })
         } else {
             None
         }
@@ -74,7 +77,10 @@ impl SecretBackend for SecretService {
 
     async fn get(&self, name: &str) -> Result<Option<SecretValue>, SecretError> {
         let ss = self.session().await?;
-        let found = ss.search_items(attributes(name)).await.map_err(failing)?;
+        let found = ss
+            .search_items(self.attributes(name))
+            .await
+            .map_err(failing)?;
         if let Some(item) = found.unlocked.first() {
             let bytes = item.get_secret().await.map_err(failing)?;
             let value = String::from_utf8(bytes).map_err(|_| {
@@ -97,11 +103,11 @@ impl SecretBackend for SecretService {
         if collection.is_locked().await.map_err(failing)? {
             return Err(SecretError::Locked);
         }
-        let label = format!("Steward secret {name}");
+        let label = self.shelf.label(name);
         collection
             .create_item(
                 &label,
-                attributes(name),
+                self.attributes(name),
                 value.expose().as_bytes(),
                 true,
                 "text/plain",
@@ -113,7 +119,10 @@ impl SecretBackend for SecretService {
 
     async fn remove(&self, name: &str) -> Result<bool, SecretError> {
         let ss = self.session().await?;
-        let found = ss.search_items(attributes(name)).await.map_err(failing)?;
+        let found = ss
+            .search_items(self.attributes(name))
+            .await
+            .map_err(failing)?;
         if !found.locked.is_empty() {
             return Err(SecretError::Locked);
         }
@@ -126,7 +135,7 @@ impl SecretBackend for SecretService {
     async fn names(&self) -> Result<Vec<String>, SecretError> {
         let ss = self.session().await?;
         let found = ss
-            .search_items(HashMap::from([("service", SERVICE)]))
+            .search_items(HashMap::from([("service", self.shelf.service())]))
             .await
             .map_err(failing)?;
         let mut names = Vec::new();

@@ -2,16 +2,18 @@
 //! for both transports Qwen Code speaks — streamable HTTP (`httpUrl`) and
 //! the legacy HTTP+SSE transport (`url`).
 //!
-//! This module owns the endpoint (URL, configured headers, the OAuth access
-//! token from Qwen Code's token store — [`oauth`]), the one HTTP client with
-//! its TLS roots ([`tls`]), the SSE client transport ([`sse`]), and the
-//! judgement of when an established session is lost ([`SessionWatch`]).
-//! [`super`] runs the protocol over the transports built here.
+//! This module owns the endpoint (URL, configured headers, the OAuth token
+//! source — [`oauth`]: signing in, the token store, refreshes), the one
+//! HTTP client with its TLS roots ([`tls`]), the SSE client transport
+//! ([`sse`]), and the judgement of when an established session is lost
+//! ([`SessionWatch`]). [`super`] runs the protocol over the transports
+//! built here.
 //!
 //! - **A lost session is reported at once, with its reason.** A remote
 //!   server that restarted forgets our session (HTTP 404), one that is down
-//!   refuses the connection, an expired token gets HTTP 401, an SSE stream
-//!   ends: the first request (or stream read) that sees it reports it through
+//!   refuses the connection, a token refused even after a refresh gets HTTP
+//!   401, an SSE stream ends: the first request (or stream read) that sees
+//!   it reports it through
 //!   [`SessionWatch`] as an `Exited` event, so the controller reconnects
 //!   instead of waiting for two failed pings. rmcp's own silent session
 //!   re-initialization is off: a reconnect goes through the controller, which
@@ -35,7 +37,7 @@ use futures::FutureExt as _;
 use futures::future::Either;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use rmcp::RoleClient;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransportConfig, StreamableHttpError,
 };
@@ -43,8 +45,10 @@ use rmcp::transport::{StreamableHttpClientTransport, Transport};
 use steward_schema::resource::{McpServerSpec, McpTransport, Reason};
 use tokio::time::Instant;
 
+use self::oauth::source::TokenSource;
 use self::sse::{SseError, SseTransport};
 use self::streamable::WatchedClient;
+use crate::runtime::mcp::session::Refused;
 use crate::runtime::start::StartError;
 
 /// Headers the transports set themselves: configuring one is an error.
@@ -57,8 +61,8 @@ struct Endpoint {
     /// The configured headers, validated (no `Authorization` when an OAuth
     /// token replaces it).
     headers: HeaderMap,
-    /// The OAuth access token to send as `Authorization: Bearer`.
-    bearer: Option<String>,
+    /// Where the OAuth access token comes from (`Authorization: Bearer`).
+    source: Arc<TokenSource>,
     /// The shared HTTP client.
     client: reqwest::Client,
 }
@@ -67,7 +71,6 @@ impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
             .field("headers", &self.headers.len())
-            .field("bearer", &self.bearer.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -75,9 +78,9 @@ impl std::fmt::Debug for Endpoint {
 impl Endpoint {
     /// The configured headers plus `Authorization: Bearer <token>` when
     /// there is a token (for transports that set every header themselves).
-    fn all_headers(&self) -> HeaderMap {
+    fn all_headers(&self, bearer: Option<&str>) -> HeaderMap {
         let mut headers = self.headers.clone();
-        if let Some(token) = &self.bearer
+        if let Some(token) = bearer
             && let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {token}"))
         {
             value.set_sensitive(true);
@@ -107,9 +110,9 @@ pub fn url_of(spec: &McpServerSpec) -> Result<&str, StartError> {
 }
 
 /// Builds the endpoint of `name`: checks the URL's scheme and the headers,
-/// gets the shared client, and the OAuth token (refreshed when it expired)
-/// from Qwen Code's token store. Messages start without the URL: the caller
-/// prefixes `connect to <redacted url>: `.
+/// gets the shared client, and the OAuth token source (a stored token,
+/// refreshed when it is about to expire). Messages start without the URL:
+/// the caller prefixes `connect to <redacted url>: `.
 async fn endpoint(name: &str, spec: &McpServerSpec) -> Result<Endpoint, StartError> {
     let url = url_of(spec)?;
     let scheme = url
@@ -122,15 +125,14 @@ async fn endpoint(name: &str, spec: &McpServerSpec) -> Result<Endpoint, StartErr
     let client = tls::shared_client()
         .await
         .map_err(|error| start_failed(error.to_string()))?;
-    let store = oauth::TokenStore::for_process();
-    let bearer = oauth::access_token(&store, &client, name, spec).await?;
+    let source = Arc::new(TokenSource::open(name, url, spec).await?);
     let mut endpoint = Endpoint {
         url: url.to_owned(),
         headers,
-        bearer,
+        source,
         client,
     };
-    if endpoint.bearer.is_some() {
+    if endpoint.source.has_token().await {
         // Qwen Code: the token wins over a configured Authorization header.
         endpoint.headers.remove(AUTHORIZATION);
     }
@@ -160,11 +162,40 @@ pub async fn connect(
     let endpoint = tokio::time::timeout_at(deadline, endpoint(name, spec))
         .await
         .map_err(|_| timed_out("no answer from the OAuth token endpoint"))??;
-    tracing::debug!(server = %name, transport = ?spec.transport, headers = endpoint.headers.len(), oauth = endpoint.bearer.is_some(), "connecting to mcp server");
+    watch.set_source(endpoint.source.clone());
+    let bearer = endpoint.source.bearer().await;
+    tracing::debug!(server = %name, transport = ?spec.transport, headers = endpoint.headers.len(), oauth = bearer.is_some(), "connecting to mcp server");
     if spec.transport == McpTransport::Sse {
-        let headers = endpoint.all_headers();
-        let connecting =
-            SseTransport::connect(endpoint.client, &endpoint.url, headers, watch.clone());
+        let connecting = async {
+            let headers = endpoint.all_headers(bearer.as_deref());
+            let first = SseTransport::connect(
+                endpoint.client.clone(),
+                &endpoint.url,
+                headers,
+                watch.clone(),
+            )
+            .await;
+            // Refused: once more with a token another process stored or a
+            // refreshed one, if there is one.
+            match first {
+                Err(SseError::Status(status)) if status == reqwest::StatusCode::UNAUTHORIZED => {
+                    match endpoint.source.unauthorized(bearer.as_deref(), None).await {
+                        Some(token) => {
+                            let headers = endpoint.all_headers(Some(&token));
+                            SseTransport::connect(
+                                endpoint.client.clone(),
+                                &endpoint.url,
+                                headers,
+                                watch.clone(),
+                            )
+                            .await
+                        }
+                        None => first,
+                    }
+                }
+                other => other,
+            }
+        };
         return match tokio::time::timeout_at(deadline, connecting).await {
             Ok(Ok(transport)) => Ok(RemoteTransport::Sse(transport)),
             Ok(Err(error)) => Err(watch
@@ -182,10 +213,8 @@ pub async fn connect(
         .iter()
         .map(|(header, value)| (header.clone(), value.clone()))
         .collect();
-    if let Some(token) = endpoint.bearer {
-        config = config.auth_header(token);
-    }
-    let http = WatchedClient::new(endpoint.client, watch.clone());
+    // Every request's token comes from the source (see `streamable`).
+    let http = WatchedClient::new(endpoint.client, watch.clone(), Some(endpoint.source));
     Ok(RemoteTransport::Streamable(
         StreamableHttpClientTransport::with_client(http, config),
     ))
@@ -215,6 +244,54 @@ pub enum RemoteTransportError {
     Streamable(StreamableHttpError<reqwest::Error>),
     #[error(transparent)]
     Sse(SseError),
+}
+
+/// What a request refused for its credentials needs from the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignInNeed {
+    /// The server refused the token (or wants one): HTTP 401.
+    SignIn,
+    /// The token lacks scope (HTTP 403 `insufficient_scope`); the scope
+    /// the server named, if any.
+    MoreScope(Option<String>),
+}
+
+impl std::fmt::Display for SignInNeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SignInNeed::SignIn => f.write_str("the server refused the credentials (HTTP 401)"),
+            SignInNeed::MoreScope(Some(scope)) => {
+                write!(f, "the server asks for more scope ({scope})")
+            }
+            SignInNeed::MoreScope(None) => f.write_str("the server asks for more scope (HTTP 403)"),
+        }
+    }
+}
+
+/// Whether `error` (a remote transport's, anywhere in its chain) is a
+/// refusal of the request's credentials, and what it needs.
+pub fn sign_in_need(error: &(dyn std::error::Error + 'static)) -> Option<SignInNeed> {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        let streamable = match error.downcast_ref::<RemoteTransportError>() {
+            Some(RemoteTransportError::Streamable(e)) => Some(e),
+            _ => error.downcast_ref::<StreamableHttpError<reqwest::Error>>(),
+        };
+        match streamable {
+            Some(StreamableHttpError::AuthRequired(_)) => return Some(SignInNeed::SignIn),
+            Some(StreamableHttpError::UnexpectedServerResponse(text))
+                if text.starts_with("HTTP 401") =>
+            {
+                return Some(SignInNeed::SignIn);
+            }
+            Some(StreamableHttpError::InsufficientScope(e)) => {
+                return Some(SignInNeed::MoreScope(e.required_scope.clone()));
+            }
+            _ => {}
+        }
+        current = error.source();
+    }
+    None
 }
 
 /// Finds the cause rmcp's streamable-HTTP error keeps out of `source()`
@@ -322,7 +399,13 @@ struct WatchInner {
     armed: AtomicBool,
     fired: AtomicBool,
     unauthorized: AtomicBool,
+    /// A request was refused for lack of scope.
+    forbidden: AtomicBool,
     report: Mutex<Option<Report>>,
+    /// The session's token source: it knows why a sign-in is needed.
+    source: Mutex<Option<Arc<TokenSource>>>,
+    /// Where the requests the server refused are noted.
+    refused: Mutex<Option<Refused>>,
 }
 
 impl std::fmt::Debug for SessionWatch {
@@ -373,8 +456,29 @@ impl SessionWatch {
                 armed: AtomicBool::new(false),
                 fired: AtomicBool::new(false),
                 unauthorized: AtomicBool::new(false),
+                forbidden: AtomicBool::new(false),
                 report: Mutex::new(Some(Box::new(report))),
+                source: Mutex::new(None),
+                refused: Mutex::new(None),
             }),
+        }
+    }
+
+    /// The token source of the session.
+    pub fn set_source(&self, source: Arc<TokenSource>) {
+        *crate::support::sync::lock(&self.inner.source) = Some(source);
+    }
+
+    /// Where the session's refused requests are noted.
+    pub(crate) fn set_refused(&self, refused: Refused) {
+        *crate::support::sync::lock(&self.inner.refused) = Some(refused);
+    }
+
+    /// The server refused request `id` (HTTP 401) before acting on it:
+    /// noted before the loss it brings is reported.
+    pub fn refused(&self, id: RequestId) {
+        if let Some(refused) = &*crate::support::sync::lock(&self.inner.refused) {
+            refused.note(id);
         }
     }
 
@@ -410,26 +514,28 @@ impl SessionWatch {
     }
 
     /// `AuthRequired` for `name` when the server answered 401 so far: what
-    /// a failed handshake really means then.
+    /// a failed handshake really means then (why, as the token source
+    /// knows it, and the command that signs in).
     pub fn auth_required(&self, name: &str) -> Option<StartError> {
-        self.unauthorized().then(|| {
-            StartError::new(
-                Reason::AuthRequired,
-                auth_required_message(name, "the server refused the credentials (HTTP 401)"),
-            )
+        let refused = self.unauthorized() || self.inner.forbidden.load(Ordering::SeqCst);
+        refused.then(|| {
+            let source = crate::support::sync::lock(&self.inner.source).clone();
+            let message = match source.and_then(|s| s.problem()) {
+                Some(problem) if !problem.sign_in_helps => problem.what,
+                Some(problem) => oauth::auth_required_message(name, &problem.what),
+                None => {
+                    oauth::auth_required_message(name, "the server asks for a sign-in (HTTP 401)")
+                }
+            };
+            StartError::new(Reason::AuthRequired, message)
         })
     }
-}
 
-/// The message of a server that refuses our credentials (or wants some):
-/// how to authenticate, as Qwen Code says it.
-pub fn auth_required_message(name: &str, what: &str) -> String {
-    format!(
-        "{what}; authenticate with Qwen Code: open the /mcp dialog in an interactive `qwen` \
-         session and authenticate with '{name}' (Steward uses the token Qwen Code stores in \
-         HOME_DIR/{})",
-        oauth::TOKENS_FILE
-    )
+    /// A request was refused for lack of scope (HTTP 403), even after
+    /// another token was tried.
+    pub fn forbidden(&self) {
+        self.inner.forbidden.store(true, Ordering::SeqCst);
+    }
 }
 
 /// An error and its causes, `: `-separated (URLs not redacted: the caller does).

@@ -6,34 +6,142 @@
 //! answered by a silent re-initialization. Wrapping the HTTP client is the one
 //! place that sees every request — POSTs (ping, lists, calls) and the GET
 //! stream's reconnects — so that is where a lost session is noticed.
+//!
+//! It is also where the OAuth token goes on: each request gets the token
+//! source's current bearer (refreshed before it expires); a 401 is retried
+//! once with the token the source finds or refreshes, a 403 once with a
+//! token signed in since for more scope. Only what fails after that is the
+//! request's (and, for a 401, the session's) failure.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use reqwest::StatusCode;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, RequestId};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
 };
 use sse_stream::Sse;
 
+use super::oauth::source::TokenSource;
 use super::{Loss, SessionWatch, error_chain};
 
 type Result<T> = std::result::Result<T, StreamableHttpError<reqwest::Error>>;
 
-/// A reqwest client that reports lost sessions to a [`SessionWatch`].
+/// A reqwest client that reports lost sessions to a [`SessionWatch`] and
+/// sends the [`TokenSource`]'s bearer.
 #[derive(Clone, Debug)]
 pub struct WatchedClient {
     inner: reqwest::Client,
     watch: SessionWatch,
+    source: Option<Arc<TokenSource>>,
+}
+
+/// How a request answered, as far as its token is concerned (with the
+/// server's challenge).
+enum Refusal {
+    Unauthorized(Option<String>),
+    Forbidden(String),
+}
+
+fn refusal_of(error: &StreamableHttpError<reqwest::Error>) -> Option<Refusal> {
+    match error {
+        StreamableHttpError::AuthRequired(error) => Some(Refusal::Unauthorized(Some(
+            error.www_authenticate_header.clone(),
+        ))),
+        StreamableHttpError::UnexpectedServerResponse(text) if text.starts_with("HTTP 401") => {
+            Some(Refusal::Unauthorized(None))
+        }
+        StreamableHttpError::Client(error) if error.status() == Some(StatusCode::UNAUTHORIZED) => {
+            Some(Refusal::Unauthorized(None))
+        }
+        StreamableHttpError::InsufficientScope(error) => {
+            Some(Refusal::Forbidden(error.www_authenticate_header.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// The id of `message` when it is a request other than `initialize`.
+fn work_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
+    match message {
+        ClientJsonRpcMessage::Request(request)
+            if !matches!(
+                request.request,
+                rmcp::model::ClientRequest::InitializeRequest(_)
+            ) =>
+        {
+            Some(request.id.clone())
+        }
+        _ => None,
+    }
 }
 
 impl WatchedClient {
-    pub fn new(inner: reqwest::Client, watch: SessionWatch) -> WatchedClient {
-        WatchedClient { inner, watch }
+    pub fn new(
+        inner: reqwest::Client,
+        watch: SessionWatch,
+        source: Option<Arc<TokenSource>>,
+    ) -> WatchedClient {
+        WatchedClient {
+            inner,
+            watch,
+            source,
+        }
+    }
+
+    /// Runs `request` with the source's bearer (or `given`, without a
+    /// source); retries a refusal once when the source has another token.
+    /// `work`: the id of a request a server may refuse for lack of scope (a
+    /// request other than `initialize`), so its success ends a run of
+    /// step-ups, and its final 401 is noted as refused.
+    async fn authorized<T, F, Fut>(
+        &self,
+        given: Option<String>,
+        work: Option<RequestId>,
+        request: F,
+    ) -> Result<T>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let Some(source) = &self.source else {
+            return self.observe(request(given).await);
+        };
+        let bearer = source.bearer().await;
+        let first = request(bearer.clone()).await;
+        let retry = match first.as_ref().err().and_then(refusal_of) {
+            Some(Refusal::Unauthorized(challenge)) => {
+                source
+                    .unauthorized(bearer.as_deref(), challenge.as_deref())
+                    .await
+            }
+            Some(Refusal::Forbidden(challenge)) => {
+                source.forbidden(bearer.as_deref(), &challenge).await
+            }
+            None => None,
+        };
+        let result = match retry {
+            Some(token) => request(Some(token)).await,
+            None => first,
+        };
+        match &result {
+            Ok(_) if work.is_some() => source.succeeded().await,
+            Ok(_) => {}
+            Err(StreamableHttpError::InsufficientScope(_)) => self.watch.forbidden(),
+            Err(error) => {
+                // Noted before the loss is reported: the session's end then
+                // closes a request known not to have run.
+                if let (Some(id), Some(Refusal::Unauthorized(_))) = (work, refusal_of(error)) {
+                    self.watch.refused(id);
+                }
+            }
+        }
+        self.observe(result)
     }
 
     /// Reports a loss, and takes the URL out of reqwest's errors: rmcp logs
@@ -90,11 +198,16 @@ impl StreamableHttpClient for WatchedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse> {
-        let result = self
-            .inner
-            .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await;
-        self.observe(result)
+        self.authorized(auth_header, work_id(&message), |auth| {
+            self.inner.post_message(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
+            )
+        })
+        .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -106,18 +219,17 @@ impl StreamableHttpClient for WatchedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse> {
-        let result = self
-            .inner
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
+        self.authorized(auth_header, work_id(&message), |auth| {
+            self.inner.post_message_with_max_sse_event_size(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
                 max_sse_event_size,
             )
-            .await;
-        self.observe(result)
+        })
+        .await
     }
 
     async fn post_message_with_response_limits(
@@ -129,18 +241,17 @@ impl StreamableHttpClient for WatchedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse> {
-        let result = self
-            .inner
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
+        self.authorized(auth_header, work_id(&message), |auth| {
+            self.inner.post_message_with_response_limits(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
                 limits,
             )
-            .await;
-        self.observe(result)
+        })
+        .await
     }
 
     async fn delete_session(
@@ -151,8 +262,12 @@ impl StreamableHttpClient for WatchedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<()> {
         // Closing: a failure here says nothing about a session we are ending.
+        let auth = match &self.source {
+            Some(source) => source.bearer().await,
+            None => auth_header,
+        };
         self.inner
-            .delete_session(uri, session_id, auth_header, custom_headers)
+            .delete_session(uri, session_id, auth, custom_headers)
             .await
             .map_err(without_url)
     }
@@ -165,11 +280,16 @@ impl StreamableHttpClient for WatchedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, std::result::Result<Sse, SseError>>> {
-        let result = self
-            .inner
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await;
-        self.observe(result)
+        self.authorized(auth_header, None, |auth| {
+            self.inner.get_stream(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                auth,
+                custom_headers.clone(),
+            )
+        })
+        .await
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -181,17 +301,16 @@ impl StreamableHttpClient for WatchedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, std::result::Result<Sse, SseError>>> {
-        let result = self
-            .inner
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
+        self.authorized(auth_header, None, |auth| {
+            self.inner.get_stream_with_max_sse_event_size(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                auth,
+                custom_headers.clone(),
                 max_sse_event_size,
             )
-            .await;
-        self.observe(result)
+        })
+        .await
     }
 }

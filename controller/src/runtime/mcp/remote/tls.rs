@@ -132,6 +132,15 @@ pub fn load_roots(sources: &RootSources) -> (RootCertStore, Vec<String>) {
 
 /// A reqwest client trusting the roots of `sources`.
 pub fn build_client(sources: &RootSources) -> Result<reqwest::Client, TlsError> {
+    build_client_with(sources, |builder| builder)
+}
+
+/// [`build_client`], with `adjust` changing the builder before it builds
+/// (OAuth: no redirects, an overall timeout).
+pub fn build_client_with(
+    sources: &RootSources,
+    adjust: impl FnOnce(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
+) -> Result<reqwest::Client, TlsError> {
     let (roots, errors) = load_roots(sources);
     if roots.is_empty() {
         let details = if errors.is_empty() {
@@ -151,12 +160,14 @@ pub fn build_client(sources: &RootSources) -> Result<reqwest::Client, TlsError> 
         .map_err(|error| TlsError::Client(error.to_string()))?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    reqwest::Client::builder()
-        .use_preconfigured_tls(tls)
-        .connect_timeout(CONNECT_TIMEOUT)
-        .tcp_keepalive(TCP_KEEPALIVE)
-        .build()
-        .map_err(|error| TlsError::Client(error.to_string()))
+    adjust(
+        reqwest::Client::builder()
+            .use_preconfigured_tls(tls)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_keepalive(TCP_KEEPALIVE),
+    )
+    .build()
+    .map_err(|error| TlsError::Client(error.to_string()))
 }
 
 /// The process-wide client (built on first use from the environment): one

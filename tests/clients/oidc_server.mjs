@@ -1,0 +1,173 @@
+// A real authorization server that is not Steward's, for the sign-in
+// envtests (tests/tests/it/oauth_oidc.rs): `oidc-provider` (OpenID
+// Certified, pinned in .ci/run, run on Node 22) with dynamic client
+// registration, PKCE, resource indicators (RFC 8707), refresh-token
+// rotation, revocation and the device authorization grant; and an MCP
+// server protected by it (the official TypeScript SDK's server, stateless
+// streamable HTTP), which answers 401 with its protected resource metadata
+// and accepts only access tokens the provider issued for it.
+//
+// The user step is scripted over HTTP: GET /interaction/UID shows a form;
+// POST it with `login=NAME` and that account signs in and consents at once.
+//
+// Usage: node oidc_server.mjs STATE_DIR, with $OIDC_PROVIDER_DIR the
+// installed oidc-provider package and $STEWARD_SDK_DIR the TypeScript SDK's.
+// Writes STATE_DIR/ports.json ({issuer, mcp}) once listening, and appends
+// one JSON line per token request to STATE_DIR/tokens.jsonl ({grant_type,
+// account, ok}). Access tokens live $ACCESS_TTL seconds (default 3600).
+// With $STATIC_CLIENT_SECRET and $STATIC_REDIRECT it also knows a client
+// registered by hand: `steward-static`, that secret (client_secret_basic),
+// that redirect URI.
+
+import http from 'node:http';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const [stateDir] = process.argv.slice(2);
+const from = (dir, rel) => import(pathToFileURL(path.join(dir, rel)).href);
+const sdk = (rel) => from(process.env.STEWARD_SDK_DIR, rel);
+const { default: Provider } = await from(process.env.OIDC_PROVIDER_DIR, 'lib/index.js');
+const { McpServer } = await sdk('dist/esm/server/mcp.js');
+const { StreamableHTTPServerTransport } = await sdk('dist/esm/server/streamableHttp.js');
+
+const accessTtl = Number(process.env.ACCESS_TTL || 3600);
+const listen = (server) =>
+  new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server.address().port)));
+
+const asServer = http.createServer();
+const mcpServer = http.createServer();
+const asPort = await listen(asServer);
+const mcpPort = await listen(mcpServer);
+const issuer = `http://127.0.0.1:${asPort}`;
+const resource = `http://127.0.0.1:${mcpPort}/mcp`;
+
+const clients = process.env.STATIC_CLIENT_SECRET
+  ? [{
+      client_id: 'steward-static',
+      client_secret: process.env.STATIC_CLIENT_SECRET,
+      redirect_uris: [process.env.STATIC_REDIRECT],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    }]
+  : [];
+
+const provider = new Provider(issuer, {
+  clients,
+  findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
+  scopes: ['openid', 'offline_access', 'mcp:read'],
+  features: {
+    devInteractions: { enabled: false },
+    registration: { enabled: true },
+    revocation: { enabled: true },
+    deviceFlow: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: () => resource,
+      useGrantedResource: () => true,
+      getResourceServerInfo: (_ctx, indicator) => {
+        if (indicator !== resource) throw new Provider.errors.InvalidTarget();
+        return { scope: 'mcp:read', accessTokenTTL: accessTtl, accessTokenFormat: 'opaque' };
+      },
+    },
+  },
+  rotateRefreshToken: true,
+  issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+  interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+  cookies: { keys: ['steward-tests-only'] },
+  ttl: { AccessToken: accessTtl, RefreshToken: 86400, Grant: 86400, Session: 86400, Interaction: 600, DeviceCode: 600 },
+});
+
+// Every token request, for the tests to count (never its tokens).
+const tokenLog = path.join(stateDir, 'tokens.jsonl');
+const record = (entry) => fs.appendFileSync(tokenLog, JSON.stringify(entry) + '\n');
+provider.on('grant.success', (ctx) =>
+  record({ grant_type: ctx.oidc.params.grant_type, account: ctx.oidc.accountId ?? null, ok: true }));
+provider.on('grant.error', (ctx, error) =>
+  record({ grant_type: ctx.oidc.params?.grant_type ?? null, error: error.error, ok: false }));
+
+const body = (req) =>
+  new Promise((resolve) => {
+    let data = '';
+    req.on('data', (c) => (data += c));
+    req.on('end', () => resolve(data));
+  });
+
+const callback = provider.callback();
+asServer.on('request', async (req, res) => {
+  if (!req.url.startsWith('/interaction/')) return callback(req, res);
+  try {
+    const details = await provider.interactionDetails(req, res);
+    if (req.method === 'GET') {
+      res.setHeader('content-type', 'text/html');
+      return res.end(
+        `<form method="post" action="/interaction/${details.uid}"><input name="login"><button>Sign in</button></form>`,
+      );
+    }
+    const form = new URLSearchParams(await body(req));
+    const accountId = details.session?.accountId ?? form.get('login');
+    const missing = details.prompt.details ?? {};
+    const grant = details.grantId
+      ? await provider.Grant.find(details.grantId)
+      : new provider.Grant({ accountId, clientId: details.params.client_id });
+    if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope.join(' '));
+    for (const [indicator, scopes] of Object.entries(missing.missingResourceScopes ?? {})) {
+      grant.addResourceScope(indicator, scopes.join(' '));
+    }
+    const grantId = await grant.save();
+    await provider.interactionFinished(
+      req,
+      res,
+      { login: { accountId }, consent: { grantId } },
+      { mergeWithLastSubmission: false },
+    );
+  } catch (error) {
+    res.statusCode = 500;
+    res.end(String(error));
+  }
+});
+
+// The MCP server: `whoami` says which account the token belongs to.
+const metadataPath = '/.well-known/oauth-protected-resource/mcp';
+const challenge = () =>
+  `Bearer resource_metadata="http://127.0.0.1:${mcpPort}${metadataPath}", scope="mcp:read"`;
+mcpServer.on('request', async (req, res) => {
+  if (req.url === metadataPath) {
+    res.setHeader('content-type', 'application/json');
+    return res.end(JSON.stringify({
+      resource,
+      authorization_servers: [issuer],
+      scopes_supported: ['mcp:read'],
+      bearer_methods_supported: ['header'],
+    }));
+  }
+  if (!req.url.startsWith('/mcp')) {
+    res.statusCode = 404;
+    return res.end();
+  }
+  const header = req.headers.authorization ?? '';
+  const token = header.startsWith('Bearer ') ? await provider.AccessToken.find(header.slice(7)) : undefined;
+  const audience = token && [].concat(token.aud ?? []);
+  if (!token || token.isExpired || !audience.includes(resource)) {
+    res.statusCode = 401;
+    res.setHeader('www-authenticate', challenge());
+    return res.end(JSON.stringify({ error: 'invalid_token' }));
+  }
+  const server = new McpServer({ name: 'oidc-protected', version: '1.0.0' });
+  server.registerTool('whoami', { description: 'The signed-in account' }, async () => ({
+    content: [{ type: 'text', text: token.accountId }],
+  }));
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+  res.on('close', () => {
+    transport.close();
+    server.close();
+  });
+  await server.connect(transport);
+  const parsed = req.method === 'POST' ? JSON.parse((await body(req)) || 'null') : undefined;
+  await transport.handleRequest(req, res, parsed);
+});
+
+// Whole or not at all: written aside, then renamed into place.
+fs.writeFileSync(path.join(stateDir, 'ports.json.new'), JSON.stringify({ issuer, mcp: resource }));
+fs.renameSync(path.join(stateDir, 'ports.json.new'), path.join(stateDir, 'ports.json'));

@@ -1,0 +1,690 @@
+//! Envtests of signing in against an authorization server that is not
+//! Steward's: `oidc-provider` (npm, OpenID Certified; tests/clients/
+//! oidc_server.mjs, on Node 22) with an MCP server it protects, and a
+//! scripted browser (tests/clients/oidc_browser.mjs) that signs in as a
+//! given account and approves. Refresh-token rotation, revocation (the
+//! server goes `AuthRequired` once, no loop), the device flow, `--paste`
+//! in a terminal, two accounts of one issuer, and where tokens and a
+//! client secret never show.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use steward_schema::resource::{Reason, WorkspaceStatus};
+use steward_tests::harness::{Controller, Env, base_env, bin, mcp, ready, wait_until};
+
+use crate::common::{conformance_suite, peer, peers_dir};
+use crate::gateway::{Agent, attach, call, runtime, text};
+use crate::metrics::{http_get, metrics_addr};
+use crate::secret_refs::{assert_absent, environ, files_under, otlp_receiver, scrape, set_secret};
+
+/// `oidc-provider` and an MCP server it protects, on Node 22 (killed on drop).
+struct Oidc {
+    child: Child,
+    state: PathBuf,
+    issuer: String,
+    mcp: String,
+}
+
+impl Drop for Oidc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A child killed and reaped on drop (a failed assertion included).
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The scripts under tests/clients.
+fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("clients")
+        .join(name)
+}
+
+impl Oidc {
+    /// Starts the provider; access tokens live `access_ttl` seconds.
+    fn start(env: &Env, access_ttl: u64) -> Oidc {
+        Oidc::start_with(env, access_ttl, &[])
+    }
+
+    /// [`Oidc::start`] with more of the server's settings (`STATIC_*`).
+    fn start_with(env: &Env, access_ttl: u64, settings: &[(&str, &str)]) -> Oidc {
+        let (node, _) = conformance_suite();
+        let provider = peer(
+            "oidc-provider",
+            "node22/node_modules/oidc-provider/lib/index.js",
+        );
+        // The MCP server is the TypeScript SDK's (the Node 20 peer).
+        peer(
+            "@modelcontextprotocol/sdk",
+            "node_modules/@modelcontextprotocol/sdk/dist/esm/server/mcp.js",
+        );
+        let state = env.root.path().join("oidc");
+        std::fs::create_dir_all(&state).unwrap();
+        let child = Command::new(node)
+            .arg(script("oidc_server.mjs"))
+            .arg(&state)
+            .env_clear()
+            .envs(base_env())
+            .env(
+                "OIDC_PROVIDER_DIR",
+                provider.parent().unwrap().parent().unwrap(),
+            )
+            .env(
+                "STEWARD_SDK_DIR",
+                peers_dir().join("node_modules/@modelcontextprotocol/sdk"),
+            )
+            .env("ACCESS_TTL", access_ttl.to_string())
+            .envs(settings.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(state.join("server.log")).unwrap())
+            .spawn()
+            .expect("spawn oidc-provider");
+        // Owned at once: killed on drop even if it never comes up.
+        let mut oidc = Oidc {
+            child,
+            issuer: String::new(),
+            mcp: String::new(),
+            state,
+        };
+        let ports = oidc.state.join("ports.json");
+        // Renamed into place whole once it listens.
+        wait_until("oidc-provider listens", || ports.exists());
+        let ports: Value = serde_json::from_str(&std::fs::read_to_string(&ports).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", ports.display()));
+        oidc.issuer = ports["issuer"].as_str().unwrap().to_owned();
+        oidc.mcp = ports["mcp"].as_str().unwrap().to_owned();
+        oidc
+    }
+
+    /// The token requests the provider answered: `(grant_type, ok)`.
+    fn token_requests(&self) -> Vec<(String, bool)> {
+        std::fs::read_to_string(self.state.join("tokens.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|e| {
+                (
+                    e["grant_type"].as_str().unwrap_or_default().to_owned(),
+                    e["ok"] == true,
+                )
+            })
+            .collect()
+    }
+
+    fn refreshes(&self) -> Vec<bool> {
+        self.token_requests()
+            .into_iter()
+            .filter(|(grant, _)| grant == "refresh_token")
+            .map(|(_, ok)| ok)
+            .collect()
+    }
+}
+
+/// The `BROWSER` that signs in as `account` and approves.
+fn browser(account: &str) -> String {
+    let (node, _) = conformance_suite();
+    format!(
+        "OIDC_ACCOUNT={account} {} {}",
+        node.display(),
+        script("oidc_browser.mjs").display()
+    )
+}
+
+/// `steward auth login ARGS` with `browser`; stdout and stderr.
+fn login(env: &Env, args: &[&str], browser: &str) -> (bool, String, String) {
+    let mut all = vec!["auth", "login"];
+    all.extend_from_slice(args);
+    let out = env
+        .command(&all)
+        .env("BROWSER", browser)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run steward auth login");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The token records of Steward's file store (these tests have no Secret
+/// Service on their session bus).
+fn stored_tokens(env: &Env) -> Vec<Value> {
+    let path = env.home.join("steward").join("oauth.json");
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    file["secrets"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(key, _)| key.starts_with("token "))
+        .map(|(_, v)| serde_json::from_str(v.as_str().unwrap()).unwrap())
+        .collect()
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn auth_required(s: &WorkspaceStatus, name: &str) -> bool {
+    mcp(s, name).is_some_and(|m| m.status.reason == Some(Reason::AuthRequired))
+}
+
+/// The events of `name` with `reason` (their counts summed).
+fn events(env: &Env, name: &str, reason: &str) -> u64 {
+    let out = env.steward(&["events", "-o", "json"]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == name && e["reason"] == reason)
+        .map(|e| e["count"].as_u64().unwrap_or(1))
+        .sum()
+}
+
+fn whoami(env: &Env, tool: &str) -> (bool, String) {
+    runtime().block_on(async {
+        let client = attach(env, Agent::default()).await;
+        let result = call(&client, tool, json!({})).await;
+        let answer = (result.is_error != Some(true), text(&result));
+        client.cancel().await.unwrap();
+        answer
+    })
+}
+
+fn start(env: &Env) -> Controller {
+    env.start(&[
+        "--auth-recheck-ms",
+        "1000",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ])
+}
+
+#[test]
+fn a_sign_in_refreshes_with_rotation_and_a_revoked_one_asks_for_a_sign_in_once() {
+    let env = Env::new();
+    // Access tokens live 20 s, refreshed in their last 2 (a tenth): room
+    // for the sign-in and the first call on a loaded machine.
+    let oidc = Oidc::start(&env, 20);
+    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
+    let c = start(&env);
+    let s = c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let message = mcp(&s, "oidc").unwrap().status.message.clone().unwrap();
+    assert!(
+        message.ends_with("sign in with `steward auth login oidc`"),
+        "{message}"
+    );
+
+    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.starts_with(&format!(
+            "signed in to oidc at {} (scopes: mcp:read; expires in",
+            oidc.issuer
+        )),
+        "{out}"
+    );
+    assert!(out.contains("refreshable"), "{out}");
+    assert!(
+        out.contains("controller "),
+        "the controller was told: {out}"
+    );
+    c.wait_for("oidc Ready after the sign-in", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
+    assert_eq!(events(&env, "oidc", "SignedIn"), 1);
+
+    // Shortly before it expires the token is refreshed, and rotated.
+    let first = stored_tokens(&env).remove(0);
+    let expires = first["expiresAt"].as_u64().unwrap();
+    wait_until("the access token is in its last two seconds", || {
+        now() + 2 >= expires
+    });
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
+    let second = stored_tokens(&env).remove(0);
+    assert_ne!(second["accessToken"], first["accessToken"], "not refreshed");
+    assert_ne!(second["refreshToken"], first["refreshToken"], "not rotated");
+    assert_eq!(oidc.refreshes(), [true]);
+
+    // The user revokes the grant at the authorization server.
+    let revoked = post_form(
+        &format!("{}/token/revocation", oidc.issuer),
+        &[
+            ("token", second["refreshToken"].as_str().unwrap()),
+            ("token_type_hint", "refresh_token"),
+            ("client_id", second["clientId"].as_str().unwrap()),
+        ],
+    );
+    assert_eq!(revoked, 200);
+    // Once the access token expires, the refresh is refused: the call
+    // that meets it says it did not run and how to sign in, and the server
+    // needs a sign-in.
+    let expires = second["expiresAt"].as_u64().unwrap();
+    wait_until("the access token expired", || now() >= expires);
+    let (ok, answer) = whoami(&env, "oidc__whoami");
+    assert!(!ok, "{answer}");
+    assert!(
+        answer.contains("did not run this call") && answer.contains("steward auth login oidc"),
+        "{answer}"
+    );
+    c.wait_for("oidc AuthRequired", |s| auth_required(s, "oidc"));
+    let asked = events(&env, "oidc", "AuthRequired");
+    assert!(asked >= 2, "before the first sign-in and now: {asked}");
+    // A call now says what to do.
+    let (ok, answer) = whoami(&env, "oidc__whoami");
+    assert!(!ok, "{answer}");
+    assert!(answer.contains("steward auth login oidc"), "{answer}");
+    // The stores are looked at every second meanwhile: never another
+    // refresh, nor a new registration, and the credentials stay.
+    let rechecks = |c: &Controller| {
+        c.log_text()
+            .matches("looked in the token stores for servers waiting for a sign-in")
+            .count()
+    };
+    wait_until("three looks later", || rechecks(&c) >= 3);
+    assert_eq!(oidc.refreshes(), [true, false], "a refresh loop");
+    assert_eq!(events(&env, "oidc", "TokenRefreshFailed"), 1);
+    assert_eq!(events(&env, "oidc", "AuthRequired"), asked, "asked again");
+    let kept = stored_tokens(&env);
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0]["refreshToken"], second["refreshToken"]);
+    let registrations = |env: &Env| {
+        let path = env.home.join("steward").join("oauth.json");
+        let text = std::fs::read_to_string(path).unwrap();
+        text.matches("\"client ").count()
+    };
+    assert_eq!(registrations(&env), 1);
+    let addr = metrics_addr(&|| c.log_text());
+    let (_, _, metrics) = http_get(&addr, "/metrics", &[]);
+    for line in [
+        "steward_oauth_refresh_total{server=\"oidc\",result=\"success\"} 1",
+        "steward_oauth_refresh_total{server=\"oidc\",result=\"rejected\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+
+    // Signing in again: the same registration, Ready again.
+    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    c.wait_for("oidc Ready again", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
+    assert_eq!(registrations(&env), 1, "registered twice");
+    assert!(
+        !c.log_text()
+            .contains(second["accessToken"].as_str().unwrap())
+    );
+}
+
+/// A form POST over a plain socket (the revocation endpoint); its status.
+fn post_form(url: &str, form: &[(&str, &str)]) -> u16 {
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form)
+        .finish();
+    let url = url.strip_prefix("http://").unwrap();
+    let (host, path) = url.split_once('/').unwrap();
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        stream,
+        "POST /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_device_flow_signs_in_with_a_code_entered_elsewhere() {
+    let env = Env::new();
+    let oidc = Oidc::start(&env, 3600);
+    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
+    let c = start(&env);
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let stderr = env.root.path().join("device.stderr");
+    let mut signing = Reaped(
+        env.command(&["auth", "login", "oidc", "--device"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let shown = || std::fs::read_to_string(&stderr).unwrap_or_default();
+    wait_until("the code is shown", || shown().contains("enter the code"));
+    let text = shown();
+    let url = text
+        .split_whitespace()
+        .skip_while(|w| *w != "open")
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    assert!(
+        url.starts_with(&format!("{}/device", oidc.issuer)),
+        "{text}"
+    );
+    // The user, on another device, enters it and approves as bob.
+    let (node, _) = conformance_suite();
+    let approved = Command::new(node)
+        .arg(script("oidc_browser.mjs"))
+        .arg(&url)
+        .env("OIDC_ACCOUNT", "bob")
+        .status()
+        .unwrap();
+    assert!(approved.success());
+    let mut stdout = String::new();
+    use std::io::Read as _;
+    signing
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let status = signing.0.wait().unwrap();
+    assert!(status.success(), "{stdout}{}", shown());
+    assert!(stdout.starts_with("signed in to oidc at "), "{stdout}");
+    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "bob".to_owned()));
+    let grants: Vec<String> = oidc.token_requests().into_iter().map(|(g, _)| g).collect();
+    assert!(
+        grants.contains(&"urn:ietf:params:oauth:grant-type:device_code".to_owned()),
+        "{grants:?}"
+    );
+}
+
+#[test]
+fn two_accounts_of_one_issuer_coexist_and_each_entry_uses_its_own() {
+    let env = Env::new();
+    let oidc = Oidc::start(&env, 3600);
+    env.user_mcp_servers(&[
+        (
+            "work",
+            json!({"httpUrl": oidc.mcp, "oauth": {"account": "work"}}),
+        ),
+        (
+            "home",
+            json!({"httpUrl": oidc.mcp, "oauth": {"account": "home"}}),
+        ),
+    ]);
+    let c = start(&env);
+    c.wait_for("both need a sign-in", |s| {
+        auth_required(s, "work") && auth_required(s, "home")
+    });
+    let (ok, out, err) = login(&env, &["work"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    assert!(out.contains(" as account work "), "{out}");
+    let s = c.wait_for("work Ready", |s| ready(s, "work"));
+    assert!(auth_required(&s, "home"), "home used work's account");
+    let (ok, out, err) = login(&env, &["home"], &browser("bob"));
+    assert!(ok, "{out}{err}");
+    c.wait_for("home Ready", |s| ready(s, "home"));
+    assert_eq!(whoami(&env, "work__whoami"), (true, "alice".to_owned()));
+    assert_eq!(whoami(&env, "home__whoami"), (true, "bob".to_owned()));
+
+    let status = env.steward(&["auth", "status", "-o", "json"]);
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let rows = status["items"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        assert_eq!(row["state"], "SignedIn", "{row}");
+        assert_eq!(row["issuer"], oidc.issuer.as_str());
+        assert_eq!(row["account"], row["name"]);
+        assert_eq!(row["scopes"], json!(["mcp:read"]));
+        assert!(row["expiresAt"].is_string(), "{row}");
+        assert!(
+            row["keptIn"].as_str().unwrap().ends_with("oauth.json"),
+            "{row}"
+        );
+    }
+    let table = env.steward(&["auth", "status"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.starts_with("NAME"), "{table}");
+    for token in stored_tokens(&env) {
+        assert!(
+            !status
+                .to_string()
+                .contains(token["accessToken"].as_str().unwrap())
+        );
+        assert!(!table.contains(token["accessToken"].as_str().unwrap()));
+    }
+
+    // Signing out of one account leaves the other.
+    let out = env.steward(&["auth", "logout", "work"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = c.wait_for("work needs a sign-in again", |s| auth_required(s, "work"));
+    assert!(ready(&s, "home"));
+    assert_eq!(whoami(&env, "home__whoami"), (true, "bob".to_owned()));
+}
+
+/// What a child writes to `pipe`, gathered as it comes.
+fn gather(
+    mut pipe: impl std::io::Read + Send + 'static,
+) -> std::sync::Arc<std::sync::Mutex<String>> {
+    let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let into = text.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            into.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    text
+}
+
+#[test]
+fn paste_signs_in_from_a_terminal_with_the_address_the_browser_was_sent_to() {
+    let env = Env::new();
+    let oidc = Oidc::start(&env, 3600);
+    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
+    let c = start(&env);
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    // `script` (util-linux, in every Debian) gives the command a terminal,
+    // as over SSH; what the test writes to it is what the user types.
+    let line = format!(
+        "{} --workspace {} auth login oidc --paste",
+        bin("steward").display(),
+        env.ws.display()
+    );
+    let mut signing = Reaped(
+        Command::new("script")
+            .args(["-qefc", &line, "/dev/null"])
+            .env_clear()
+            .envs(env.steward_env())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run script (util-linux)"),
+    );
+    let shown = gather(signing.0.stdout.take().unwrap());
+    let _errors = gather(signing.0.stderr.take().unwrap());
+    let screen = || shown.lock().unwrap().clone();
+    // The prompt is only shown on a terminal.
+    wait_until("the URL and the prompt are shown", || {
+        screen().contains("redirected address: ")
+    });
+    let url = screen()
+        .split_whitespace()
+        .find(|w| w.starts_with(&oidc.issuer) && w.contains("code_challenge="))
+        .unwrap_or_else(|| panic!("no authorization URL in {}", screen()))
+        .to_owned();
+    // Where the browser will be sent: the loopback callback.
+    let redirect = screen()
+        .split_whitespace()
+        .skip_while(|w| *w != "goes")
+        .nth(2)
+        .unwrap_or_else(|| panic!("no redirect URI in {}", screen()))
+        .to_owned();
+    assert!(redirect.starts_with("http://127.0.0.1:"), "{redirect}");
+    // The user approves in a browser elsewhere, which stops at the
+    // loopback address (nothing listens there) and shows it.
+    let (node, _) = conformance_suite();
+    let browsed = Command::new(node)
+        .arg(script("oidc_browser.mjs"))
+        .arg(&url)
+        .env("OIDC_ACCOUNT", "carol")
+        .env("OIDC_STOP_AT", &redirect)
+        .output()
+        .unwrap();
+    assert!(
+        browsed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&browsed.stderr)
+    );
+    let address = String::from_utf8_lossy(&browsed.stdout).trim().to_owned();
+    assert!(address.contains("code="), "{address}");
+    // Pasted, with a slip of the mouse: a blank line first.
+    use std::io::Write as _;
+    let mut stdin = signing.0.stdin.take().unwrap();
+    write!(stdin, "\n{address}\n").unwrap();
+    stdin.flush().unwrap();
+    let status = signing.0.wait().unwrap();
+    drop(stdin);
+    assert!(status.success(), "{}", screen());
+    wait_until("the outcome is shown", || {
+        screen().contains("signed in to oidc at ")
+    });
+    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "carol".to_owned()));
+}
+
+#[test]
+fn tokens_and_the_client_secret_show_nowhere_but_the_stores() {
+    let env = Env::new();
+    const CLIENT_SECRET: &str = "cs-4b1d9e77-known-client-secret";
+    // A client registered by hand, on a redirect URI the entry pins: a
+    // free port above the ephemeral range (as Steward's own are), which no
+    // other test's connection can take meanwhile.
+    let start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let port = (0..4000u32)
+        .map(|i| 61000 + ((start + i) % 4000) as u16)
+        .find(|port| std::net::TcpListener::bind(("127.0.0.1", *port)).is_ok())
+        .expect("a free port above 61000");
+    let redirect = format!("http://127.0.0.1:{port}/callback");
+    let oidc = Oidc::start_with(
+        &env,
+        3600,
+        &[
+            ("STATIC_CLIENT_SECRET", CLIENT_SECRET),
+            ("STATIC_REDIRECT", &redirect),
+        ],
+    );
+    let set = set_secret(&env, "oidc-client", CLIENT_SECRET);
+    assert_eq!(set.code, 0, "{}", set.stderr);
+    env.user_mcp_servers(&[(
+        "oidc",
+        json!({"httpUrl": oidc.mcp, "oauth": {
+            "clientId": "steward-static",
+            "clientSecret": "${secret:oidc-client}",
+            "redirectUri": redirect,
+        }}),
+    )]);
+    let (otlp, spans) = otlp_receiver();
+    let log = env.root.path().join("controller.log");
+    let c = env.start_logging_to(
+        &["--metrics-listen", "127.0.0.1:0"],
+        std::fs::File::create(&log).unwrap().into(),
+        &[
+            ("RUST_LOG", "trace"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp),
+        ],
+        log.clone(),
+    );
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
+    let token = stored_tokens(&env).remove(0);
+    assert_eq!(token["clientId"], "steward-static");
+    let values = [
+        token["accessToken"].as_str().unwrap().to_owned(),
+        token["refreshToken"].as_str().unwrap().to_owned(),
+        CLIENT_SECRET.to_owned(),
+    ];
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    assert_absent("steward auth login", &format!("{out}{err}"), &values);
+
+    for args in [
+        &["status", "-o", "json"][..],
+        &["status", "-o", "yaml", "--show-secrets"],
+        &["status", "-o", "wide"],
+        &["describe", "oidc"],
+        &["events", "-o", "json"],
+        &["auth", "status", "-o", "json"],
+        &["auth", "status"],
+        &["secret", "list", "-o", "json"],
+        &["export", "--format", "toolhive"],
+    ] {
+        let out = env.steward(args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_absent(&format!("steward {args:?}"), &text, &values);
+    }
+    assert_absent("the metrics", &scrape(&c.log_text()), &values);
+    wait_until("spans exported", || !spans.lock().unwrap().is_empty());
+    let sent = String::from_utf8_lossy(&spans.lock().unwrap()).into_owned();
+    assert_absent("the OTLP spans", &sent, &values);
+    assert_absent(
+        "the controller's environment",
+        &environ(c.pid()).join("\n"),
+        &values,
+    );
+    drop(c);
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(log_text.contains("TRACE"), "the log runs at trace level");
+    assert_absent("the controller's log at trace", &log_text, &values);
+    // The two stores hold them; no other file Steward writes does.
+    let steward = env.home.join("steward");
+    let oauth_store = steward.join("oauth.json");
+    let secret_store = steward.join("secrets.json");
+    let stored = std::fs::read_to_string(&oauth_store).unwrap();
+    assert!(stored.contains(values[0]) && stored.contains(values[1]));
+    assert!(
+        std::fs::read_to_string(&secret_store)
+            .unwrap()
+            .contains(CLIENT_SECRET)
+    );
+    for (path, text) in files_under(&env.home, &oauth_store) {
+        if path != secret_store {
+            assert_absent(&path.display().to_string(), &text, &values);
+        }
+    }
+}
