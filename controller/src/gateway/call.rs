@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::Gateway;
+use super::profile::Naming;
 use super::registry::Upstream;
 use super::route::{Kind, Refusal};
 use crate::observe::metrics::{CallResult, ToolCall, Via};
@@ -180,10 +181,10 @@ impl Gateway {
         &self,
         exposed: &str,
         params: CallToolRequestParams,
-        max_name_len: usize,
+        naming: Naming<'_>,
         origin: &Origin,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.forward_checked(exposed, params, max_name_len, origin, None)
+        self.forward_checked(exposed, params, naming, origin, None)
             .await
             .map_err(|failure| match failure {
                 CallFailure::Error(e) => e,
@@ -198,7 +199,7 @@ impl Gateway {
         &self,
         exposed: &str,
         params: CallToolRequestParams,
-        max_name_len: usize,
+        naming: Naming<'_>,
         origin: &Origin,
         precheck: Option<Precheck<'_>>,
     ) -> Result<CallToolResponse, CallFailure> {
@@ -212,7 +213,7 @@ impl Gateway {
         };
         let mut call = ToolCall::begin(origin.via);
         let answer = self
-            .forward_tool_as(exposed, params, max_name_len, origin, precheck, &mut call)
+            .forward_tool_as(exposed, params, naming, origin, precheck, &mut call)
             .instrument(span.clone())
             .await;
         trace::tool_call_ended(&span, &call);
@@ -223,7 +224,7 @@ impl Gateway {
         &self,
         exposed: &str,
         mut params: CallToolRequestParams,
-        max_name_len: usize,
+        naming: Naming<'_>,
         origin: &Origin,
         precheck: Option<Precheck<'_>>,
         call: &mut ToolCall,
@@ -234,14 +235,17 @@ impl Gateway {
         // One call counted once, even when it is retried on a new connection.
         let mut counted = None;
         loop {
-            let (up, original) = match gateway.resolve(Kind::Tool, exposed, max_name_len).await {
+            let (up, original) = match gateway.resolve(Kind::Tool, exposed, naming).await {
                 Ok(found) => found,
                 Err(Refusal::Unavailable { server, why }) => {
                     // Counted as a failed call of that server.
                     drop(gateway.registry.counters(&server).begin());
-                    let tool = exposed
-                        .strip_prefix(&format!("{server}__"))
-                        .unwrap_or(exposed);
+                    let tool = match naming {
+                        Naming::Own(_) => exposed,
+                        Naming::Prefixed(_) => exposed
+                            .strip_prefix(&format!("{server}__"))
+                            .unwrap_or(exposed),
+                    };
                     call.to(&server, tool);
                     call.ended(CallResult::Unavailable);
                     return Ok(tool_error(why));

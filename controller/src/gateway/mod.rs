@@ -9,7 +9,8 @@
 //! call to a server that is (re)starting waits on the registry, not on the
 //! queue.
 //!
-//! - [`names`]: exposed names (`server__tool`, sanitized, collisions).
+//! - [`names`]: exposed names (`server__tool`, sanitized, collisions);
+//!   [`one`]: the one-server view (one server under its own names).
 //! - [`registry`]: live connections, their filtered catalogs, the union.
 //! - [`profile`]: what one client asked to see (`--expose`,
 //!   `--max-name-len`); [`view`]: the union through a profile.
@@ -74,6 +75,7 @@ pub mod instructions;
 pub mod lsp;
 pub mod lsp_tool;
 pub mod names;
+pub mod one;
 pub mod pins;
 pub mod profile;
 pub mod registry;
@@ -311,6 +313,8 @@ impl Gateway {
         handback: Option<resume::HandbackTx>,
     ) -> Ticket {
         let seen = self.fingerprints(&profile);
+        let (expose, max_name_len, server) =
+            (profile.expose, profile.max_name_len, profile.server.clone());
         let id = {
             let mut clients = self.lock_clients();
             clients.next += 1;
@@ -333,7 +337,7 @@ impl Gateway {
             id
         };
         metrics().client_attached(transport);
-        tracing::info!(transport, client = id, expose = %profile.expose, max_name_len = profile.max_name_len, "agent client attached");
+        tracing::info!(transport, client = id, %expose, max_name_len, server = server.as_deref(), "agent client attached");
         self.status.touch();
         Ticket {
             gateway: self.clone(),
@@ -347,7 +351,7 @@ impl Gateway {
 
     /// What a client with `profile` lists now, for change detection.
     fn fingerprints(&self, profile: &Profile) -> [u64; 3] {
-        view::fingerprints(&self.registry.union_for(profile.max_name_len), profile)
+        view::fingerprints(&self.union_named(profile.naming()), profile)
     }
 
     /// Wait (at most the start wait) for the controller's cold start to
@@ -701,6 +705,7 @@ impl Decoration for Gateway {
                 transport: c.transport.to_owned(),
                 expose: c.profile.expose.to_string(),
                 max_name_len: c.profile.max_name_len as u64,
+                server: c.profile.server.as_deref().map(str::to_owned),
             });
         }
         doc.controller.gateway = Some(GatewayStatus {
@@ -936,8 +941,8 @@ impl Ticket {
     pub fn set_profile(&self, profile: Profile) {
         let mut clients = self.gateway.lock_clients();
         if let Some(entry) = clients.by_id.get_mut(&self.id) {
-            entry.profile = profile;
             entry.seen = self.gateway.fingerprints(&profile);
+            entry.profile = profile;
         }
         drop(clients);
         self.gateway.status.touch();

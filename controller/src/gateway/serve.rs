@@ -135,6 +135,7 @@ impl HttpEndpoint {
             let token = token.clone();
             let live = live.clone();
             let cancel = cancel.clone();
+            let gateway = gateway.clone();
             tokio::spawn(async move {
                 // A server Steward runs never reaches the endpoint (it could
                 // call other servers' tools outside its sandbox).
@@ -153,9 +154,10 @@ impl HttpEndpoint {
                     let service = service.clone();
                     let token = token.clone();
                     let live = live.clone();
+                    let gateway = gateway.clone();
                     async move {
                         Ok::<_, std::convert::Infallible>(
-                            route(service, token, &live, request).await,
+                            route(&gateway, service, token, &live, request).await,
                         )
                     }
                 });
@@ -182,6 +184,7 @@ fn plain(status: http::StatusCode, text: &str) -> Response {
 }
 
 async fn route(
+    gateway: &Gateway,
     service: StreamableHttpService<Session, LocalSessionManager>,
     token: Option<Arc<str>>,
     live: &Arc<Liveness>,
@@ -201,13 +204,26 @@ async fn route(
         );
         return response;
     }
-    // The client's view (`?expose=search&maxNameLen=50`): a typo is refused
-    // here, not read as the default.
-    if let Err(e) = Profile::from_query(request.uri().query()) {
-        return plain(
-            http::StatusCode::BAD_REQUEST,
-            &format!("bad request: {e} (e.g. /mcp?expose=search&maxNameLen=50)\n"),
-        );
+    // The client's view (`?expose=search&maxNameLen=50`, `?server=NAME`):
+    // a typo is refused here, not read as the default.
+    let profile = match Profile::from_query(request.uri().query()) {
+        Ok(profile) => profile,
+        Err(e) => {
+            return plain(
+                http::StatusCode::BAD_REQUEST,
+                &format!(
+                    "bad request: {e} (e.g. /mcp?expose=search&maxNameLen=50 or /mcp?server=NAME)\n"
+                ),
+            );
+        }
+    };
+    // A one-server view of a name that cannot be served: not found, why.
+    if let Some(why) = profile
+        .server
+        .as_deref()
+        .and_then(|server| gateway.view_refusal(server))
+    {
+        return plain(http::StatusCode::NOT_FOUND, &format!("not found: {why}\n"));
     }
     let delete = request.method() == http::Method::DELETE;
     let asked = session_id(request.headers());

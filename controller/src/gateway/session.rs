@@ -61,7 +61,7 @@ impl Session {
     ) -> Session {
         Session {
             gateway: gateway.clone(),
-            ticket: gateway.attach(transport, profile, handback),
+            ticket: gateway.attach(transport, profile.clone(), handback),
             profile: Mutex::new(profile),
         }
     }
@@ -73,14 +73,32 @@ impl Session {
     }
 
     fn profile(&self) -> Profile {
-        *lock(&self.profile)
+        lock(&self.profile).clone()
     }
 
-    /// The union as this client's names have it (never with a cached
-    /// catalog that may not be listed any more).
+    /// The server of a one-server view.
+    fn one(&self) -> Option<Arc<str>> {
+        lock(&self.profile).server.clone()
+    }
+
+    /// In a one-server view of a name that cannot be served (unknown, not
+    /// admitted), the error every request gets: why, and what to do.
+    fn admitted(&self) -> Result<(), ErrorData> {
+        match self.one() {
+            Some(server) => match self.gateway.view_refusal(&server) {
+                Some(why) => Err(ErrorData::invalid_request(why, None)),
+                None => Ok(()),
+            },
+            None => Ok(()),
+        }
+    }
+
+    /// What this client lists, as its names have it (never with a cached
+    /// catalog that may not be listed any more): the union, or its one
+    /// server's catalog.
     fn union(&self) -> Arc<Union> {
         self.gateway.prune_cached();
-        self.gateway.registry.union_for(self.profile().max_name_len)
+        self.gateway.union_named(self.profile().naming())
     }
 }
 
@@ -121,20 +139,29 @@ impl Session {
         context: &RequestContext<RoleServer>,
         via: Via,
     ) -> Result<CallToolResponse, ErrorData> {
-        if exposed == lsp_tool::NAME {
+        let profile = self.profile();
+        if profile.server.is_none() && exposed == lsp_tool::NAME {
             let result = lsp_tool::call(&self.gateway, request.arguments.unwrap_or_default()).await;
             return Ok(CallToolResponse::Complete(result));
         }
         let origin = Origin::of(context, via);
-        let max_name_len = self.profile().max_name_len;
         self.gateway
-            .forward_tool(exposed, request, max_name_len, &origin)
+            .forward_tool(exposed, request, profile.naming(), &origin)
             .await
     }
 }
 
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
+        if let Some(server) = self.one() {
+            // What the server itself says of itself.
+            let info = self.gateway.view_info(&server);
+            let mut config = ServerConfig::new(info.capabilities)
+                .with_server_info(info.server_info)
+                .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+            config.instructions = info.instructions;
+            return config;
+        }
         let capabilities = ServerCapabilities::builder()
             .enable_logging()
             .enable_completions()
@@ -193,8 +220,14 @@ impl ServerHandler for Session {
         if let Some(parts) = context.extensions.get::<http::request::Parts>() {
             let profile = Profile::from_query(parts.uri.query())
                 .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-            *lock(&self.profile) = profile;
+            *lock(&self.profile) = profile.clone();
             self.ticket.set_profile(profile);
+        }
+        if let Some(server) = self.one() {
+            self.admitted()?;
+            // Its answer says what the server says of itself: wait (as a
+            // call would) until there is a live connection that said it.
+            self.gateway.wait_live(&server).await;
         }
         if context
             .extensions
@@ -216,6 +249,7 @@ impl ServerHandler for Session {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.admitted()?;
         self.gateway.cold_start().await;
         let tools = view::tools(&self.union(), &self.profile());
         let (tools, next) = page(&tools, request.as_ref(), self.gateway.config.page_size)?;
@@ -230,6 +264,13 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let exposed = request.name.to_string();
+        if self.one().is_some() {
+            // Every name is the server's own.
+            self.admitted()?;
+            return self
+                .call_named(&exposed, request, &context, Via::Direct)
+                .await;
+        }
         match exposed.as_str() {
             finder::SEARCH => {
                 self.gateway.cold_start().await;
@@ -270,6 +311,7 @@ impl ServerHandler for Session {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        self.admitted()?;
         self.gateway.cold_start().await;
         let union = self.union();
         let (prompts, next) = page(
@@ -287,11 +329,12 @@ impl ServerHandler for Session {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let max_name_len = self.profile().max_name_len;
+        self.admitted()?;
+        let profile = self.profile();
         let (up, answer) = forward_once_more(&self.gateway, &context, || async {
             let (up, original) = self
                 .gateway
-                .resolve(Kind::Prompt, &request.name, max_name_len)
+                .resolve(Kind::Prompt, &request.name, profile.naming())
                 .await
                 .map_err(
                     |(Refusal::Unavailable { why, .. } | Refusal::Unknown(why))| {
@@ -319,6 +362,7 @@ impl ServerHandler for Session {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        self.admitted()?;
         self.gateway.cold_start().await;
         let union = self.union();
         let (resources, next) = page(
@@ -336,6 +380,7 @@ impl ServerHandler for Session {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.admitted()?;
         self.gateway.cold_start().await;
         let union = self.union();
         let (templates, next) = page(
@@ -353,7 +398,11 @@ impl ServerHandler for Session {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        if let Some(server) = instructions::server_of(&request.uri) {
+        self.admitted()?;
+        let profile = self.profile();
+        if let Some(server) =
+            instructions::server_of(&request.uri).filter(|_| profile.server.is_none())
+        {
             let union = self.union();
             let Some((_, text)) = union.instructions.iter().find(|(s, _)| s == server) else {
                 return Err(ErrorData::resource_not_found(
@@ -366,7 +415,10 @@ impl ServerHandler for Session {
             )));
         }
         let (up, answer) = forward_once_more(&self.gateway, &context, || async {
-            let up = self.gateway.resource_upstream(&request.uri).await?;
+            let up = self
+                .gateway
+                .resource_upstream(&request.uri, profile.naming())
+                .await?;
             let upstream =
                 ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request.clone()));
             Ok((up, upstream))
@@ -387,8 +439,11 @@ impl ServerHandler for Session {
         mut request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
+        self.admitted()?;
         let union = self.union();
         let server = match &mut request.r#ref {
+            // Every reference of a one-server view is its server's.
+            _ if self.one().is_some() => self.one().map(|s| s.to_string()),
             Reference::Prompt(p) => match union.prompt(&p.name) {
                 Some(route) => {
                     p.name = route.original.clone();
@@ -416,7 +471,10 @@ impl ServerHandler for Session {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        for up in self.gateway.registry.all_live() {
+        self.admitted()?;
+        let one = self.one();
+        let servers = self.gateway.registry.all_live().into_iter();
+        for up in servers.filter(|up| one.as_deref().is_none_or(|s| s == up.server)) {
             let caller = Arc::new(ClientCaller {
                 peer: context.peer.clone(),
             });

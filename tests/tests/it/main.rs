@@ -48,6 +48,7 @@ mod mcp_more;
 mod mcp_real_peers;
 mod mcp_remote;
 mod metrics;
+mod one_server;
 mod pins;
 mod qwen_parity;
 mod robust;
