@@ -9,13 +9,10 @@
 
 use std::sync::Arc;
 
-use futures::FutureExt as _;
-use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
-    ClientResult, CompleteResult, ContentBlock, ErrorCode, ErrorData, GetPromptResult,
-    ProgressNotificationParam, ReadResourceResult, RequestId, RequestMetaObject, ResultType,
-    ServerRequest, ServerResult, Tool,
+    CompleteResult, ContentBlock, ErrorCode, ErrorData, GetPromptResult, ReadResourceResult,
+    RequestId, RequestMetaObject, ResultType, ServerResult, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
@@ -23,18 +20,21 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::Gateway;
+use super::agent::{Agent, AgentCaller};
 use super::profile::Naming;
 use super::registry::Upstream;
 use super::route::{Kind, Refusal};
 use crate::observe::metrics::{CallResult, ToolCall, Via};
 use crate::observe::trace;
-use crate::runtime::mcp::{CallError, Caller};
+use crate::runtime::mcp::CallError;
 
-/// Whose request a forwarded one is: the client it came from (the server's
-/// own requests — sampling, elicitation — go to it), its cancellation, its
-/// `_meta` (progress token, trace context), and how it came.
+/// Whose request a forwarded one is: the agent and client it came from (the
+/// server's own requests — sampling, elicitation, roots — go to it), its
+/// cancellation, its `_meta` (passed on, but for what Steward owns), and
+/// how it came.
 #[derive(Clone)]
 pub struct Origin {
+    pub agent: Arc<Agent>,
     pub peer: Peer<RoleServer>,
     pub ct: CancellationToken,
     pub meta: RequestMetaObject,
@@ -46,9 +46,10 @@ pub struct Origin {
 }
 
 impl Origin {
-    /// A client's own request.
-    pub fn of(context: &RequestContext<RoleServer>, via: Via) -> Origin {
+    /// A request of `agent`'s.
+    pub fn of(context: &RequestContext<RoleServer>, via: Via, agent: &Arc<Agent>) -> Origin {
         Origin {
+            agent: agent.clone(),
             peer: context.peer.clone(),
             ct: context.ct.clone(),
             meta: context.meta.clone(),
@@ -77,58 +78,29 @@ pub fn tool_error(text: String) -> CallToolResponse {
     CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(text)]))
 }
 
-/// The client of one forwarded request, for the relay.
-pub struct ClientCaller {
-    pub peer: Peer<RoleServer>,
+/// The keys of a client's request `_meta` that Steward owns, not passed
+/// on: the progress token (the forwarded request has its own, mapped back)
+/// and, unless the request goes on as one of 2026-07-28 (`native`), what
+/// describes the client's own hop (its protocol version, identity,
+/// capabilities and log level). Trace context is merged by
+/// [`trace::pass_on`].
+fn owned(key: &str, native: bool) -> bool {
+    key == "progressToken" || (!native && key.starts_with("io.modelcontextprotocol/"))
 }
 
-impl Caller for ClientCaller {
-    fn progress(&self, params: ProgressNotificationParam) -> BoxFuture<'static, ()> {
-        let peer = self.peer.clone();
-        async move {
-            let _ = peer.notify_progress(params).await;
-        }
-        .boxed()
-    }
+/// The `_meta` a forwarded request carries for `client`'s: every key but
+/// those Steward owns.
+pub fn passed_meta(client: &RequestMetaObject, native: bool) -> Option<RequestMetaObject> {
+    let mut meta = client.clone();
+    meta.0.0.retain(|key, _| !owned(key, native));
+    (!meta.0.0.is_empty()).then_some(meta)
+}
 
-    fn forward(
-        &self,
-        request: ServerRequest,
-    ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
-        let peer = self.peer.clone();
-        async move {
-            let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
-            let (declared, what) = match &request {
-                ServerRequest::CreateMessageRequest(_) => (
-                    capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
-                    "sampling",
-                ),
-                ServerRequest::ElicitRequest(_) => (
-                    capabilities.as_ref().is_some_and(|c| c.elicitation.is_some()),
-                    "elicitation",
-                ),
-                ServerRequest::ListRootsRequest(_) => (
-                    capabilities.as_ref().is_some_and(|c| c.roots.is_some()),
-                    "roots",
-                ),
-                _ => (true, "this request"),
-            };
-            if !declared {
-                return Err(ErrorData::new(
-                    ErrorCode::METHOD_NOT_FOUND,
-                    format!(
-                        "the agent connected to Steward did not declare the {what} capability, so the server's {what} request cannot be answered"
-                    ),
-                    None,
-                ));
-            }
-            peer.send_request(request).await.map_err(|e| match e {
-                rmcp::service::ServiceError::McpError(e) => e,
-                other => ErrorData::internal_error(format!("the agent did not answer: {other}"), None),
-            })
-        }
-        .boxed()
-    }
+/// Whether a request of `client`'s goes to `up` as what it is, a request of
+/// 2026-07-28 (the server serves those on its session): its answer may then
+/// be `input_required`, which goes back to the client as it is.
+pub fn native(client: &RequestMetaObject, up: &Upstream) -> bool {
+    super::agent::modern(client) && up.handle.per_request()
 }
 
 /// A `tools/call` answer that is not a `CallToolResult` variant (a server
@@ -265,7 +237,9 @@ impl Gateway {
                 .take()
                 .unwrap_or_else(|| gateway.registry.counters(&up.server).begin());
             params.name = original.into();
-            // The call's trace context (or, not traced, its client's) goes on.
+            // The client's `_meta` goes on; the call's trace context (or,
+            // not traced, its client's) with it.
+            params.meta = passed_meta(&origin.meta, native(&origin.meta, &up));
             trace::pass_on(&tracing::Span::current(), &origin.meta, &mut params.meta);
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             let idle = gateway
@@ -348,9 +322,11 @@ pub async fn forward(
     progress: Option<rmcp::model::ProgressToken>,
     idle: Option<std::time::Duration>,
 ) -> Result<ServerResult, CallError> {
-    let caller = Arc::new(ClientCaller {
-        peer: origin.peer.clone(),
-    });
+    let caller = Arc::new(AgentCaller::new(
+        origin.agent.clone(),
+        origin.peer.clone(),
+        &origin.meta,
+    ));
     up.handle
         .call(request, caller, progress, up.timeout, idle, &origin.ct)
         .await

@@ -63,6 +63,7 @@ use crate::runtime::lsp::LspConnection;
 use crate::runtime::mcp::{Broadcast, McpHandle, McpLists};
 use crate::support::sync::lock;
 
+pub mod agent;
 pub mod cache;
 pub mod call;
 pub mod code;
@@ -72,6 +73,7 @@ pub mod finder;
 pub mod handover;
 pub mod http_sessions;
 pub mod instructions;
+pub mod logging;
 pub mod lsp;
 pub mod lsp_tool;
 pub mod names;
@@ -128,6 +130,8 @@ impl Default for GatewayConfig {
 struct ClientEntry {
     transport: &'static str,
     profile: Profile,
+    /// Who it is to the servers' requests and log lines.
+    agent: Arc<agent::Agent>,
     /// A client of the initialize lifecycle, once initialized.
     peer: Option<Peer<RoleServer>>,
     /// A client of the 2026-07-28 lifecycle: its open `subscriptions/listen`
@@ -211,6 +215,9 @@ pub struct Gateway {
     /// Where a call that needs an MCP server that is not live says so (the
     /// engine's main loop starts an idle server; see [`Self::demand`]).
     demand: OnceLock<mpsc::UnboundedSender<String>>,
+    /// The log level each server was last told ([`logging`]).
+    #[allow(deprecated)]
+    levels: Mutex<BTreeMap<String, rmcp::model::LoggingLevel>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -257,6 +264,7 @@ impl Gateway {
             draining: watch::Sender::new(false),
             handing: watch::Sender::new(0),
             demand: OnceLock::new(),
+            levels: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -273,12 +281,13 @@ impl Gateway {
         &self.pins
     }
 
-    /// Where server notifications that belong to no call go: every client.
+    /// Where server notifications that belong to no call go: the clients
+    /// that see the server (and whose level admits a log line).
     pub fn broadcast_hook(self: &Arc<Self>) -> Broadcast {
         let gateway: Weak<Gateway> = Arc::downgrade(self);
-        Arc::new(move |notification| {
+        Arc::new(move |server, notification| {
             if let Some(gateway) = gateway.upgrade() {
-                gateway.broadcast(notification);
+                gateway.broadcast(server, notification);
             }
         })
     }
@@ -322,6 +331,7 @@ impl Gateway {
             let entry = ClientEntry {
                 transport,
                 profile,
+                agent: Arc::new(agent::Agent::new(id)),
                 peer: None,
                 listeners: Vec::new(),
                 seen,
@@ -573,25 +583,6 @@ impl Gateway {
     pub fn attached(&self) -> watch::Receiver<usize> {
         self.attached.subscribe()
     }
-
-    fn peers(&self) -> Vec<Peer<RoleServer>> {
-        self.lock_clients()
-            .by_id
-            .values()
-            .filter_map(|c| c.peer.clone())
-            .collect()
-    }
-
-    /// Send `notification` to every client (in the background: a slow
-    /// client never holds the server that notified).
-    fn broadcast(&self, notification: ServerNotification) {
-        for peer in self.peers() {
-            let notification = notification.clone();
-            tokio::spawn(async move {
-                let _ = peer.send_notification(notification).await;
-            });
-        }
-    }
 }
 
 /// The engine publishes live connections here: MCP connections into the
@@ -602,6 +593,8 @@ impl Publish for Gateway {
         lock(&self.offered).insert(name.to_owned(), Arc::new(lists.tools.clone()));
         let admitted = self.pins.admit(name, lists, spec);
         self.registry.publish(name, handle, &admitted, spec);
+        // A new connection hears the agents' log level.
+        self.relevel(Some(name));
         // What the server offers, before filters and pins: the next
         // controller screens it through the filters and pins of its day.
         let server_info = handle.peer.peer_info().and_then(|i| i.server_info.clone());
@@ -883,6 +876,14 @@ pub struct Ticket {
 }
 
 impl Ticket {
+    /// Who the client is to the servers' requests and log lines.
+    pub fn agent(&self) -> Arc<agent::Agent> {
+        match self.gateway.lock_clients().by_id.get(&self.id) {
+            Some(entry) => entry.agent.clone(),
+            None => Arc::new(agent::Agent::new(self.id)),
+        }
+    }
+
     /// The client finished `initialize`: notifications may go to it.
     pub fn set_peer(&self, peer: Peer<RoleServer>) {
         let mut clients = self.gateway.lock_clients();

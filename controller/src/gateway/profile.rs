@@ -86,6 +86,10 @@ pub enum ProfileError {
     ServerView,
     #[error("read the server name {0:?}: give the name of one MCP server of the workspace")]
     ServerName(String),
+    #[error(
+        "read the view: name the server once, in the path (/mcp/NAME) or the query (?server=NAME)"
+    )]
+    ServerTwice,
 }
 
 impl FromStr for Expose {
@@ -256,6 +260,36 @@ impl Profile {
     }
 }
 
+/// The path of the endpoint, and the one-server view's form of it
+/// (`/mcp/NAME`, for clients that drop the query string).
+const PATH: &str = "/mcp";
+
+impl Profile {
+    /// The view an HTTP request at `path` with `query` asks for: `None`
+    /// when the path is not the endpoint's (`/mcp`, or `/mcp/NAME` for the
+    /// one-server view of `NAME`).
+    pub fn from_request(path: &str, query: Option<&str>) -> Option<Result<Profile, ProfileError>> {
+        let named = match path.strip_prefix(PATH) {
+            Some("") => None,
+            Some(rest) => Some(
+                rest.strip_prefix('/')
+                    .filter(|n| !n.is_empty() && !n.contains('/'))?,
+            ),
+            None => return None,
+        };
+        let viewed = Profile::from_query(query).and_then(|mut profile| {
+            if let Some(name) = named {
+                if profile.server.is_some() {
+                    return Err(ProfileError::ServerTwice);
+                }
+                profile.server = Some(parse_server(&percent_decode(name))?);
+            }
+            profile.checked()
+        });
+        Some(viewed)
+    }
+}
+
 /// A query value: `+` is a space, `%XX` a byte (UTF-8 as a whole; a
 /// malformed escape stays as written).
 fn percent_decode(value: &str) -> String {
@@ -340,6 +374,29 @@ mod tests {
         assert!(Profile::from_query(Some("expos=search")).is_err());
         assert!(Profile::from_query(Some("maxNameLen=8")).is_err());
         assert!(Profile::from_query(Some("maxNameLen=500")).is_err());
+    }
+
+    #[test]
+    fn the_one_server_view_is_also_a_path() {
+        let p = Profile::from_request("/mcp/my%20server", None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.server.as_deref(), Some("my server"));
+        assert_eq!(
+            Profile::from_request("/mcp", None).unwrap().unwrap(),
+            Profile::default()
+        );
+        assert!(Profile::from_request("/other", None).is_none());
+        assert!(Profile::from_request("/mcp/a/b", None).is_none());
+        assert!(Profile::from_request("/mcpx", None).is_none());
+        assert!(matches!(
+            Profile::from_request("/mcp/a", Some("server=b")),
+            Some(Err(ProfileError::ServerTwice))
+        ));
+        assert!(matches!(
+            Profile::from_request("/mcp/a", Some("expose=search")),
+            Some(Err(ProfileError::ServerView))
+        ));
     }
 
     #[test]

@@ -22,12 +22,13 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
     ReadResourceResult, Reference, ResourceContents, ServerCapabilities, ServerConfig,
-    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscriptionFilter,
+    ServerResult, SetLevelRequestParams, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler};
 
-use super::call::{ClientCaller, Origin, call_error, complete, forward, unexpected};
+use super::agent::Agent;
+use super::call::{Origin, call_error, complete, forward, native, passed_meta, unexpected};
 use super::profile::Profile;
 use super::registry::{Union, Upstream};
 use super::route::{Kind, Refusal};
@@ -41,6 +42,8 @@ use crate::support::sync::lock;
 pub struct Session {
     gateway: Arc<Gateway>,
     ticket: Ticket,
+    /// Who this client is to the servers' requests and log lines.
+    agent: Arc<Agent>,
     /// What the client asked to see; an HTTP client's comes with its
     /// `initialize` request.
     profile: Mutex<Profile>,
@@ -59,9 +62,11 @@ impl Session {
         profile: Profile,
         handback: Option<super::resume::HandbackTx>,
     ) -> Session {
+        let ticket = gateway.attach(transport, profile.clone(), handback);
         Session {
             gateway: gateway.clone(),
-            ticket: gateway.attach(transport, profile.clone(), handback),
+            agent: ticket.agent(),
+            ticket,
             profile: Mutex::new(profile),
         }
     }
@@ -81,9 +86,31 @@ impl Session {
         lock(&self.profile).server.clone()
     }
 
-    /// In a one-server view of a name that cannot be served (unknown, not
-    /// admitted), the error every request gets: why, and what to do.
-    fn admitted(&self) -> Result<(), ErrorData> {
+    /// An HTTP client's view comes in the endpoint's query string (the
+    /// transport refused a malformed one before it got here), with every
+    /// request: a client of 2026-07-28 has no `initialize`, and its
+    /// requests no session.
+    fn adopt(&self, extensions: &rmcp::model::Extensions) -> Result<(), ErrorData> {
+        let Some(parts) = extensions.get::<http::request::Parts>() else {
+            return Ok(());
+        };
+        let profile = Profile::from_request(parts.uri.path(), parts.uri.query())
+            .unwrap_or_else(|| Ok(Profile::default()))
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let mut current = lock(&self.profile);
+        if *current != profile {
+            *current = profile.clone();
+            drop(current);
+            self.ticket.set_profile(profile);
+        }
+        Ok(())
+    }
+
+    /// The client's view (see [`Self::adopt`]); in a one-server view of a
+    /// name that cannot be served (unknown, not admitted), the error every
+    /// request gets: why, and what to do.
+    fn admitted(&self, extensions: &rmcp::model::Extensions) -> Result<(), ErrorData> {
+        self.adopt(extensions)?;
         match self.one() {
             Some(server) => match self.gateway.view_refusal(&server) {
                 Some(why) => Err(ErrorData::invalid_request(why, None)),
@@ -144,7 +171,7 @@ impl Session {
             let result = lsp_tool::call(&self.gateway, request.arguments.unwrap_or_default()).await;
             return Ok(CallToolResponse::Complete(result));
         }
-        let origin = Origin::of(context, via);
+        let origin = Origin::of(context, via, &self.agent);
         self.gateway
             .forward_tool(exposed, request, profile.naming(), &origin)
             .await
@@ -186,6 +213,24 @@ impl ServerHandler for Session {
         std::borrow::Cow::Borrowed(protocol_versions())
     }
 
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        // What the HTTP transport checks a call's Mcp-Param headers against.
+        view::tools(&self.union(), &self.profile())
+            .into_iter()
+            .find(|tool| tool.name == name)
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, ErrorData> {
+        self.admitted(&context.extensions)?;
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            protocol_versions().to_vec(),
+            self.get_info(),
+        ))
+    }
+
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
@@ -203,6 +248,7 @@ impl ServerHandler for Session {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.admitted(&context.request_context().extensions)?;
         let id = context.sink().id().clone();
         self.ticket.listen(context.sink().clone());
         context.cancelled().await;
@@ -215,16 +261,8 @@ impl ServerHandler for Session {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        // An HTTP client's view comes in the endpoint's query string (the
-        // transport refused a malformed one before it got here).
-        if let Some(parts) = context.extensions.get::<http::request::Parts>() {
-            let profile = Profile::from_query(parts.uri.query())
-                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-            *lock(&self.profile) = profile.clone();
-            self.ticket.set_profile(profile);
-        }
+        self.admitted(&context.extensions)?;
         if let Some(server) = self.one() {
-            self.admitted()?;
             // Its answer says what the server says of itself: wait (as a
             // call would) until there is a live connection that said it.
             self.gateway.wait_live(&server).await;
@@ -247,9 +285,9 @@ impl ServerHandler for Session {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.admitted()?;
+        self.admitted(&context.extensions)?;
         self.gateway.cold_start().await;
         let tools = view::tools(&self.union(), &self.profile());
         let (tools, next) = page(&tools, request.as_ref(), self.gateway.config.page_size)?;
@@ -264,9 +302,9 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let exposed = request.name.to_string();
+        self.admitted(&context.extensions)?;
         if self.one().is_some() {
             // Every name is the server's own.
-            self.admitted()?;
             return self
                 .call_named(&exposed, request, &context, Via::Direct)
                 .await;
@@ -285,8 +323,14 @@ impl ServerHandler for Session {
             code::RUN => {
                 self.gateway.cold_start().await;
                 let max_name_len = self.profile().max_name_len;
-                let result =
-                    code::run(&self.gateway, max_name_len, request.arguments, &context).await;
+                let result = code::run(
+                    &self.gateway,
+                    max_name_len,
+                    request.arguments,
+                    &context,
+                    &self.agent,
+                )
+                .await;
                 Ok(CallToolResponse::Complete(result))
             }
             finder::CALL => match finder::call_args(request.arguments.clone()) {
@@ -309,9 +353,9 @@ impl ServerHandler for Session {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.admitted()?;
+        self.admitted(&context.extensions)?;
         self.gateway.cold_start().await;
         let union = self.union();
         let (prompts, next) = page(
@@ -329,9 +373,9 @@ impl ServerHandler for Session {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        self.admitted()?;
+        self.admitted(&context.extensions)?;
         let profile = self.profile();
-        let (up, answer) = forward_once_more(&self.gateway, &context, || async {
+        let (up, answer) = forward_once_more(&self.gateway, &context, &self.agent, || async {
             let (up, original) = self
                 .gateway
                 .resolve(Kind::Prompt, &request.name, profile.naming())
@@ -343,6 +387,7 @@ impl ServerHandler for Session {
                 )?;
             let mut upstream = request.clone();
             upstream.name = original;
+            upstream.meta = passed_meta(&context.meta, native(&context.meta, &up));
             Ok((
                 up,
                 ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream)),
@@ -360,9 +405,9 @@ impl ServerHandler for Session {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.admitted()?;
+        self.admitted(&context.extensions)?;
         self.gateway.cold_start().await;
         let union = self.union();
         let (resources, next) = page(
@@ -378,9 +423,9 @@ impl ServerHandler for Session {
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.admitted()?;
+        self.admitted(&context.extensions)?;
         self.gateway.cold_start().await;
         let union = self.union();
         let (templates, next) = page(
@@ -398,7 +443,7 @@ impl ServerHandler for Session {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.admitted()?;
+        self.admitted(&context.extensions)?;
         let profile = self.profile();
         if let Some(server) =
             instructions::server_of(&request.uri).filter(|_| profile.server.is_none())
@@ -414,13 +459,14 @@ impl ServerHandler for Session {
                 vec![ResourceContents::text(text.clone(), request.uri.clone())],
             )));
         }
-        let (up, answer) = forward_once_more(&self.gateway, &context, || async {
+        let (up, answer) = forward_once_more(&self.gateway, &context, &self.agent, || async {
             let up = self
                 .gateway
                 .resource_upstream(&request.uri, profile.naming())
                 .await?;
-            let upstream =
-                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request.clone()));
+            let mut upstream = request.clone();
+            upstream.meta = passed_meta(&context.meta, native(&context.meta, &up));
+            let upstream = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(upstream));
             Ok((up, upstream))
         })
         .await?;
@@ -439,7 +485,7 @@ impl ServerHandler for Session {
         mut request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.admitted()?;
+        self.admitted(&context.extensions)?;
         let union = self.union();
         let server = match &mut request.r#ref {
             // Every reference of a one-server view is its server's.
@@ -457,8 +503,9 @@ impl ServerHandler for Session {
         let Some(up) = server.and_then(|s| self.gateway.registry.live(&s)) else {
             return Ok(CompleteResult::default());
         };
+        request.meta = passed_meta(&context.meta, native(&context.meta, &up));
         let request = ClientRequest::CompleteRequest(CompleteRequest::new(request));
-        let origin = Origin::of(&context, Via::Direct);
+        let origin = Origin::of(&context, Via::Direct, &self.agent);
         match forward(&up, request, &origin, None, None).await {
             Ok(ServerResult::CompleteResult(r)) => Ok(complete(r)),
             Ok(_) => Ok(CompleteResult::default()),
@@ -471,31 +518,25 @@ impl ServerHandler for Session {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.admitted()?;
-        let one = self.one();
-        let servers = self.gateway.registry.all_live().into_iter();
-        for up in servers.filter(|up| one.as_deref().is_none_or(|s| s == up.server)) {
-            let caller = Arc::new(ClientCaller {
-                peer: context.peer.clone(),
-            });
-            let request = ClientRequest::SetLevelRequest(SetLevelRequest::new(request.clone()));
-            let handle = up.handle.clone();
-            let ct = context.ct.clone();
-            // Servers without logging answer with an error: ignored.
-            tokio::spawn(async move {
-                let _ = handle
-                    .call(
-                        request,
-                        caller,
-                        None,
-                        std::time::Duration::from_secs(10),
-                        None,
-                        &ct,
-                    )
-                    .await;
-            });
-        }
+        self.admitted(&context.extensions)?;
+        // This agent's level; the servers hear the most verbose one asked.
+        self.agent.set_level(request.level);
+        self.gateway.relevel(None);
         Ok(())
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        // The agent's roots changed: the servers it sees may ask again.
+        let one = self.one();
+        for up in self.gateway.registry.all_live() {
+            if one.as_deref().is_some_and(|s| s != up.server) {
+                continue;
+            }
+            let changed = rmcp::model::ClientNotification::RootsListChangedNotification(
+                rmcp::model::RootsListChangedNotification::default(),
+            );
+            let _ = up.handle.notify(changed);
+        }
     }
 }
 
@@ -506,6 +547,7 @@ impl ServerHandler for Session {
 async fn forward_once_more<F, Fut>(
     gateway: &Gateway,
     context: &RequestContext<RoleServer>,
+    agent: &Arc<Agent>,
     mut resolve: F,
 ) -> Result<(Arc<Upstream>, Result<ServerResult, CallError>), ErrorData>
 where
@@ -513,7 +555,7 @@ where
     Fut: Future<Output = Result<(Arc<Upstream>, ClientRequest), ErrorData>>,
 {
     let progress = context.meta.get_progress_token();
-    let origin = Origin::of(context, Via::Direct);
+    let origin = Origin::of(context, Via::Direct, agent);
     let mut retried = false;
     loop {
         let (up, request) = resolve().await?;

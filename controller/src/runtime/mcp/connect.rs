@@ -137,6 +137,7 @@ async fn open_session<T, E, A>(
     deadline: Instant,
     guards: &mut Guards,
     dig: Dig,
+    probe: bool,
 ) -> Result<Session, Failure>
 where
     T: IntoTransport<RoleClient, E, A>,
@@ -162,6 +163,13 @@ where
         resources: info.capabilities.resources.is_some(),
     };
     log_peer(name, Some(&info));
+    if probe {
+        let discover = tracing::trace_span!(target: TARGET, "discover");
+        let probing = peer.probe_per_request().instrument(discover);
+        if let Ok(true) = guarded(probing, deadline, guards).await {
+            tracing::debug!(server = %name, "the server serves requests of protocol 2026-07-28");
+        }
+    }
 
     let mut lists = list_step(name, &peer, capabilities, deadline, guards, dig).await?;
     // Announced during the handshake or the listing: list once more. Later
@@ -282,7 +290,17 @@ pub(super) async fn connect_stdio(
     let (client, stopped) = Client::new(name, relay.clone());
     let announced = client.announced.clone();
     let transport = StdioTransport::new(name, stdout, stdin, announced.clone());
-    let opened = open_session(name, client, transport, deadline, &mut guards, dig_nothing).await;
+    // A stdio server may serve requests of 2026-07-28 on its session: ask.
+    let opened = open_session(
+        name,
+        client,
+        transport,
+        deadline,
+        &mut guards,
+        dig_nothing,
+        true,
+    )
+    .await;
     // A non-JSON line read before the last answer does not interrupt the
     // step that was already done: check once more.
     let garbage = guards.garbage.as_ref().and_then(|rx| rx.borrow().clone());
@@ -338,13 +356,23 @@ pub(super) async fn connect_http(
         match remote::connect(name, spec, &watch, deadline, timeouts.remote_handshake).await {
             Ok(transport) => {
                 let mut guards = Guards::default();
-                open_session(name, client, transport, deadline, &mut guards, remote::dig)
-                    .await
-                    .map_err(|failure| {
-                        watch.auth_required(name).unwrap_or_else(|| {
-                            failure_message(failure, timeouts.remote_handshake, None)
-                        })
+                // Not asked: requests of 2026-07-28 over HTTP would switch
+                // the transport's whole session to that version.
+                open_session(
+                    name,
+                    client,
+                    transport,
+                    deadline,
+                    &mut guards,
+                    remote::dig,
+                    false,
+                )
+                .await
+                .map_err(|failure| {
+                    watch.auth_required(name).unwrap_or_else(|| {
+                        failure_message(failure, timeouts.remote_handshake, None)
                     })
+                })
             }
             Err(error) => Err(error),
         };

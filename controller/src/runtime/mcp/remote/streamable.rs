@@ -1,5 +1,9 @@
 //! The streamable-HTTP side: reqwest, as rmcp drives it, with every answer
-//! looked at for a lost session ([`SessionWatch`]).
+//! looked at for a lost session ([`SessionWatch`]), and what the server
+//! sends on the response stream of one of our requests (its requests to the
+//! client, its log lines) tagged with that request's id, so that the relay
+//! routes it to the call that caused it (the `_meta` key
+//! `dev.steward/call`, taken off before anything goes on).
 //!
 //! rmcp's streamable-HTTP worker keeps its failures to itself: a 404 on the
 //! background SSE stream's reconnect is only logged, and a 404 on a POST is
@@ -10,14 +14,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use reqwest::StatusCode;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
 };
+use serde_json::Value;
 use sse_stream::Sse;
 
 use super::{Loss, SessionWatch, error_chain};
@@ -79,6 +85,65 @@ fn loss_of(error: &StreamableHttpError<reqwest::Error>) -> Option<Loss> {
     }
 }
 
+/// `response`, its events tagged when it is the event stream of request
+/// `id` (see the module doc).
+fn tagged(
+    response: Result<StreamableHttpPostResponse>,
+    id: Option<Value>,
+) -> Result<StreamableHttpPostResponse> {
+    match (response, id) {
+        (Ok(StreamableHttpPostResponse::Sse(stream, session)), Some(tag)) => {
+            let stream = stream.map(move |event| event.map(|sse| tag_event(sse, &tag)));
+            Ok(StreamableHttpPostResponse::Sse(stream.boxed(), session))
+        }
+        (other, _) => other,
+    }
+}
+
+/// The id of `message`, as a tag, when it is a request.
+fn call_tag(message: &ClientJsonRpcMessage) -> Option<Value> {
+    match message {
+        JsonRpcMessage::Request(r) => serde_json::to_value(&r.id).ok(),
+        _ => None,
+    }
+}
+
+/// `sse` with the tag in its message's `params._meta` when the message is a
+/// request or a notification of the server (progress is routed by its
+/// token already; answers need no tag).
+fn tag_event(mut sse: Sse, tag: &Value) -> Sse {
+    let Some(data) = sse.data.as_deref().filter(|d| d.contains("\"method\"")) else {
+        return sse;
+    };
+    let Ok(mut message) = serde_json::from_str::<Value>(data) else {
+        return sse;
+    };
+    let Some(object) = message.as_object_mut() else {
+        return sse;
+    };
+    match object.get("method").and_then(Value::as_str) {
+        None | Some("notifications/progress") => return sse,
+        Some(_) => {}
+    }
+    let params = object
+        .entry("params")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Some(meta) = params.as_object_mut().map(|p| {
+        p.entry("_meta")
+            .or_insert_with(|| Value::Object(Default::default()))
+    }) else {
+        return sse;
+    };
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(
+            crate::runtime::mcp::client::CALL_TAG.to_owned(),
+            tag.clone(),
+        );
+        sse.data = Some(message.to_string());
+    }
+    sse
+}
+
 impl StreamableHttpClient for WatchedClient {
     type Error = reqwest::Error;
 
@@ -90,11 +155,12 @@ impl StreamableHttpClient for WatchedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse> {
+        let tag = call_tag(&message);
         let result = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await;
-        self.observe(result)
+        tagged(self.observe(result), tag)
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -106,6 +172,7 @@ impl StreamableHttpClient for WatchedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse> {
+        let tag = call_tag(&message);
         let result = self
             .inner
             .post_message_with_max_sse_event_size(
@@ -117,7 +184,7 @@ impl StreamableHttpClient for WatchedClient {
                 max_sse_event_size,
             )
             .await;
-        self.observe(result)
+        tagged(self.observe(result), tag)
     }
 
     async fn post_message_with_response_limits(
@@ -129,6 +196,7 @@ impl StreamableHttpClient for WatchedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse> {
+        let tag = call_tag(&message);
         let result = self
             .inner
             .post_message_with_response_limits(
@@ -140,7 +208,7 @@ impl StreamableHttpClient for WatchedClient {
                 limits,
             )
             .await;
-        self.observe(result)
+        tagged(self.observe(result), tag)
     }
 
     async fn delete_session(
