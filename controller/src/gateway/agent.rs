@@ -90,6 +90,9 @@ pub struct AgentCaller {
     /// A request of 2026-07-28: the log level it asked for (none: no log
     /// lines); `None` for a request of a session.
     pub per_request: Option<Option<LoggingLevel>>,
+    /// A request of 2026-07-28 through the bridge: where the server's
+    /// requests go ([`super::bridge`]).
+    pub asks: Option<super::bridge::Asks>,
 }
 
 impl AgentCaller {
@@ -98,6 +101,7 @@ impl AgentCaller {
         agent: std::sync::Arc<Agent>,
         peer: Peer<RoleServer>,
         meta: &RequestMetaObject,
+        asks: Option<super::bridge::Asks>,
     ) -> AgentCaller {
         let (capabilities, per_request) = if modern(meta) {
             (
@@ -113,6 +117,7 @@ impl AgentCaller {
             peer,
             capabilities,
             per_request,
+            asks,
         }
     }
 
@@ -125,20 +130,31 @@ impl AgentCaller {
     }
 }
 
-/// Why the agent cannot answer `request` (what it did not declare), if so.
-pub fn undeclared(capabilities: &ClientCapabilities, request: &ServerRequest) -> Option<String> {
+/// What the agent did not declare that it needs to answer `request`, if
+/// anything: in words, and as the `requiredCapabilities` of the protocol's
+/// error (`-32021`, a `ClientCapabilities` object).
+pub fn undeclared(
+    capabilities: &ClientCapabilities,
+    request: &ServerRequest,
+) -> Option<(String, serde_json::Value)> {
+    use serde_json::json;
     match request {
         ServerRequest::ElicitRequest(r) => {
             let Some(elicitation) = &capabilities.elicitation else {
-                return Some("elicitation".to_owned());
+                return Some(("elicitation".to_owned(), json!({"elicitation": {}})));
             };
             let url = matches!(r.params, ElicitRequestParams::UrlElicitationParams { .. });
             // `elicitation: {}` is form mode alone.
-            (url && elicitation.url.is_none()).then(|| "URL-mode elicitation".to_owned())
+            (url && elicitation.url.is_none()).then(|| {
+                (
+                    "URL-mode elicitation".to_owned(),
+                    json!({"elicitation": {"url": {}}}),
+                )
+            })
         }
         ServerRequest::CreateMessageRequest(r) => {
             let Some(sampling) = &capabilities.sampling else {
-                return Some("sampling".to_owned());
+                return Some(("sampling".to_owned(), json!({"sampling": {}})));
             };
             sampling_needs(&r.params)
                 .into_iter()
@@ -146,9 +162,17 @@ pub fn undeclared(capabilities: &ClientCapabilities, request: &ServerRequest) ->
                     "tools" => sampling.tools.is_none(),
                     _ => sampling.context.is_none(),
                 })
-                .map(|need| format!("sampling with {need}"))
+                .map(|need| {
+                    (
+                        format!("sampling with {need}"),
+                        json!({"sampling": {need: {}}}),
+                    )
+                })
         }
-        ServerRequest::ListRootsRequest(_) => capabilities.roots.is_none().then(|| "roots".into()),
+        ServerRequest::ListRootsRequest(_) => capabilities
+            .roots
+            .is_none()
+            .then(|| ("roots".to_owned(), json!({"roots": {}}))),
         _ => None,
     }
 }
@@ -180,7 +204,7 @@ impl Caller for AgentCaller {
     }
 
     fn answers_roots(&self) -> bool {
-        self.capabilities.roots.is_some() && self.per_request.is_none()
+        self.capabilities.roots.is_some() && (self.per_request.is_none() || self.asks.is_some())
     }
 
     fn progress(&self, params: ProgressNotificationParam) -> BoxFuture<'static, ()> {
@@ -198,15 +222,56 @@ impl Caller for AgentCaller {
     ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
         let peer = self.peer.clone();
         let missing = undeclared(&self.capabilities, &request);
+        let modern = self.per_request.is_some();
+        let asks = self.asks.clone();
         async move {
-            if let Some(what) = missing {
-                return Err(ErrorData::new(
+            if let Some((what, required)) = missing {
+                let refused = ErrorData::new(
                     ErrorCode::METHOD_NOT_FOUND,
                     format!(
                         "the agent whose call this request belongs to did not declare {what}, so the server's request cannot be answered"
                     ),
                     None,
-                ));
+                );
+                // A 2026-07-28 agent's request fails as the protocol says
+                // (-32021); the server hears that its request was refused.
+                if let Some(asks) = asks.filter(|_| modern) {
+                    let (answer, _) = tokio::sync::oneshot::channel();
+                    let _ = asks.send(super::bridge::Ask {
+                        request,
+                        answer,
+                        missing: Some((what, required)),
+                    });
+                }
+                return Err(refused);
+            }
+            if modern {
+                // Its answer comes with the agent's retry (the bridge).
+                let Some(asks) = asks else {
+                    return Err(ErrorData::invalid_request(
+                        "the agent speaks protocol 2026-07-28, which cannot be asked anything during a request of this kind",
+                        None,
+                    ));
+                };
+                let (answer, answered) = tokio::sync::oneshot::channel();
+                if asks
+                    .send(super::bridge::Ask {
+                        request,
+                        answer,
+                        missing: None,
+                    })
+                    .is_err()
+                {
+                    return Err(ErrorData::internal_error("the agent's request ended", None));
+                }
+                return tokio::select! {
+                    answer = answered => answer.unwrap_or_else(|_| {
+                        Err(ErrorData::internal_error("the agent's request ended before it answered", None))
+                    }),
+                    () = cancel.cancelled() => {
+                        Err(ErrorData::internal_error("the server cancelled its request", None))
+                    }
+                };
             }
             let handle = peer
                 .send_cancellable_request(request, PeerRequestOptions::no_options())

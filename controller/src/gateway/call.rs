@@ -43,6 +43,9 @@ pub struct Origin {
     /// The span an inner call of code mode is a child of (the `run_code`
     /// call's); a client's own call continues the client's trace instead.
     pub parent: Option<tracing::Span>,
+    /// A request of 2026-07-28 through the bridge: where the server's
+    /// requests go ([`super::bridge`]).
+    pub asks: Option<super::bridge::Asks>,
 }
 
 impl Origin {
@@ -56,6 +59,7 @@ impl Origin {
             id: context.id.clone(),
             via,
             parent: None,
+            asks: None,
         }
     }
 }
@@ -96,6 +100,14 @@ pub fn passed_meta(client: &RequestMetaObject, native: bool) -> Option<RequestMe
     (!meta.0.0.is_empty()).then_some(meta)
 }
 
+/// The refusal of a retry whose `requestState` names nothing waiting.
+pub fn stale_state() -> ErrorData {
+    ErrorData::invalid_params(
+        "requestState names no request waiting for input (unknown, tampered, already answered, or expired)",
+        None,
+    )
+}
+
 /// Whether a request of `client`'s goes to `up` as what it is, a request of
 /// 2026-07-28 (the server serves those on its session): its answer may then
 /// be `input_required`, which goes back to the client as it is.
@@ -105,7 +117,7 @@ pub fn native(client: &RequestMetaObject, up: &Upstream) -> bool {
 
 /// A `tools/call` answer that is not a `CallToolResult` variant (a server
 /// answering `{}`), read as one.
-fn as_call_tool_result(result: ServerResult) -> Option<CallToolResponse> {
+pub fn as_call_tool_result(result: ServerResult) -> Option<CallToolResponse> {
     match result {
         ServerResult::CallToolResult(r) => Some(CallToolResponse::Complete(complete(r))),
         ServerResult::CreateTaskResult(t) => Some(CallToolResponse::Task(t)),
@@ -226,6 +238,11 @@ impl Gateway {
                     return Err(CallFailure::Error(ErrorData::invalid_params(why, None)));
                 }
             };
+            // A `requestState` Steward did not give (its bridge answered
+            // those) is the server's own only if it serves 2026-07-28.
+            if params.request_state.is_some() && !native(&origin.meta, &up) {
+                return Err(CallFailure::Error(stale_state()));
+            }
             if let Some(check) = precheck
                 && let Some(tool) = up.catalog.tools.iter().find(|t| t.name == original)
             {
@@ -326,6 +343,7 @@ pub async fn forward(
         origin.agent.clone(),
         origin.peer.clone(),
         &origin.meta,
+        origin.asks.clone(),
     ));
     up.handle
         .call(request, caller, progress, up.timeout, idle, &origin.ct)

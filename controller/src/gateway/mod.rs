@@ -64,6 +64,7 @@ use crate::runtime::mcp::{Broadcast, McpHandle, McpLists};
 use crate::support::sync::lock;
 
 pub mod agent;
+pub mod bridge;
 pub mod cache;
 pub mod call;
 pub mod code;
@@ -80,6 +81,7 @@ pub mod names;
 pub mod one;
 pub mod pins;
 pub mod profile;
+pub mod reads;
 pub mod registry;
 pub mod resume;
 pub mod route;
@@ -215,6 +217,8 @@ pub struct Gateway {
     /// Where a call that needs an MCP server that is not live says so (the
     /// engine's main loop starts an idle server; see [`Self::demand`]).
     demand: OnceLock<mpsc::UnboundedSender<String>>,
+    /// Requests of 2026-07-28 agents parked for their input ([`bridge`]).
+    bridge: Arc<bridge::Bridge>,
     /// The log level each server was last told ([`logging`]).
     #[allow(deprecated)]
     levels: Mutex<BTreeMap<String, rmcp::model::LoggingLevel>>,
@@ -264,6 +268,7 @@ impl Gateway {
             draining: watch::Sender::new(false),
             handing: watch::Sender::new(0),
             demand: OnceLock::new(),
+            bridge: Arc::default(),
             levels: Mutex::new(BTreeMap::new()),
         })
     }

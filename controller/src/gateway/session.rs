@@ -17,24 +17,24 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
-    CompleteResult, ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    CompleteResult, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, InputResponses, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Reference, ResourceContents, ServerCapabilities, ServerConfig,
-    ServerResult, SetLevelRequestParams, SubscriptionFilter,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Reference, ResourceContents, ServerCapabilities, ServerConfig, ServerResult,
+    SetLevelRequestParams, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler};
 
-use super::agent::Agent;
-use super::call::{Origin, call_error, complete, forward, native, passed_meta, unexpected};
+use super::agent::{self, Agent};
+use super::call::{
+    Origin, as_call_tool_result, call_error, complete, forward, native, passed_meta, unexpected,
+};
 use super::profile::Profile;
-use super::registry::{Union, Upstream};
-use super::route::{Kind, Refusal};
+use super::registry::Union;
 use super::{Gateway, Ticket, code, finder, instructions, lsp_tool, view};
 use crate::observe::metrics::Via;
-use crate::runtime::mcp::CallError;
 use crate::support::sync::lock;
 
 /// One client (see the module doc).
@@ -171,9 +171,86 @@ impl Session {
             let result = lsp_tool::call(&self.gateway, request.arguments.unwrap_or_default()).await;
             return Ok(CallToolResponse::Complete(result));
         }
+        if !agent::modern(&context.meta) {
+            let origin = Origin::of(context, via, &self.agent);
+            return self
+                .gateway
+                .forward_tool(exposed, request, profile.naming(), &origin)
+                .await;
+        }
+        let what = format!("tools/call {exposed}");
+        let (state, responses) = (
+            request.request_state.clone(),
+            request.input_responses.clone(),
+        );
+        let (gateway, exposed) = (self.gateway.clone(), exposed.to_owned());
+        let answer = self
+            .bridged_as(
+                context,
+                via,
+                what,
+                state,
+                responses,
+                move |origin| async move {
+                    gateway
+                        .forward_tool(&exposed, request, profile.naming(), &origin)
+                        .await
+                        .map(ServerResult::from)
+                },
+            )
+            .await?;
+        as_call_tool_result(answer).ok_or_else(|| unexpected("the server", "tools/call"))
+    }
+
+    /// Run `work` for `context`'s request `what`: for a 2026-07-28 agent
+    /// through the bridge (a retry that names a call it parked resumes
+    /// that call), else as it is.
+    async fn bridged<F, Fut>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        what: String,
+        state: Option<String>,
+        responses: Option<InputResponses>,
+        work: F,
+    ) -> Result<ServerResult, ErrorData>
+    where
+        F: FnOnce(Origin) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<ServerResult, ErrorData>> + Send + 'static,
+    {
+        if !agent::modern(&context.meta) {
+            return work(Origin::of(context, Via::Direct, &self.agent)).await;
+        }
+        self.bridged_as(context, Via::Direct, what, state, responses, work)
+            .await
+    }
+
+    async fn bridged_as<F, Fut>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        via: Via,
+        what: String,
+        state: Option<String>,
+        responses: Option<InputResponses>,
+        work: F,
+    ) -> Result<ServerResult, ErrorData>
+    where
+        F: FnOnce(Origin) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<ServerResult, ErrorData>> + Send + 'static,
+    {
+        let bridge = &self.gateway.bridge;
+        if let Some(state) = state.filter(|s| bridge.owns(s)) {
+            return bridge
+                .resume(&state, &what, responses.as_ref(), &context.ct)
+                .await;
+        }
         let origin = Origin::of(context, via, &self.agent);
-        self.gateway
-            .forward_tool(exposed, request, profile.naming(), &origin)
+        bridge
+            .start(what, &context.ct, move |asks, cancel| {
+                let mut origin = origin;
+                origin.asks = Some(asks);
+                origin.ct = cancel;
+                work(origin)
+            })
             .await
     }
 }
@@ -374,31 +451,21 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         self.admitted(&context.extensions)?;
-        let profile = self.profile();
-        let (up, answer) = forward_once_more(&self.gateway, &context, &self.agent, || async {
-            let (up, original) = self
-                .gateway
-                .resolve(Kind::Prompt, &request.name, profile.naming())
-                .await
-                .map_err(
-                    |(Refusal::Unavailable { why, .. } | Refusal::Unknown(why))| {
-                        ErrorData::invalid_params(why, None)
-                    },
-                )?;
-            let mut upstream = request.clone();
-            upstream.name = original;
-            upstream.meta = passed_meta(&context.meta, native(&context.meta, &up));
-            Ok((
-                up,
-                ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream)),
-            ))
-        })
-        .await?;
+        let what = format!("prompts/get {}", request.name);
+        let (state, responses) = (
+            request.request_state.clone(),
+            request.input_responses.clone(),
+        );
+        let (gateway, profile) = (self.gateway.clone(), self.profile());
+        let answer = self
+            .bridged(&context, what, state, responses, move |origin| {
+                gateway.get_prompt(request, profile, origin)
+            })
+            .await?;
         match answer {
-            Ok(ServerResult::GetPromptResult(r)) => Ok(GetPromptResponse::Complete(complete(r))),
-            Ok(ServerResult::InputRequiredResult(r)) => Ok(GetPromptResponse::InputRequired(r)),
-            Ok(_) => Err(unexpected(&up.server, "prompts/get")),
-            Err(e) => Err(call_error(&up.server, e)),
+            ServerResult::InputRequiredResult(r) => Ok(GetPromptResponse::InputRequired(r)),
+            ServerResult::GetPromptResult(r) => Ok(GetPromptResponse::Complete(complete(r))),
+            _ => Err(unexpected("the server", "prompts/get")),
         }
     }
 
@@ -459,24 +526,21 @@ impl ServerHandler for Session {
                 vec![ResourceContents::text(text.clone(), request.uri.clone())],
             )));
         }
-        let (up, answer) = forward_once_more(&self.gateway, &context, &self.agent, || async {
-            let up = self
-                .gateway
-                .resource_upstream(&request.uri, profile.naming())
-                .await?;
-            let mut upstream = request.clone();
-            upstream.meta = passed_meta(&context.meta, native(&context.meta, &up));
-            let upstream = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(upstream));
-            Ok((up, upstream))
-        })
-        .await?;
+        let what = format!("resources/read {}", request.uri);
+        let (state, responses) = (
+            request.request_state.clone(),
+            request.input_responses.clone(),
+        );
+        let gateway = self.gateway.clone();
+        let answer = self
+            .bridged(&context, what, state, responses, move |origin| {
+                gateway.read_resource(request, profile, origin)
+            })
+            .await?;
         match answer {
-            Ok(ServerResult::ReadResourceResult(r)) => {
-                Ok(ReadResourceResponse::Complete(complete(r)))
-            }
-            Ok(ServerResult::InputRequiredResult(r)) => Ok(ReadResourceResponse::InputRequired(r)),
-            Ok(_) => Err(unexpected(&up.server, "resources/read")),
-            Err(e) => Err(call_error(&up.server, e)),
+            ServerResult::InputRequiredResult(r) => Ok(ReadResourceResponse::InputRequired(r)),
+            ServerResult::ReadResourceResult(r) => Ok(ReadResourceResponse::Complete(complete(r))),
+            _ => Err(unexpected("the server", "resources/read")),
         }
     }
 
@@ -536,36 +600,6 @@ impl ServerHandler for Session {
                 rmcp::model::RootsListChangedNotification::default(),
             );
             let _ = up.handle.notify(changed);
-        }
-    }
-}
-
-/// Forward the request `resolve` makes (with the connection of its server);
-/// when that connection closed under it in a restart or an idle stop,
-/// resolve and forward it once more ([`Gateway::worth_another_try`]): only
-/// for reads (`prompts/get`, `resources/read`), which may run twice.
-async fn forward_once_more<F, Fut>(
-    gateway: &Gateway,
-    context: &RequestContext<RoleServer>,
-    agent: &Arc<Agent>,
-    mut resolve: F,
-) -> Result<(Arc<Upstream>, Result<ServerResult, CallError>), ErrorData>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(Arc<Upstream>, ClientRequest), ErrorData>>,
-{
-    let progress = context.meta.get_progress_token();
-    let origin = Origin::of(context, Via::Direct, agent);
-    let mut retried = false;
-    loop {
-        let (up, request) = resolve().await?;
-        match forward(&up, request, &origin, progress.clone(), None).await {
-            Err(CallError::Closed | CallError::NotSent)
-                if !retried && gateway.worth_another_try(&up) =>
-            {
-                retried = true
-            }
-            answer => return Ok((up, answer)),
         }
     }
 }

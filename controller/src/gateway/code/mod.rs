@@ -344,6 +344,7 @@ pub async fn run(
         id: context.id.clone(),
         via: Via::Code,
         parent: Some(span.clone()),
+        asks: None,
     };
     let host = Arc::new(RunHost::new(gateway.clone(), max_name_len, origin));
     let began = std::time::Instant::now();
