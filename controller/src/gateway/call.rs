@@ -277,6 +277,9 @@ impl Gateway {
             return match answer {
                 Ok(result) => match as_call_tool_result(result) {
                     Some(response) => {
+                        if let CallToolResponse::Complete(r) = &response {
+                            gateway.remember_links(server, r);
+                        }
                         if matches!(&response, CallToolResponse::Complete(r) if r.is_error == Some(true))
                         {
                             call.ended(CallResult::ToolError);

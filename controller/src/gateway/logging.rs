@@ -1,15 +1,18 @@
 //! Log lines per agent, and what belongs to no call.
 //!
 //! Each agent has its own level (`logging/setLevel` sets the agent's, not
-//! the server's). A server is told the most verbose level any agent that
-//! sees it asked for, so that every agent can get what it asked; a line
-//! emitted during an agent's call goes to that agent (the relay routes it,
+//! the server's). Once some agent set one, a server is told the most
+//! verbose level any agent that sees it wants — an agent that never set a
+//! level counting as `info` — so that every agent can get what it asked,
+//! and one agent's `error` never silences the others; a line emitted
+//! during an agent's call goes to that agent (the relay routes it,
 //! [`super::agent::AgentCaller`] filters it by the agent's level), any
 //! other line to every agent that sees the server and whose level admits
-//! it. An agent that never set a level gets every line, as before.
+//! it. An agent that never set a level gets every line that comes.
 //!
 //! The same broadcast carries the other notifications that belong to no
-//! call (resource updates), to the agents that see their server.
+//! call; resource updates go to the agents subscribed
+//! ([`super::subscriptions`]).
 
 // Logging is deprecated by SEP-2577 (protocol 2026-07-28) but part of the
 // initialize-lifecycle versions this endpoint speaks.
@@ -30,7 +33,7 @@ use crate::runtime::mcp::Caller;
 use crate::support::sync::lock;
 
 /// Steward's own requests (no agent behind them).
-struct Own;
+pub(super) struct Own;
 
 impl Caller for Own {
     fn progress(
@@ -59,18 +62,26 @@ impl Caller for Own {
 
 impl Gateway {
     /// The level each live server should be told: the most verbose one an
-    /// agent that sees it asked for (none asked: not told).
+    /// agent that sees it wants (`info` for one that never asked); not
+    /// told while no agent that sees it asked for a level.
     fn wanted_levels(&self) -> BTreeMap<String, LoggingLevel> {
         let clients = self.lock_clients();
         let mut wanted: BTreeMap<String, LoggingLevel> = BTreeMap::new();
         for up in self.registry.all_live() {
-            let asked = clients
+            let seeing: Vec<Option<LoggingLevel>> = clients
                 .by_id
                 .values()
                 .filter(|c| c.profile.server.as_deref().is_none_or(|s| s == up.server))
-                .filter_map(|c| c.agent.level())
+                .map(|c| c.agent.level())
+                .collect();
+            if seeing.iter().all(Option::is_none) {
+                continue;
+            }
+            let most = seeing
+                .into_iter()
+                .map(|level| level.unwrap_or(LoggingLevel::Info))
                 .min_by_key(|level| severity(*level));
-            if let Some(level) = asked {
+            if let Some(level) = most {
                 wanted.insert(up.server.clone(), level);
             }
         }
@@ -124,6 +135,9 @@ impl Gateway {
     pub(super) fn broadcast(&self, server: &str, notification: ServerNotification) {
         let line = match &notification {
             ServerNotification::LoggingMessageNotification(n) => Some(n.params.level),
+            ServerNotification::ResourceUpdatedNotification(_) => {
+                return self.updated(server, notification);
+            }
             _ => None,
         };
         let peers: Vec<_> = self

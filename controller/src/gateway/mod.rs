@@ -18,7 +18,14 @@
 //!   `call_tool` tools over it.
 //! - [`cost`]: what each tool's definition costs an agent (`steward tools`).
 //! - [`session`]: one client's MCP session (lists, calls, pass-through);
-//!   [`instructions`]: the servers' instructions, combined.
+//!   [`instructions`]: the servers' instructions, combined;
+//!   [`broadcaster`]: list changes, told to each client.
+//! - [`agent`]: who a client is to the servers' requests and log lines
+//!   (capabilities per agent, routing of what a server sends for a call);
+//!   [`logging`]: log levels per agent; [`subscriptions`]: resource
+//!   subscriptions per agent, resource links; [`bridge`]: requests of
+//!   2026-07-28 agents to servers of the initialize lifecycle
+//!   (`input_required`); [`reads`]: `prompts/get` and `resources/read`.
 //! - [`route`]: which live connection serves a name, waiting while its
 //!   server (re)starts; [`call`]: the one path of a `tools/call` (counted,
 //!   traced, forwarded), for direct calls, `call_tool` and code mode.
@@ -43,7 +50,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use rmcp::model::{ServerNotification, Tool};
+use rmcp::model::Tool;
 use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 use steward_schema::resource::{
@@ -55,7 +62,6 @@ use tokio_util::sync::CancellationToken;
 use crate::desired::snapshot::{DesiredStore, Key};
 use crate::engine::publish::{IdleCatalog, Publish};
 use crate::gateway::lsp::LspService;
-use crate::observe::clock::now_rfc3339;
 use crate::observe::metrics::metrics;
 use crate::observe::status::StatusStore;
 use crate::observe::view::Decoration;
@@ -65,6 +71,7 @@ use crate::support::sync::lock;
 
 pub mod agent;
 pub mod bridge;
+pub mod broadcaster;
 pub mod cache;
 pub mod call;
 pub mod code;
@@ -88,6 +95,7 @@ pub mod route;
 pub mod search;
 pub mod serve;
 pub mod session;
+pub mod subscriptions;
 pub mod view;
 
 use cache::{CachedCatalog, CatalogCache};
@@ -169,16 +177,6 @@ impl ClientEntry {
             });
         }
     }
-
-    /// Where it hears of list changes: its session, its listens.
-    fn notifiers(&self) -> Vec<Notifier> {
-        self.peer
-            .iter()
-            .cloned()
-            .map(Notifier::Session)
-            .chain(self.listeners.iter().cloned().map(Notifier::Listen))
-            .collect()
-    }
 }
 
 #[derive(Debug, Default)]
@@ -217,8 +215,15 @@ pub struct Gateway {
     /// Where a call that needs an MCP server that is not live says so (the
     /// engine's main loop starts an idle server; see [`Self::demand`]).
     demand: OnceLock<mpsc::UnboundedSender<String>>,
+    /// Who holds which resource subscription, and resource links
+    /// ([`subscriptions`]).
+    subscriptions: Mutex<subscriptions::Subscriptions>,
     /// Requests of 2026-07-28 agents parked for their input ([`bridge`]).
     bridge: Arc<bridge::Bridge>,
+    /// Servers that asked their clients for input on a connection that
+    /// cannot say for which call: their next connections serialize the
+    /// calls of different agents from the start (see the relay).
+    asking: Mutex<BTreeSet<String>>,
     /// The log level each server was last told ([`logging`]).
     #[allow(deprecated)]
     levels: Mutex<BTreeMap<String, rmcp::model::LoggingLevel>>,
@@ -269,6 +274,8 @@ impl Gateway {
             handing: watch::Sender::new(0),
             demand: OnceLock::new(),
             bridge: Arc::default(),
+            subscriptions: Mutex::default(),
+            asking: Mutex::default(),
             levels: Mutex::new(BTreeMap::new()),
         })
     }
@@ -596,10 +603,15 @@ impl Gateway {
 impl Publish for Gateway {
     fn mcp_ready(&self, name: &str, handle: &McpHandle, lists: &McpLists, spec: &McpServerSpec) {
         lock(&self.offered).insert(name.to_owned(), Arc::new(lists.tools.clone()));
+        self.remember_asking(name);
+        if lock(&self.asking).contains(name) {
+            handle.relay().serialize_agents();
+        }
         let admitted = self.pins.admit(name, lists, spec);
         self.registry.publish(name, handle, &admitted, spec);
-        // A new connection hears the agents' log level.
+        // A new connection hears the agents' log level and subscriptions.
         self.relevel(Some(name));
+        self.resubscribe(name);
         // What the server offers, before filters and pins: the next
         // controller screens it through the filters and pins of its day.
         let server_info = handle.peer.peer_info().and_then(|i| i.server_info.clone());
@@ -609,18 +621,22 @@ impl Publish for Gateway {
     }
 
     fn mcp_restarting(&self, name: &str) {
+        self.remember_asking(name);
         self.registry.restarting(name);
     }
 
     fn mcp_stopping(&self, name: &str) {
+        self.remember_asking(name);
         self.registry.stopping(name);
     }
 
     fn mcp_withdrawn(&self, name: &str) {
+        self.remember_asking(name);
         self.registry.withdraw(name);
     }
 
     fn mcp_removed(&self, name: &str) {
+        lock(&self.asking).remove(name);
         lock(&self.offered).remove(name);
         self.registry.forget(name);
         self.cache.remove(name, true);
@@ -718,143 +734,15 @@ impl Decoration for Gateway {
 }
 
 impl Gateway {
-    /// Send `notifications/{tools,prompts,resources}/list_changed` to every
-    /// client when the union changed since it was last told, coalesced;
-    /// never when it did not (a client that connected after a change, while
-    /// the notification was being coalesced, is not told about it).
-    pub async fn run_broadcaster(self: Arc<Self>, cancel: CancellationToken) {
-        tokio::spawn(self.clone().run_cache_pruner(cancel.clone()));
-        let mut changes = self.registry.subscribe();
-        let mut announced = self.registry.union().fingerprints;
-        loop {
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                changed = changes.changed() => if changed.is_err() { return },
-            }
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                () = tokio::time::sleep(self.config.coalesce) => {}
-            }
-            changes.mark_unchanged();
-            let now = self.registry.union().fingerprints;
-            // Per client: what differs from what it last saw.
-            let mut due = Vec::new();
-            for client in self.lock_clients().by_id.values_mut() {
-                let notifiers = client.notifiers();
-                if notifiers.is_empty() {
-                    continue;
-                }
-                let now = self.fingerprints(&client.profile);
-                let kinds = [0, 1, 2].map(|i| now[i] != client.seen[i]);
-                if kinds.iter().any(|k| *k) {
-                    client.seen = now;
-                    client.report();
-                    due.extend(notifiers.into_iter().map(|n| (n, kinds)));
-                }
-            }
-            if now != announced {
-                announced = now;
-                *lock(&self.last_list_changed) = Some(now_rfc3339());
-                metrics().list_changed();
-                self.status.touch();
-            }
-            if due.is_empty() {
-                continue;
-            }
-            tracing::info!(clients = due.len(), "list changed");
-            for (notifier, kinds) in due {
-                tokio::spawn(notifier.list_changed(kinds));
-            }
-        }
-    }
-}
-
-impl Gateway {
-    /// Client `id`, resumed, hears of the lists that differ from what it
-    /// saw under the last controller, once the cold start is over and it
-    /// has somewhere to hear it (its session, or a listen read again).
-    async fn catch_up(self: Arc<Self>, id: u64) {
-        self.cold_start().await;
-        let (due, kinds) = {
-            let mut clients = self.lock_clients();
-            let Some(entry) = clients.by_id.get_mut(&id) else {
-                return;
-            };
-            let due = entry.notifiers();
-            let now = self.fingerprints(&entry.profile);
-            let kinds = [0, 1, 2].map(|i| now[i] != entry.seen[i]);
-            if due.is_empty() || !kinds.iter().any(|k| *k) {
-                return;
-            }
-            tracing::debug!(client = id, seen = ?entry.seen, ?now, "fingerprints of a resumed client's lists");
-            entry.seen = now;
-            entry.report();
-            (due, kinds)
-        };
-        let lists: Vec<&str> = ["tools", "prompts", "resources"]
-            .into_iter()
-            .zip(kinds)
-            .filter_map(|(name, changed)| changed.then_some(name))
-            .collect();
-        tracing::info!(
-            client = id,
-            lists = %lists.join(", "),
-            "the lists changed while the session moved; telling it"
-        );
-        for notifier in due {
-            notifier.list_changed(kinds).await;
-        }
-    }
-}
-
-/// Where a client hears of list changes.
-enum Notifier {
-    /// Its session (the initialize lifecycle).
-    Session(Peer<RoleServer>),
-    /// One of its `subscriptions/listen` requests (2026-07-28).
-    Listen(SubscriptionSink),
-}
-
-impl Notifier {
-    /// Send the `list_changed` notifications of the kinds (tools, prompts,
-    /// resources) that changed.
-    async fn list_changed(self, kinds: [bool; 3]) {
-        match self {
-            Notifier::Session(peer) => {
-                if kinds[0] {
-                    let _ = peer.notify_tool_list_changed().await;
-                }
-                if kinds[1] {
-                    let _ = peer.notify_prompt_list_changed().await;
-                }
-                if kinds[2] {
-                    let _ = peer.notify_resource_list_changed().await;
-                }
-            }
-            Notifier::Listen(sink) => {
-                use rmcp::model::{
-                    PromptListChangedNotification, ResourceListChangedNotification,
-                    ToolListChangedNotification,
-                };
-                let all = [
-                    ServerNotification::ToolListChangedNotification(
-                        ToolListChangedNotification::default(),
-                    ),
-                    ServerNotification::PromptListChangedNotification(
-                        PromptListChangedNotification::default(),
-                    ),
-                    ServerNotification::ResourceListChangedNotification(
-                        ResourceListChangedNotification::default(),
-                    ),
-                ];
-                for (changed, notification) in kinds.into_iter().zip(all) {
-                    // A kind the client did not subscribe to is refused
-                    // by the sink: nothing to do.
-                    if changed {
-                        let _ = sink.send(notification).await;
-                    }
-                }
-            }
+    /// Whether the live connection of `name` serializes the calls of
+    /// different agents: remembered for its next connections.
+    fn remember_asking(&self, name: &str) {
+        if self
+            .registry
+            .live(name)
+            .is_some_and(|up| up.handle.relay().serialized())
+        {
+            lock(&self.asking).insert(name.to_owned());
         }
     }
 }
@@ -957,6 +845,7 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        self.gateway.forget_subscriptions(self.id);
         let left = {
             let mut clients = self.gateway.lock_clients();
             if let Some(gone) = clients.by_id.remove(&self.id) {

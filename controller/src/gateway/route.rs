@@ -201,9 +201,11 @@ impl Gateway {
         loop {
             changes.borrow_and_update();
             let union = self.registry.union();
+            let linked = self.linked(uri);
             let owner = match naming {
                 Naming::Own(server) => Some(server),
-                Naming::Prefixed(_) => union.resource_owner(uri),
+                // Listed, fitting a template, or linked by a tool's result.
+                Naming::Prefixed(_) => union.resource_owner(uri).or(linked.as_deref()),
             };
             let server = owner.ok_or_else(|| {
                 ErrorData::resource_not_found(

@@ -22,7 +22,7 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
     Reference, ResourceContents, ServerCapabilities, ServerConfig, ServerResult,
-    SetLevelRequestParams, SubscriptionFilter,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler};
@@ -33,6 +33,7 @@ use super::call::{
 };
 use super::profile::Profile;
 use super::registry::Union;
+use super::subscriptions::{self, Holder};
 use super::{Gateway, Ticket, code, finder, instructions, lsp_tool, view};
 use crate::observe::metrics::Via;
 use crate::support::sync::lock;
@@ -273,6 +274,7 @@ impl ServerHandler for Session {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -312,24 +314,62 @@ impl ServerHandler for Session {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        // The three list changes; resources/updated of upstream servers is
-        // not relayed (nor is resources/subscribe on older versions).
-        let _ = requested;
-        Some(
-            SubscriptionFilter::builder()
-                .tools_list_changed()
-                .prompts_list_changed()
-                .resources_list_changed()
-                .build(),
-        )
+        // The three list changes, and the resources asked for (each
+        // subscribed to at its server while the listen lasts).
+        let mut accepted = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        accepted
+            .resource_subscriptions
+            .clone_from(&requested.resource_subscriptions);
+        Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         self.admitted(&context.request_context().extensions)?;
         let id = context.sink().id().clone();
         self.ticket.listen(context.sink().clone());
+        let holder = Holder::Listen(self.agent.id, subscriptions::listen_id(&id));
+        let naming = self.profile();
+        for uri in context.accepted().resource_subscriptions.iter().flatten() {
+            let subscribed = match self.gateway.resource_upstream(uri, naming.naming()).await {
+                Ok(up) => self.gateway.subscribe(&up, uri, holder.clone()).await,
+                Err(e) => Err(e),
+            };
+            if let Err(error) = subscribed {
+                tracing::debug!(%uri, error = %error.message, "a listen's resource subscription");
+            }
+        }
         context.cancelled().await;
+        self.gateway.unsubscribe(None, None, &holder);
         self.ticket.unlisten(&id);
+        Ok(())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.admitted(&context.extensions)?;
+        let up = self
+            .gateway
+            .resource_upstream(&request.uri, self.profile().naming())
+            .await?;
+        let holder = Holder::Session(self.agent.id);
+        self.gateway.subscribe(&up, &request.uri, holder).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.admitted(&context.extensions)?;
+        let holder = Holder::Session(self.agent.id);
+        self.gateway.unsubscribe(None, Some(&request.uri), &holder);
         Ok(())
     }
 

@@ -31,6 +31,7 @@ mod catalog_cache;
 mod code_mode;
 mod demo_walkthrough;
 mod dev_reload;
+mod faithful;
 mod gateway;
 mod gateway_http;
 mod gateway_real_clients;

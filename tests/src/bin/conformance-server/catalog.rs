@@ -2,7 +2,8 @@
 //! templates, as the official conformance suite's server scenarios name
 //! them (each scenario's "Server Implementation Requirements"), plus a few
 //! of its own for Steward's tests (`test_update_watched`, `test_echo_meta`,
-//! `test_sleep`).
+//! `test_sleep`, `test_resource_link`, and `delayMs` on the tools that ask
+//! the client something).
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use serde_json::{Value, json};
@@ -198,6 +199,11 @@ pub fn tools(extra: bool) -> Vec<Tool> {
             "test_echo_meta",
             "Answers with the request's _meta as structured content",
             json!({"type": "object", "properties": {}, "additionalProperties": true}),
+        ),
+        tool(
+            "test_resource_link",
+            "Answers with a link to test://linked/1, which no listing shows",
+            no_args(),
         ),
         tool(
             "test_sleep",

@@ -251,6 +251,10 @@ impl Conformance {
                 done(vec![text("x".repeat(bytes))])
             }
             "test_custom_headers" => done(vec![text(format!("region: {}", arg("region")))]),
+            "test_resource_link" => done(content(json!([{
+                "type": "resource_link", "uri": "test://linked/1", "name": "linked",
+                "mimeType": "text/plain", "description": "A resource this server does not list"
+            }]))),
             "json_schema_2020_12_tool" => done(vec![text(format!(
                 "received: {}",
                 Value::Object(args.clone())
@@ -311,13 +315,22 @@ impl Conformance {
         self.asking(request, context, ask).await
     }
 
-    /// Ask, then answer with what the client said.
+    /// Ask (after `delayMs`, when the call gives one), then answer with
+    /// what the client said.
     async fn asking(
         &self,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
         ask: Ask,
     ) -> Result<CallToolResponse, ErrorData> {
+        let delay = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("delayMs"))
+            .and_then(Value::as_u64);
+        if let Some(ms) = delay {
+            Self::sleep_ms(ms).await;
+        }
         let asked = ask
             .run(
                 context,
@@ -498,6 +511,9 @@ impl ServerHandler for Conformance {
                     .with_mime_type("text/plain"),
             ],
             "test://static-binary" => vec![ResourceContents::blob(catalog::PNG, uri).with_mime_type("image/png")],
+            "test://linked/1" => vec![
+                ResourceContents::text("A linked resource.", uri).with_mime_type("text/plain"),
+            ],
             "test://watched-resource" => vec![
                 ResourceContents::text(
                     format!("version {}", self.shared.watched.load(Ordering::SeqCst)),
