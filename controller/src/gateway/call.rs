@@ -337,11 +337,12 @@ impl Gateway {
 /// requests go to that client, and the client's cancellation ends the call.
 pub async fn forward(
     up: &Upstream,
-    request: ClientRequest,
+    mut request: ClientRequest,
     origin: &Origin,
     progress: Option<rmcp::model::ProgressToken>,
     idle: Option<std::time::Duration>,
 ) -> Result<ServerResult, CallError> {
+    hoist_meta(&mut request);
     let caller = Arc::new(AgentCaller::new(
         origin.agent.clone(),
         origin.peer.clone(),
@@ -351,6 +352,23 @@ pub async fn forward(
     up.handle
         .call(request, caller, progress, up.timeout, idle, &origin.ct)
         .await
+}
+
+/// Move a request's `_meta` from its params to the request itself, where
+/// the transports read it (the protocol version of a request of
+/// 2026-07-28 decides how it is sent); on the wire it is the same.
+fn hoist_meta(request: &mut ClientRequest) {
+    use rmcp::model::GetMeta as _;
+    let taken = match request {
+        ClientRequest::CallToolRequest(r) => r.params.meta.take(),
+        ClientRequest::GetPromptRequest(r) => r.params.meta.take(),
+        ClientRequest::ReadResourceRequest(r) => r.params.meta.take(),
+        ClientRequest::CompleteRequest(r) => r.params.meta.take(),
+        _ => None,
+    };
+    if let Some(meta) = taken {
+        request.get_meta_mut().extend(meta);
+    }
 }
 
 /// The error for an answer of the wrong kind.

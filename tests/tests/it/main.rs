@@ -29,6 +29,7 @@ mod async_start;
 mod calls_once;
 mod catalog_cache;
 mod code_mode;
+mod conformance;
 mod demo_walkthrough;
 mod dev_reload;
 mod faithful;

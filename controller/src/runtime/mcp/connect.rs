@@ -356,8 +356,9 @@ pub(super) async fn connect_http(
         match remote::connect(name, spec, &watch, deadline, timeouts.remote_handshake).await {
             Ok(transport) => {
                 let mut guards = Guards::default();
-                // Not asked: requests of 2026-07-28 over HTTP would switch
-                // the transport's whole session to that version.
+                // A streamable-HTTP server may serve requests of
+                // 2026-07-28 (outside its session): ask.
+                let probe = matches!(transport, remote::RemoteTransport::Streamable(_));
                 open_session(
                     name,
                     client,
@@ -365,7 +366,7 @@ pub(super) async fn connect_http(
                     deadline,
                     &mut guards,
                     remote::dig,
-                    false,
+                    probe,
                 )
                 .await
                 .map_err(|failure| {

@@ -591,7 +591,8 @@ impl McpHandle {
     }
 
     /// Whether the server serves requests of protocol 2026-07-28 on this
-    /// connection (a stdio server whose `server/discover` says so).
+    /// connection (its `server/discover` says so: a stdio server on its
+    /// session, a streamable-HTTP one outside it).
     pub fn per_request(&self) -> bool {
         self.peer.per_request()
     }

@@ -5,6 +5,13 @@
 //! routes it to the call that caused it (the `_meta` key
 //! `dev.steward/call`, taken off before anything goes on).
 //!
+//! A request of protocol 2026-07-28 (its `_meta` names that version: an
+//! agent's request to a server that serves that version, see
+//! `Upstream::per_request`) goes as that version wants, outside the
+//! session: no `Mcp-Session-Id`. rmcp's worker then takes 2026-07-28 for
+//! the session's version and would send the session's own requests (and
+//! its event stream's) with that header; they keep the session's version.
+//!
 //! rmcp's streamable-HTTP worker keeps its failures to itself: a 404 on the
 //! background SSE stream's reconnect is only logged, and a 404 on a POST is
 //! answered by a silent re-initialization. Wrapping the HTTP client is the one
@@ -12,7 +19,7 @@
 //! stream's reconnects — so that is where a lost session is noticed.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
@@ -35,11 +42,62 @@ type Result<T> = std::result::Result<T, StreamableHttpError<reqwest::Error>>;
 pub struct WatchedClient {
     inner: reqwest::Client,
     watch: SessionWatch,
+    /// The session's protocol version, as its own requests carried it.
+    session_version: Arc<Mutex<Option<HeaderValue>>>,
+}
+
+/// The header that names a request's protocol version.
+const VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+
+/// The protocol version `message` names, when it is a request of
+/// 2026-07-28 or later.
+fn per_request(message: &ClientJsonRpcMessage) -> Option<rmcp::model::ProtocolVersion> {
+    use rmcp::model::GetMeta as _;
+    match message {
+        JsonRpcMessage::Request(r) => r
+            .request
+            .get_meta()
+            .protocol_version()
+            .filter(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str()),
+        _ => None,
+    }
 }
 
 impl WatchedClient {
     pub fn new(inner: reqwest::Client, watch: SessionWatch) -> WatchedClient {
-        WatchedClient { inner, watch }
+        WatchedClient {
+            inner,
+            watch,
+            session_version: Arc::default(),
+        }
+    }
+
+    /// The session to send `message` in (none for a request of
+    /// 2026-07-28), its headers keeping the session's version (see the
+    /// module doc).
+    fn fit(
+        &self,
+        message: Option<&ClientJsonRpcMessage>,
+        session_id: Option<Arc<str>>,
+        headers: &mut HashMap<HeaderName, HeaderValue>,
+    ) -> Option<Arc<str>> {
+        if let Some(version) = message.and_then(per_request) {
+            if let Ok(version) = HeaderValue::from_str(version.as_str()) {
+                headers.insert(VERSION, version);
+            }
+            return None;
+        }
+        let mut kept = crate::support::sync::lock(&self.session_version);
+        match headers.get(&VERSION) {
+            Some(version) if version.as_bytes() >= b"2026-07-28".as_slice() => {
+                if let Some(session) = kept.as_ref() {
+                    headers.insert(VERSION, session.clone());
+                }
+            }
+            Some(version) => *kept = Some(version.clone()),
+            None => {}
+        }
+        session_id
     }
 
     /// Reports a loss, and takes the URL out of reqwest's errors: rmcp logs
@@ -155,6 +213,8 @@ impl StreamableHttpClient for WatchedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse> {
+        let mut custom_headers = custom_headers;
+        let session_id = self.fit(Some(&message), session_id, &mut custom_headers);
         let tag = call_tag(&message);
         let result = self
             .inner
@@ -172,6 +232,8 @@ impl StreamableHttpClient for WatchedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse> {
+        let mut custom_headers = custom_headers;
+        let session_id = self.fit(Some(&message), session_id, &mut custom_headers);
         let tag = call_tag(&message);
         let result = self
             .inner
@@ -196,6 +258,8 @@ impl StreamableHttpClient for WatchedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse> {
+        let mut custom_headers = custom_headers;
+        let session_id = self.fit(Some(&message), session_id, &mut custom_headers);
         let tag = call_tag(&message);
         let result = self
             .inner
@@ -218,6 +282,8 @@ impl StreamableHttpClient for WatchedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<()> {
+        let mut custom_headers = custom_headers;
+        self.fit(None, None, &mut custom_headers);
         // Closing: a failure here says nothing about a session we are ending.
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
@@ -233,6 +299,8 @@ impl StreamableHttpClient for WatchedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, std::result::Result<Sse, SseError>>> {
+        let mut custom_headers = custom_headers;
+        let session_id = self.fit(None, session_id, &mut custom_headers);
         let result = self
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
@@ -249,6 +317,8 @@ impl StreamableHttpClient for WatchedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, std::result::Result<Sse, SseError>>> {
+        let mut custom_headers = custom_headers;
+        let session_id = self.fit(None, session_id, &mut custom_headers);
         let result = self
             .inner
             .get_stream_with_max_sse_event_size(
