@@ -507,7 +507,7 @@ pub fn desired_state(
     }
 
     let home = cli.home.as_deref().unwrap_or(Path::new("~"));
-    for d in mcp.values_mut() {
+    for (name, d) in mcp.iter_mut() {
         let resolved = policy.sandbox.resolve(
             d.spec.sandbox.as_ref(),
             workspace_controlled(d.source),
@@ -515,14 +515,24 @@ pub fn desired_state(
             home,
             workspace,
         );
-        if !is_plain_standard(&resolved) {
+        if let Resolved::Unknown(why) = &resolved {
+            let message = unknown_profile(sources, d.source, name, why);
+            invalid_mcp.insert(
+                name.clone(),
+                InvalidEntry {
+                    source: d.source,
+                    spec: DroppedSpec::Mcp(d.spec.clone()),
+                    message,
+                },
+            );
+        } else if !is_plain_standard(&resolved) {
             let mut spec = McpServerSpec::clone(&d.spec);
             spec.config_hash = with_sandbox(&spec.config_hash, &resolved);
             spec.resolved_sandbox = Some(resolved);
             d.spec = Arc::new(spec);
         }
     }
-    for d in lsp.values_mut() {
+    for (name, d) in lsp.iter_mut() {
         let resolved = policy.sandbox.resolve(
             d.spec.sandbox.as_ref(),
             workspace_controlled(d.source),
@@ -530,13 +540,28 @@ pub fn desired_state(
             home,
             workspace,
         );
-        if !is_plain_standard(&resolved) {
+        if let Resolved::Unknown(why) = &resolved {
+            let message = unknown_profile(sources, d.source, name, why);
+            invalid_lsp.insert(
+                name.clone(),
+                InvalidEntry {
+                    source: d.source,
+                    spec: DroppedSpec::Lsp(d.spec.clone()),
+                    message,
+                },
+            );
+        } else if !is_plain_standard(&resolved) {
             let mut spec = LspServerSpec::clone(&d.spec);
             spec.config_hash = with_sandbox(&spec.config_hash, &resolved);
             spec.resolved_sandbox = Some(resolved);
             d.spec = Arc::new(spec);
         }
     }
+
+    // A profile that does not exist is an invalid entry (never spawned,
+    // never retried), not a start that fails.
+    mcp.retain(|name, _| !invalid_mcp.contains_key(name));
+    lsp.retain(|name, _| !invalid_lsp.contains_key(name));
 
     DesiredState {
         workspace: workspace.to_path_buf(),
@@ -554,6 +579,37 @@ pub fn desired_state(
 
 /// `steward.secrets.requireReferences`: an entry of a workspace file
 /// holding a literal credential is invalid (its row says what to move).
+/// The message of an entry whose profile does not exist, at the place of
+/// its `sandbox` key (or of `steward.sandbox.default`).
+fn unknown_profile(sources: &SourceSet, kind: SourceKind, name: &str, why: &str) -> String {
+    let own = sources
+        .iter()
+        .filter(|s| s.kind == kind)
+        .find_map(|s| s.sandbox_keys.get(name));
+    let default = || {
+        sources
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.kind,
+                    SourceKind::UserSettings
+                        | SourceKind::SystemSettings
+                        | SourceKind::SystemDefaults
+                )
+            })
+            .filter_map(|s| s.sandbox_keys.get(""))
+            .last()
+    };
+    match own.or_else(default) {
+        Some(at) => crate::diagnostic::Diagnostic {
+            message: why.to_owned(),
+            ..at.clone()
+        }
+        .to_string(),
+        None => why.to_owned(),
+    }
+}
+
 fn require_references(
     sources: &SourceSet,
     mcp: &mut BTreeMap<String, DesiredMcp>,

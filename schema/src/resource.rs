@@ -611,6 +611,14 @@ pub struct SandboxStatus {
     /// What it may write.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub write: Vec<String>,
+    /// Its private home: where its caches, data and state go (`XDG_*_HOME`
+    /// and the package runners' cache variables point there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<String>,
+    /// The workspace's code-running paths pinned read-only for it (`.git`,
+    /// `.vscode`, `.envrc`...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned: Vec<String>,
 }
 
 /// A tool or prompt held back because its definition changed since it was

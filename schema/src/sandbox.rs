@@ -110,18 +110,18 @@ pub struct SandboxSettings {
 }
 
 /// The built-in profile names.
-pub const BUILTINS: [&str; 4] = ["standard", "none", "network", "off"];
+pub const BUILTINS: [&str; 5] = ["standard", "none", "network", "git-write", "off"];
 
 /// What a profile starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Base {
     /// Reads everything but the credential stores and Steward's state;
-    /// writes the workspace (not its `.git/hooks`, `.git/config`), a private
-    /// temp dir and the user's caches.
+    /// writes the workspace but its code-running files ([`PINNED`]), a
+    /// private temp dir and a private home.
     Standard,
     /// Reads the system, its own runtime and what the profile lists; writes
-    /// a private temp dir, the package caches and what the profile lists.
+    /// a private temp dir, a private home and what the profile lists.
     Confined,
     /// No sandbox.
     Off,
@@ -163,6 +163,12 @@ pub struct Sandbox {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub write: Vec<String>,
     pub network: Network,
+    /// `git-write`: the workspace's `.git` directories (hooks and config
+    /// included) are writable — a server under it can plant hooks. Absent
+    /// from every other profile's serialized form, so their fingerprints
+    /// stay as they were.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub writes_git: bool,
 }
 
 impl Sandbox {
@@ -174,7 +180,7 @@ impl Sandbox {
     /// A built-in profile by name.
     pub fn builtin(name: &str) -> Option<Sandbox> {
         let (base, network) = match name {
-            "standard" => (Base::Standard, Network::Unrestricted { ports: vec![] }),
+            "standard" | "git-write" => (Base::Standard, Network::Unrestricted { ports: vec![] }),
             "none" => (Base::Confined, Network::None),
             "network" => (Base::Confined, Network::Unrestricted { ports: vec![] }),
             "off" => (Base::Off, Network::Unrestricted { ports: vec![] }),
@@ -186,6 +192,7 @@ impl Sandbox {
             read: vec![],
             write: vec![],
             network,
+            writes_git: name == "git-write",
         })
     }
 
@@ -210,6 +217,7 @@ impl Sandbox {
             read: sorted(p.read.clone()),
             write: sorted(p.write.clone()),
             network,
+            writes_git: false,
         }
     }
 
@@ -236,6 +244,9 @@ impl Sandbox {
             return Some("no sandbox at all (off)".to_owned());
         }
         let abs = |p: &String| absolute(p, home, workspace);
+        if self.writes_git && !other.writes_git {
+            beyond.push("writes the workspace's .git, hooks included (git-write)".to_owned());
+        }
         match (self.base, other.base) {
             (Base::Standard, Base::Confined) => beyond.push(
                 "reads everything but the credential stores and writes the workspace (standard)"
@@ -412,22 +423,136 @@ pub fn credential_store(p: &Path, home: &Path) -> bool {
         .any(|c| p.starts_with(home.join(c)) || home.join(c).starts_with(p))
 }
 
-/// The caches `standard` lets a server write, relative to the home
-/// directory.
-pub const STANDARD_CACHES: [&str; 4] = [".cache", ".npm", ".local/share", ".local/state"];
+/// What a server may never write, whatever its profile lists (product.md
+/// §9, "Nothing planted for later"), relative to the home directory: what
+/// the user's shell, login session, desktop, editors, git, package runners
+/// and agents run or load later, outside any sandbox. The agents' own
+/// state (HOME_DIR) is added by the runtime, which knows HOME_DIR. A
+/// profile that lists one of them is valid; the path stays read-only.
+pub const NEVER_WRITABLE: [&str; 56] = [
+    // Shell start-up files.
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".bash_aliases",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".zlogin",
+    ".config/fish",
+    ".inputrc",
+    ".pam_environment",
+    ".config/environment.d",
+    // Login sessions, the desktop, autostart and services.
+    ".xprofile",
+    ".xinitrc",
+    ".xsession",
+    ".xsessionrc",
+    ".config/autostart",
+    ".config/systemd",
+    ".local/share/systemd",
+    ".local/share/applications",
+    ".local/share/gnome-shell",
+    ".local/share/dbus-1",
+    // Completions, editors' plugins and configuration.
+    ".local/share/bash-completion",
+    ".local/share/fish",
+    ".local/share/nvim",
+    ".config/nvim",
+    ".vimrc",
+    ".vim",
+    ".emacs",
+    ".emacs.d",
+    ".config/Code",
+    ".vscode",
+    ".config/Cursor",
+    ".cursor",
+    ".config/zed",
+    // Git and SSH.
+    ".gitconfig",
+    ".config/git",
+    ".ssh",
+    // Programs on PATH, language runtimes' start-up hooks and the package
+    // runners' shared caches (what `npx -y`, `uvx`, `pipx run` execute).
+    ".local/bin",
+    ".local/lib",
+    ".cargo",
+    ".npm/_npx",
+    ".cache/uv",
+    ".local/share/uv",
+    ".local/pipx",
+    ".cache/pre-commit",
+    ".config/pip",
+    ".config/direnv",
+    // The agents' own directories.
+    ".claude",
+    ".claude.json",
+    ".gemini",
+    ".codex",
+    ".qwen",
+    ".config/github-copilot",
+];
 
-/// The workspace files `standard` keeps a server from writing: code the
-/// user's git would run.
-pub const GIT_PROTECTED: [&str; 2] = [".git/hooks", ".git/config"];
+/// Whether a [`PINNED`] path is a directory (an absent one cannot be
+/// created either) or a file (an absent one can be: its creation is
+/// reported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PinKind {
+    Dir,
+    File,
+}
 
-/// Whether `standard` lets a server write `p`.
+/// The workspace's code-running files, relative to the workspace: what
+/// git, hook managers, editors, agents and environment managers run or
+/// load from a checkout. Pinned read-only under every profile that writes
+/// the workspace but `off` (and `git-write` for `.git`).
+pub const PINNED: [(&str, PinKind); 25] = [
+    (".git", PinKind::Dir),
+    (".husky", PinKind::Dir),
+    (".githooks", PinKind::Dir),
+    (".pre-commit-config.yaml", PinKind::File),
+    ("lefthook.yml", PinKind::File),
+    ("lefthook.yaml", PinKind::File),
+    (".lefthook.yml", PinKind::File),
+    (".gitmodules", PinKind::File),
+    (".vscode", PinKind::Dir),
+    (".idea", PinKind::Dir),
+    (".devcontainer", PinKind::Dir),
+    (".claude", PinKind::Dir),
+    (".gemini", PinKind::Dir),
+    (".qwen", PinKind::Dir),
+    (".codex", PinKind::Dir),
+    (".cursor", PinKind::Dir),
+    (".zed", PinKind::Dir),
+    (".github/workflows", PinKind::Dir),
+    (".mcp.json", PinKind::File),
+    (".lsp.json", PinKind::File),
+    (".envrc", PinKind::File),
+    (".tool-versions", PinKind::File),
+    ("mise.toml", PinKind::File),
+    (".mise.toml", PinKind::File),
+    (".config/mise", PinKind::Dir),
+];
+
+/// Whether `p` is (in) one of the [`NEVER_WRITABLE`] paths of `home`.
+pub fn never_writable(p: &Path, home: &Path) -> bool {
+    NEVER_WRITABLE.iter().any(|c| p.starts_with(home.join(c)))
+}
+
+/// Whether `p` is (in) one of the workspace's [`PINNED`] paths.
+pub fn pinned(p: &Path, workspace: &Path) -> bool {
+    PINNED
+        .iter()
+        .any(|(rel, _)| p.starts_with(workspace.join(rel)))
+}
+
+/// Whether `standard` lets a server write `p`: the workspace but its
+/// code-running files (its private home and temp dir are Steward's own).
 fn standard_writes(p: &Path, home: &Path, workspace: &Path) -> bool {
-    let in_workspace = p.starts_with(workspace)
-        && !GIT_PROTECTED
-            .iter()
-            .any(|g| p.starts_with(workspace.join(g)));
-    let in_cache = STANDARD_CACHES.iter().any(|c| p.starts_with(home.join(c)));
-    (in_workspace || in_cache) && !credential_store(p, home)
+    p.starts_with(workspace) && !pinned(p, workspace) && !credential_store(p, home)
 }
 
 /// What was wrong with a `sandbox` value: (pointer below it, message).
@@ -656,7 +781,7 @@ mod tests {
 
     #[test]
     fn built_ins_are_ordered_none_network_standard_off() {
-        let [s, n, net, off] = BUILTINS.map(|b| Sandbox::builtin(b).unwrap());
+        let [s, n, net, git, off] = BUILTINS.map(|b| Sandbox::builtin(b).unwrap());
         let widens = |a: &Sandbox, b: &Sandbox| a.widens(b, home(), ws());
         assert_eq!(widens(&n, &net), None);
         assert_eq!(widens(&net, &s), None);
@@ -665,13 +790,17 @@ mod tests {
         assert!(widens(&net, &n).unwrap().contains("any host"));
         assert!(widens(&s, &net).unwrap().contains("standard"));
         assert!(widens(&off, &s).unwrap().contains("off"));
+        assert!(widens(&git, &s).unwrap().contains("git-write"));
+        assert_eq!(widens(&s, &git), None);
+        assert_eq!(widens(&git, &off), None);
+        assert!(widens(&off, &git).unwrap().contains("off"));
     }
 
     #[test]
     fn a_custom_profile_within_standard_reads_no_credentials_and_writes_the_workspace() {
         let s = Sandbox::standard();
         let ok = profile(
-            serde_json::json!({"read": ["~/data", "/etc/x"], "write": ["./out", "~/.cache/x"]}),
+            serde_json::json!({"read": ["~/data", "/etc/x"], "write": ["./out", "./.git/../src"]}),
         );
         assert_eq!(ok.widens(&s, home(), ws()), None);
         let keys = profile(serde_json::json!({"read": ["~/.ssh/id_ed25519"]}));
@@ -683,6 +812,13 @@ mod tests {
         assert!(abs_keys.widens(&s, home(), ws()).is_some());
         let hooks = profile(serde_json::json!({"write": [".git/hooks"]}));
         assert_eq!(hooks.widens(&s, home(), ws()).unwrap(), "writes .git/hooks");
+        let tasks = profile(serde_json::json!({"write": [".vscode"]}));
+        assert!(tasks.widens(&s, home(), ws()).is_some());
+        let caches = profile(serde_json::json!({"write": ["~/.cache/x"]}));
+        assert!(
+            caches.widens(&s, home(), ws()).is_some(),
+            "standard writes no shared cache"
+        );
         let outside = profile(serde_json::json!({"write": ["/tmp/x"]}));
         assert!(outside.widens(&s, home(), ws()).is_some());
         let home_itself = profile(serde_json::json!({"read": ["~"]}));

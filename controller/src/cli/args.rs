@@ -421,6 +421,10 @@ Examples:
   steward secret rm github-token")]
     Secret(crate::cli::secret::SecretArgs),
 
+    /// Manage the servers' sandboxes: `prune` removes private homes no server uses
+    #[command(long_about = crate::cli::sandbox::ABOUT)]
+    Sandbox(crate::cli::sandbox::SandboxArgs),
+
     /// Check the installation, the workspace's files, servers and agents
     #[command(long_about = install_args::DOCTOR_ABOUT)]
     Doctor(DoctorArgs),

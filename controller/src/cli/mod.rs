@@ -26,6 +26,7 @@ mod mcp;
 mod reload;
 mod restart;
 mod run;
+mod sandbox;
 mod schema;
 pub(crate) mod secret;
 mod status;
@@ -217,6 +218,7 @@ pub fn run(
         Command::Restart(args) => restart::run(&resolve_paths(&workspace, env)?, &args, io),
         Command::Start(args) => stop::run(&resolve_paths(&workspace, env)?, &args.names, false, io),
         Command::Secret(args) => secret::run(&resolve_paths(&workspace, env)?, args, env, io),
+        Command::Sandbox(args) => sandbox::run(&resolve_paths(&workspace, env)?, args, env, io),
         Command::Doctor(args) => {
             doctor::run(&resolve_paths(&workspace, env)?, &args, env, now(env)?, io)
         }

@@ -253,6 +253,12 @@ fn describe_sandbox(out: &mut String, b: &steward_schema::resource::SandboxStatu
     };
     field(out, 2, "Reads", &paths(&b.read));
     field(out, 2, "Writes", &paths(&b.write));
+    if let Some(home) = &b.home {
+        field(out, 2, "Home", home);
+    }
+    if !b.pinned.is_empty() {
+        field(out, 2, "Pinned (read-only)", &paths(&b.pinned));
+    }
     field(out, 2, "Egress Denied", &b.egress_denied.to_string());
     for note in &b.notes {
         field(out, 2, "Note", note);

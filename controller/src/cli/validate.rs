@@ -55,8 +55,36 @@ pub fn run(
     io: &mut Io<'_>,
 ) -> Result<ExitCode, CommandError> {
     let cx = sources::context(paths, env, LoadMode::Strict);
+    // What only the sources together can tell (a profile no settings
+    // define, a literal credential under requireReferences): the entries
+    // the merged desired state refuses, beyond what each source says.
+    let mut across: Vec<String> = Vec::new();
     let checked: Vec<ParsedSource> = if files.is_empty() {
         let set = sources::load_all(paths, &inputs.mcp_config, &cx);
+        let cli = steward_schema::desired::CliOptions {
+            home: paths.user_home.clone(),
+            ..inputs.cli.clone()
+        };
+        let state = steward_schema::desired::desired_state(
+            &set,
+            &paths.workspace,
+            &cli,
+            &sources::resolve_existing,
+        );
+        let said: BTreeSet<String> = set
+            .iter()
+            .flat_map(|s| s.diagnostics.iter().chain(&s.warnings))
+            .map(ToString::to_string)
+            .collect();
+        across = state
+            .invalid_mcp
+            .values()
+            .chain(state.invalid_lsp.values())
+            .flat_map(|e| e.message.lines().map(str::to_owned).collect::<Vec<_>>())
+            .filter(|line| !said.contains(line))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
         // The workspace settings file is the user settings file when the
         // workspace is the home directory: check it once.
         let mut seen = BTreeSet::new();
@@ -113,6 +141,12 @@ pub fn run(
                 writeln!(io.out, "{d}")?;
             }
         }
+    }
+    let files_across: BTreeSet<&str> = across.iter().filter_map(|l| l.split(':').next()).collect();
+    bad_sources += files_across.len();
+    for line in &across {
+        problems += 1;
+        writeln!(io.out, "{line}")?;
     }
     let noun = if files.is_empty() { "source" } else { "file" };
     let warned = if warnings > 0 {

@@ -96,6 +96,10 @@ pub struct ReadyView {
     pub pid: Option<u32>,
     /// Its process's sandbox (a local server), as status shows it.
     pub sandbox: Option<SandboxStatus>,
+    /// The code-running files its process could create (absent when it
+    /// started), and what was noted since of those that appeared.
+    pub unpinned: Vec<std::path::PathBuf>,
+    pub noted: std::sync::Mutex<Vec<String>>,
     pub started_at: Instant,
     pub started_wall: SystemTime,
     pub offer: Offer,
@@ -268,6 +272,13 @@ impl Conn {
         }
     }
 
+    fn unpinned(&self) -> Vec<std::path::PathBuf> {
+        match self {
+            Conn::Mcp(c) => c.unpinned(),
+            Conn::Lsp(c) => c.unpinned(),
+        }
+    }
+
     fn offer(&self) -> Offer {
         match self {
             Conn::Mcp(c) => Offer::Mcp {
@@ -365,6 +376,8 @@ async fn run(
         InstancePhase::Ready(Arc::new(ReadyView {
             pid: conn.pid(),
             sandbox: conn.sandbox(),
+            unpinned: conn.unpinned(),
+            noted: Default::default(),
             started_at,
             started_wall,
             offer: conn.offer(),

@@ -422,6 +422,9 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
     // follow each snapshot (see the main loop).
     let (dev_watcher, mut code_changes) =
         DevWatcher::start(opts.debounce).map_err(RunError::Watch)?;
+    // Code-running files a sandboxed server could create at the root.
+    let (_pinned_watcher, mut protected_created) =
+        crate::engine::watch::pinned::start(&paths.workspace).map_err(RunError::Watch)?;
 
     let cli = CliOptions {
         home: None,
@@ -650,6 +653,11 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             Some(event) = event_rx.recv() => queue.add(event.key),
             // A dev server's source changed (or its watch did).
             Some(key) = code_changes.recv() => queue.add(key),
+            Some(path) = protected_created.recv() => {
+                if path.symlink_metadata().is_ok() {
+                    reconciler.protected_file_created(&path);
+                }
+            }
             Some(name) = demand_rx.recv() => {
                 // A call waits for it: an idle server starts.
                 let key = Key::mcp(&name);
@@ -800,6 +808,7 @@ async fn sandbox_context(
         workspace: paths.workspace.clone(),
         hidden: vec![paths.home_dir.join("steward"), paths.runtime_dir.clone()],
         tmp_root: std::env::temp_dir().join(format!("steward-{uid}-sandbox")),
+        homes: crate::runtime::sandbox::home::workspace_root(&paths.home_dir, &paths.workspace),
         support,
     }
 }

@@ -296,6 +296,26 @@ impl Reconciler {
 
     /// A call needs MCP server `key` (the agent endpoint's demand, through
     /// the main loop): an idle server is started by its next reconcile.
+    /// A code-running file appeared in the workspace: the ready servers
+    /// that could have made it are told (see `sandboxed`).
+    pub fn protected_file_created(&self, path: &std::path::Path) {
+        let ready: Vec<(Key, Arc<ReadyView>)> = lock(&self.slots)
+            .iter()
+            .filter_map(|(key, slot)| match slot.current.as_ref()?.phase() {
+                InstancePhase::Ready(view) => Some((key.clone(), view)),
+                _ => None,
+            })
+            .collect();
+        for (key, view) in ready {
+            sandboxed::protected_file_created(
+                &self.status,
+                &key,
+                (&view.unpinned, &view.noted),
+                path,
+            );
+        }
+    }
+
     pub fn demand(&self, key: &Key) {
         lock(&self.wanted).insert(key.clone());
     }
@@ -895,7 +915,7 @@ impl Reconciler {
             s.capabilities = capabilities;
             s.next_retry_at = None;
             s.started_at = Some(started);
-            sandboxed::fold(s, view.sandbox.as_ref(), &now_s);
+            sandboxed::fold(s, view.sandbox.as_ref(), &view.noted, &now_s);
             set_condition(
                 &mut s.conditions,
                 "Admitted",

@@ -76,6 +76,7 @@ pub(super) fn load_document(
         errors: mut diags,
         mut warnings,
         dropped,
+        sandbox_keys,
     } = problems;
     for list in [&mut diags, &mut warnings] {
         list.sort_by(|a, b| {
@@ -95,6 +96,7 @@ pub(super) fn load_document(
         diagnostics: diags.clone(),
         warnings: warnings.clone(),
         dropped: dropped.clone(),
+        sandbox_keys: sandbox_keys.clone(),
         content,
     };
     match content {
@@ -102,6 +104,7 @@ pub(super) fn load_document(
         Some(content) if cx.mode == LoadMode::Lenient => loaded(SourceState::Invalid, content),
         _ => ParsedSource {
             warnings,
+            sandbox_keys,
             ..ParsedSource::invalid(kind, path, diags)
         },
     }

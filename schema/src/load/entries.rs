@@ -12,15 +12,21 @@ use crate::expand::{self, Vars};
 use crate::jsonc::Document;
 use crate::memo::{self, FieldErrors};
 use crate::resource::{LspServerSpec, McpServerSpec};
+use crate::sandbox::SandboxField;
 
 /// A spec type whose entries can be dropped with a row in status.
 pub(super) trait Droppable: Sized {
     fn dropped(spec: Arc<Self>) -> DroppedSpec;
+    /// The `sandbox` key as written.
+    fn sandbox(&self) -> Option<&SandboxField>;
 }
 
 impl Droppable for McpServerSpec {
     fn dropped(spec: Arc<Self>) -> DroppedSpec {
         DroppedSpec::Mcp(spec)
+    }
+    fn sandbox(&self) -> Option<&SandboxField> {
+        self.sandbox.as_ref()
     }
 }
 
@@ -28,6 +34,14 @@ impl Droppable for LspServerSpec {
     fn dropped(spec: Arc<Self>) -> DroppedSpec {
         DroppedSpec::Lsp(spec)
     }
+    fn sandbox(&self) -> Option<&SandboxField> {
+        self.sandbox.as_ref()
+    }
+}
+
+/// Whether `field` names a profile that only settings can define.
+pub(super) fn names_custom_profile(field: Option<&SandboxField>) -> bool {
+    matches!(field, Some(SandboxField::Name(n)) if !crate::sandbox::BUILTINS.contains(&n.as_str()))
 }
 
 /// The built specs by name. Warnings become warnings; an entry without a
@@ -54,6 +68,11 @@ pub(super) fn collect_built<T: Droppable>(
         diags.warnings.extend(place(&outcome.warnings));
         match &outcome.result {
             Ok(spec) => {
+                if names_custom_profile(spec.sandbox()) {
+                    let p = format!("{pointer}/sandbox");
+                    let at = Diagnostic::new(path, doc.key_position(&p), p, "");
+                    diags.sandbox_keys.insert(name.clone(), at);
+                }
                 out.insert(name, spec.clone());
             }
             Err(failed) => {

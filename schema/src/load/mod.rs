@@ -240,6 +240,10 @@ pub struct ParsedSource {
     pub warnings: Vec<Diagnostic>,
     /// Entries of the source that produced no spec.
     pub dropped: Vec<DroppedEntry>,
+    /// Where each entry that names a profile other than a built-in writes
+    /// its `sandbox` key (by entry name; `""`: `steward.sandbox.default`),
+    /// so that a name no settings define is reported at its place.
+    pub sandbox_keys: BTreeMap<String, Diagnostic>,
     pub content: Content,
 }
 
@@ -267,6 +271,7 @@ struct Problems {
     errors: Vec<Diagnostic>,
     warnings: Vec<Diagnostic>,
     dropped: Vec<DroppedEntry>,
+    sandbox_keys: BTreeMap<String, Diagnostic>,
 }
 
 impl ParsedSource {
@@ -279,6 +284,7 @@ impl ParsedSource {
             diagnostics: Vec::new(),
             warnings: Vec::new(),
             dropped: Vec::new(),
+            sandbox_keys: BTreeMap::new(),
             content: Content::Empty,
         }
     }
@@ -312,12 +318,18 @@ impl ParsedSource {
             diagnostics,
             warnings: Vec::new(),
             dropped: Vec::new(),
+            sandbox_keys: BTreeMap::new(),
             content: Content::Empty,
         }
     }
 
-    /// Whether the load reported anything (errors, warnings, dropped entries).
+    /// Whether the load reported anything (errors, warnings, dropped
+    /// entries), or noted where a custom profile is named (positions a
+    /// partial reload could not keep).
     pub fn has_findings(&self) -> bool {
-        !self.diagnostics.is_empty() || !self.warnings.is_empty() || !self.dropped.is_empty()
+        !self.diagnostics.is_empty()
+            || !self.warnings.is_empty()
+            || !self.dropped.is_empty()
+            || !self.sandbox_keys.is_empty()
     }
 }

@@ -113,6 +113,15 @@ pub fn reload_edited_entry(
     let value_start = start + (entry_text.len() - entry_text.trim_start().len());
     let value_end = entry_end - (entry_text.len() - entry_text.trim_end().len());
     integral_numbers_as_integers(&mut value);
+    // A custom profile's name is reported at its place if no settings
+    // define it: the full load knows the place.
+    if value
+        .get("sandbox")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !crate::sandbox::BUILTINS.contains(&n))
+    {
+        return None;
+    }
     let one = Map::from_iter([(name.to_string(), value)]);
 
     let content = match &previous.content {
@@ -165,6 +174,7 @@ pub fn reload_edited_entry(
         diagnostics: Vec::new(),
         warnings: Vec::new(),
         dropped: Vec::new(),
+        sandbox_keys: Default::default(),
         content,
     };
     Some((parsed, EntrySpans { spans: shifted }))

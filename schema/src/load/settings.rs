@@ -56,6 +56,11 @@ pub fn load_settings(
         let steward = file.steward.unwrap_or_default();
         let sandbox = steward.sandbox.map(Box::new);
         if let Some(settings) = &sandbox {
+            if super::entries::names_custom_profile(settings.default.as_ref()) {
+                let p = "/steward/sandbox/default";
+                let at = Diagnostic::new(path, doc.key_position(p), p, "");
+                diags.sandbox_keys.insert(String::new(), at);
+            }
             let problems = sandbox_problems(settings);
             let ignored = kind == SourceKind::WorkspaceSettings;
             for (pointer, message) in problems {

@@ -445,6 +445,13 @@ pub fn bench(opts: Opts) -> Result<()> {
         );
     }
 
+    if on("sandbox-cost") {
+        out["sandboxCost"] = with_targets(
+            &mut more_targets,
+            run_scenario("sandbox-cost", || sandbox_cost::sandbox_cost(&ctx)),
+        );
+    }
+
     if on("code") {
         out["code"] = with_targets(&mut more_targets, run_scenario("code", || code::code(&ctx)));
     }

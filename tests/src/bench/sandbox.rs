@@ -28,14 +28,14 @@ const PROXY_RUNS: usize = 200;
 const DOWNLOAD_MB: usize = 64;
 
 /// The system-defaults file that turns the sandbox off.
-fn off_defaults(dir: &Path) -> Result<PathBuf> {
+pub(super) fn off_defaults(dir: &Path) -> Result<PathBuf> {
     let path = dir.join("system-defaults-off.json");
     std::fs::write(&path, r#"{"steward": {"sandbox": {"default": "off"}}}"#)?;
     Ok(path)
 }
 
 /// `steward restart s000` `runs` times: the wall time of each, in ms.
-fn restarts(ctx: &Ctx, vars: &[(&str, &str)], runs: usize) -> Result<(Vec<f64>, Value)> {
+pub(super) fn restarts(ctx: &Ctx, vars: &[(&str, &str)], runs: usize) -> Result<(Vec<f64>, Value)> {
     let r = start_steward_full(ctx, 1, false, &FakeMcpConfig::default(), &[], vars)?;
     let status = r.stw.status()?;
     let sandbox = mcp(&status, "s000")
@@ -91,6 +91,8 @@ fn standard_plan(ctx: &Ctx, env: &Env) -> Result<String> {
     let support = Support::detect(&ctx.steward);
     let tmp = env.root.path().join("sbx-tmp");
     std::fs::create_dir_all(&tmp)?;
+    let private_home = env.home.join("steward/sandbox/bench/mcp-bench");
+    std::fs::create_dir_all(&private_home)?;
     let lookup = |k: &str| std::env::var(k).ok();
     let facts = plan::Facts {
         home: Some(&env.home),
@@ -101,6 +103,7 @@ fn standard_plan(ctx: &Ctx, env: &Env) -> Result<String> {
         args: &[],
         cwd: &env.ws,
         tmpdir: &tmp,
+        private_home: Some(&private_home),
         env: &lookup,
     };
     let built = plan::build(

@@ -136,6 +136,8 @@ mod report;
 mod restarts;
 #[path = "../bench/sandbox.rs"]
 mod sandbox;
+#[path = "../bench/sandbox_cost.rs"]
+mod sandbox_cost;
 #[path = "../bench/storm.rs"]
 mod storm;
 

@@ -55,6 +55,8 @@ mod pins;
 mod qwen_parity;
 mod robust;
 mod sandbox;
+mod sandbox_home;
+mod sandbox_persist;
 mod secret_refs;
 mod sessions_survive;
 mod traces;

@@ -218,3 +218,117 @@ fn real_peers_answer_under_the_none_profile() {
         );
     });
 }
+
+#[test]
+fn package_runners_fetch_into_each_servers_private_cache_under_standard() {
+    // server-everything through the real `npx`, mcp-server-time through the
+    // real `uvx` (pinned versions): under `standard` each fetches into its
+    // own private home — the user's ~/.npm and ~/.cache/uv stay untouched —
+    // and answers; a restart reuses what it fetched.
+    let env = Env::new();
+    let home = env.root.path().join("user");
+    std::fs::create_dir_all(&home).unwrap();
+    env.set_var("HOME", &home.to_string_lossy());
+    let npx = which("npx");
+    let uvx = peer("uv", "venv/bin/uvx");
+    let version = |package: &str| {
+        let pinned = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/run"),
+        )
+        .unwrap();
+        pinned
+            .lines()
+            .find_map(|l| {
+                let l = l.trim().trim_matches('"');
+                l.strip_prefix(package).map(str::to_owned)
+            })
+            .unwrap_or_else(|| panic!("{package} is not pinned in .ci/run"))
+    };
+    let everything = format!(
+        "@modelcontextprotocol/server-everything{}",
+        version("@modelcontextprotocol/server-everything")
+    );
+    let time = format!("mcp-server-time{}", version("mcp-server-time"));
+    env.user_mcp_servers(&[
+        (
+            "everything",
+            json!({"command": npx.to_string_lossy(), "args": ["--yes", everything, "stdio"]}),
+        ),
+        (
+            "time",
+            // The machine's certificate store (uv has its own otherwise; a
+            // TLS-inspecting proxy's CA is only in the machine's).
+            json!({"command": uvx.to_string_lossy(), "args": ["--from", time, "mcp-server-time"],
+                   "env": {"UV_SYSTEM_CERTS": "true"}}),
+        ),
+    ]);
+    let c = env.start(&[]);
+    let s = c.wait_for_within(
+        "everything (npx) and time (uvx) Ready",
+        Duration::from_secs(240),
+        |s| ready(s, "everything") && ready(s, "time"),
+    );
+    for name in ["everything", "time"] {
+        let sandbox = mcp(&s, name).unwrap().status.sandbox.clone().unwrap();
+        assert_eq!(sandbox.profile, "standard", "{name}");
+        let private = std::path::PathBuf::from(sandbox.home.unwrap());
+        let cache = private.join(if name == "time" {
+            "cache/uv"
+        } else {
+            "cache/npm"
+        });
+        let filled = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+        assert!(
+            filled > 0,
+            "{name} fetched nothing into {}",
+            cache.display()
+        );
+    }
+    assert!(!home.join(".npm").exists(), "npx wrote the user's ~/.npm");
+    assert!(
+        !home.join(".cache/uv").exists(),
+        "uvx wrote the user's ~/.cache/uv"
+    );
+    let rt = crate::gateway::runtime();
+    let answer = |c: &Controller| {
+        let _ = c;
+        rt.block_on(async {
+            let client = crate::gateway::attach(&env, crate::gateway::Agent::default()).await;
+            let sum =
+                crate::gateway::call(&client, "everything__get-sum", json!({"a": 2, "b": 3})).await;
+            assert!(
+                crate::gateway::text(&sum).contains('5'),
+                "{}",
+                crate::gateway::text(&sum)
+            );
+            let now = crate::gateway::call(
+                &client,
+                "time__get_current_time",
+                json!({"timezone": "UTC"}),
+            )
+            .await;
+            assert!(
+                crate::gateway::text(&now).contains("UTC"),
+                "{}",
+                crate::gateway::text(&now)
+            );
+        })
+    };
+    answer(&c);
+    // A restart starts from the warm private cache.
+    let pid = pid_of(&s, "time").unwrap();
+    assert_eq!(env.run(&["restart", "time"]).code, 0);
+    c.wait_for_within("time Ready again", PEER_DEADLINE, |s| {
+        ready(s, "time") && pid_of(s, "time").is_some_and(|p| p != pid)
+    });
+    answer(&c);
+}
+
+/// `name` on this process's PATH (the peers' bin directories first, as
+/// `.ci/run` sets it); fails the test when it is missing.
+fn which(name: &str) -> std::path::PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} is not on PATH"))
+}

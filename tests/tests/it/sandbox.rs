@@ -18,14 +18,14 @@ use crate::gateway::{Agent, Client, attach, call, runtime, text};
 
 /// A sandbox with a user home of its own (not HOME_DIR), holding the
 /// credentials a hostile server would go for.
-struct Victim {
-    env: Env,
-    home: PathBuf,
-    rt: tokio::runtime::Runtime,
+pub(crate) struct Victim {
+    pub(crate) env: Env,
+    pub(crate) home: PathBuf,
+    pub(crate) rt: tokio::runtime::Runtime,
 }
 
 impl Victim {
-    fn new() -> Victim {
+    pub(crate) fn new() -> Victim {
         let env = Env::new();
         let home = env.root.path().join("user");
         for (rel, content) in [
@@ -48,6 +48,7 @@ impl Victim {
         std::fs::create_dir_all(env.ws.join(".git/hooks")).unwrap();
         std::fs::write(env.ws.join(".git/config"), "[core]\n").unwrap();
         std::fs::write(env.ws.join("README.md"), "the workspace").unwrap();
+        std::fs::create_dir_all(env.ws.join("sub")).unwrap();
         Victim {
             env,
             home,
@@ -58,7 +59,7 @@ impl Victim {
     /// Starts the controller with the hostile server `evil` under
     /// `sandbox` (its entry's key; `None`: the default) and settings
     /// `steward` (the user's `steward` key), and attaches a client.
-    fn start(
+    pub(crate) fn start(
         &self,
         sandbox: Option<Value>,
         steward: Value,
@@ -67,7 +68,7 @@ impl Victim {
     }
 
     /// [`Victim::start`] with `steward run` arguments.
-    fn start_with(
+    pub(crate) fn start_with(
         &self,
         sandbox: Option<Value>,
         steward: Value,
@@ -102,15 +103,20 @@ impl Victim {
 }
 
 /// A client of the hostile server, and the runtime it lives on.
-struct Hostile<'a> {
-    client: Client,
-    rt: &'a tokio::runtime::Runtime,
+pub(crate) struct Hostile<'a> {
+    pub(crate) client: Client,
+    pub(crate) rt: &'a tokio::runtime::Runtime,
 }
 
 /// One attempt: `Ok(data)` when it worked, `Err(error)` when not.
-fn attempt(h: &Hostile<'_>, what: Value) -> Result<String, String> {
+pub(crate) fn attempt(h: &Hostile<'_>, what: Value) -> Result<String, String> {
+    attempt_on(h, "evil__t1", what)
+}
+
+/// [`attempt`] through the tool `tool` (another hostile server's).
+pub(crate) fn attempt_on(h: &Hostile<'_>, tool: &str, what: Value) -> Result<String, String> {
     let result =
-        h.rt.block_on(call(&h.client, "evil__t1", json!({"attempt": what})));
+        h.rt.block_on(call(&h.client, tool, json!({"attempt": what})));
     let out = result
         .structured_content
         .clone()
@@ -122,12 +128,12 @@ fn attempt(h: &Hostile<'_>, what: Value) -> Result<String, String> {
     }
 }
 
-fn denied(client: &Hostile<'_>, what: Value) {
+pub(crate) fn denied(client: &Hostile<'_>, what: Value) {
     let outcome = attempt(client, what.clone());
     assert!(outcome.is_err(), "{what} was allowed: {outcome:?}");
 }
 
-fn allowed(client: &Hostile<'_>, what: Value) -> String {
+pub(crate) fn allowed(client: &Hostile<'_>, what: Value) -> String {
     attempt(client, what.clone()).unwrap_or_else(|e| panic!("{what} was denied: {e}"))
 }
 
@@ -147,7 +153,7 @@ fn steward_refuses(client: &Hostile<'_>, path: &Path, line: &str) {
     }
 }
 
-fn p(path: &Path) -> String {
+pub(crate) fn p(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
@@ -249,7 +255,11 @@ fn standard_keeps_credentials_agent_state_git_hooks_and_steward_sockets_from_a_s
     allowed(&client, json!({"read": "/etc/hostname"}));
     allowed(&client, json!({"write": p(&env.ws.join("new-file.txt"))}));
     allowed(&client, json!({"mkdir": p(&env.ws.join("sub/dir"))}));
-    allowed(&client, json!({"write": p(&env.ws.join(".git/HEAD"))}));
+    // Not a new directory in the workspace root, where the code-running
+    // ones that do not exist yet (.vscode, .claude...) would appear.
+    denied(&client, json!({"mkdir": p(&env.ws.join("newtop"))}));
+    // All of .git is pinned (git-write is the profile that commits).
+    denied(&client, json!({"write": p(&env.ws.join(".git/HEAD"))}));
     let tmp = allowed(&client, json!({"env": "TMPDIR"}));
     assert!(!tmp.is_empty());
     allowed(&client, json!({"write": format!("{tmp}/scratch")}));
@@ -511,7 +521,7 @@ fn unsafe_free_euid() -> u32 {
 
 /// `entry` (a fake MCP server's) without its record file: a confined
 /// server may not write it.
-fn unrecorded(mut entry: Value) -> Value {
+pub(crate) fn unrecorded(mut entry: Value) -> Value {
     let key = steward_tests::fake_mcp::CONFIG_ENV;
     let mut config: Value = serde_json::from_str(entry["env"][key].as_str().unwrap()).unwrap();
     config.as_object_mut().unwrap().remove("record");

@@ -29,7 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use steward_schema::resource::{
-    BuildResult, ConditionStatus, DevSpec, DevStatus, LastBuild, ServerStatus, sandbox_in_force,
+    BuildResult, ConditionStatus, DevSpec, DevStatus, LastBuild, ResourceKind, ServerStatus,
+    sandbox_in_force,
 };
 use steward_schema::sandbox::{Resolved, Sandbox};
 use tokio::task::JoinHandle;
@@ -246,7 +247,7 @@ impl Reconciler {
             cwd: dev.cwd.clone().into(),
             env,
             timeout,
-            sandbox: build_sandbox(resolved),
+            sandbox: build_sandbox(resolved, key),
         };
         tracing::info!(server = %key, command, cwd = %dev.cwd, "building");
         let cancel = CancellationToken::new();
@@ -369,7 +370,12 @@ impl Reconciler {
 /// into the workspace and may fetch packages, and reads no credential
 /// store — whatever narrower profile the server has; nothing when the
 /// server runs with `off`.
-fn build_sandbox(resolved: &Option<Resolved>) -> Option<SandboxRequest> {
+fn build_sandbox(resolved: &Option<Resolved>, key: &Key) -> Option<SandboxRequest> {
+    use crate::runtime::sandbox::home;
+    let owner = match key.kind {
+        ResourceKind::McpServer => home::mcp_owner(&key.name),
+        ResourceKind::LspServer => home::lsp_owner(&key.name),
+    };
     match sandbox_in_force(resolved) {
         Resolved::Profile { sandbox, .. } if sandbox.is_off() => None,
         Resolved::Profile {
@@ -379,11 +385,13 @@ fn build_sandbox(resolved: &Option<Resolved>) -> Option<SandboxRequest> {
                 .then(|| "a build runs under the standard profile".to_owned()),
             profile: Sandbox::standard(),
             require,
+            owner,
         }),
         Resolved::Unknown(_) => Some(SandboxRequest {
             profile: Sandbox::standard(),
             require: false,
             note: None,
+            owner,
         }),
     }
 }

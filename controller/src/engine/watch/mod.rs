@@ -48,6 +48,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 mod debounce;
 pub mod dev;
+pub mod pinned;
 mod tree;
 
 use debounce::Debounce;

@@ -120,6 +120,15 @@ impl LspConnection {
             .and_then(|process| process.sandbox().map(|s| s.status()))
     }
 
+    /// The code-running files the server could create (absent when it
+    /// started): watched for.
+    pub fn unpinned(&self) -> Vec<std::path::PathBuf> {
+        lock(&self.process)
+            .as_ref()
+            .and_then(|process| process.sandbox().map(|s| s.report.unpinned.clone()))
+            .unwrap_or_default()
+    }
+
     /// The last `n` stderr lines of the server Steward started, oldest first.
     pub fn stderr_tail(&self, n: usize) -> Vec<String> {
         lock(&self.process)

@@ -117,7 +117,10 @@ pub(super) async fn open(
                 args: spec.args.clone(),
                 env: spec.env.clone(),
                 cwd: Some(PathBuf::from(&spec.workspace_folder)),
-                sandbox: SandboxRequest::of(&spec.resolved_sandbox)?,
+                sandbox: Some(SandboxRequest::of(
+                    &spec.resolved_sandbox,
+                    crate::runtime::sandbox::home::lsp_owner(name),
+                )?),
             };
             // Dropping a spawn that is still in flight is safe: the spawner
             // kills a child nobody waits for.
@@ -142,7 +145,10 @@ pub(super) async fn open(
     // checking `kill(processId, 0)` it would take Steward for dead and exit.
     // It gets no process to watch (LSP: `null`) and dies with Steward all
     // the same (the parent-death signal).
-    if process.as_ref().is_some_and(|p| p.sandbox().is_some()) {
+    if process
+        .as_ref()
+        .is_some_and(|p| p.sandbox().is_some_and(|s| s.confined()))
+    {
         initialize["processId"] = Value::Null;
     }
 

@@ -265,7 +265,10 @@ pub(super) async fn connect_stdio(
         args: spec.args.clone().unwrap_or_default(),
         env: spec.env.clone().unwrap_or_default(),
         cwd: Some(cwd),
-        sandbox: SandboxRequest::of(&spec.resolved_sandbox)?,
+        sandbox: Some(SandboxRequest::of(
+            &spec.resolved_sandbox,
+            crate::runtime::sandbox::home::mcp_owner(name),
+        )?),
     };
     let deadline = Instant::now() + timeouts.stdio_handshake;
     let mut process = spawner

@@ -231,6 +231,15 @@ impl McpConnection {
             .and_then(|process| process.sandbox().map(|s| s.status()))
     }
 
+    /// The code-running files the stdio server could create (absent when
+    /// it started): watched for.
+    pub fn unpinned(&self) -> Vec<std::path::PathBuf> {
+        self.process
+            .as_ref()
+            .and_then(|process| process.sandbox().map(|s| s.report.unpinned.clone()))
+            .unwrap_or_default()
+    }
+
     /// The stdio server's last `n` stderr lines, oldest first.
     pub fn stderr_tail(&self, n: usize) -> Vec<String> {
         self.process

@@ -54,3 +54,26 @@ pub fn raise_fd_limit() -> io::Result<(u64, u64)> {
     }
     Ok((soft, fd_limit()?.0))
 }
+
+/// Descriptors a spawn leaves free for the controller itself: its control
+/// socket, status and gateway connections, watches and config reads must keep
+/// working when servers have taken the rest (a server holds its pipes for as
+/// long as it runs, so without a reserve the last start to succeed could shut
+/// the user out of `steward status` until a server exits).
+const RESERVE: u64 = 16;
+
+/// Whether starting one more server would eat into [`RESERVE`]: the open
+/// descriptors counted in `/proc/self/fd` against the soft limit (false
+/// when either cannot be read: the spawn then finds out for itself).
+pub(super) fn short_of_descriptors() -> bool {
+    let Ok((soft, _)) = fd_limit() else {
+        return false;
+    };
+    // A spawn opens its three pipes and a few transient ones (the sandbox
+    // plan, the shim's pidfd).
+    const PER_SPAWN: u64 = 8;
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
+        return false;
+    };
+    fds.count() as u64 + PER_SPAWN + RESERVE > soft
+}

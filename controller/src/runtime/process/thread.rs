@@ -14,6 +14,7 @@ use std::thread::ThreadId;
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 
+use super::limits::short_of_descriptors;
 use crate::runtime::procfs::send_signal;
 use crate::runtime::reaper;
 
@@ -84,8 +85,14 @@ fn spawner_loop(inbox: &mpsc::Receiver<SpawnRequest>) {
             // it too, never sees the new child as someone else's.
             let mut owned = reaper::owned();
             // A panic must not end this thread: PDEATHSIG would kill every child.
-            let spawned = std::panic::catch_unwind(AssertUnwindSafe(|| command.spawn()))
-                .unwrap_or_else(|_| Err(io::Error::other("process spawn panicked")));
+            // Checked here, where spawns are serialized: parallel starts
+            // cannot all pass the check and then take the reserve together.
+            let spawned = if short_of_descriptors() {
+                Err(io::Error::from_raw_os_error(libc::EMFILE))
+            } else {
+                std::panic::catch_unwind(AssertUnwindSafe(|| command.spawn()))
+                    .unwrap_or_else(|_| Err(io::Error::other("process spawn panicked")))
+            };
             if let Some(pid) = spawned.as_ref().ok().and_then(Child::id) {
                 owned.push(pid as i32);
             }

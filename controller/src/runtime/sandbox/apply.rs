@@ -27,6 +27,7 @@ use landlock::{
 };
 
 use super::kernel::{ABI_SCOPES, ABI_TCP};
+use super::pins::Pin;
 use super::plan::{Namespace, Plan};
 
 /// Why the shim could not confine the server.
@@ -67,7 +68,7 @@ pub fn confine(plan: &Plan) -> Result<(), ApplyError> {
 pub fn probe_userns() -> bool {
     let ns = Namespace {
         read_only: vec![PathBuf::from("/")],
-        hidden: vec![],
+        ..Namespace::default()
     };
     namespace(&ns).is_ok()
 }
@@ -92,6 +93,11 @@ fn namespace(ns: &Namespace) -> io::Result<()> {
         None,
     )?;
     for p in &ns.read_only {
+        // A pin that does not exist (yet) has nothing to hold: Landlock
+        // keeps an absent directory from being made.
+        if p.symlink_metadata().is_err() {
+            continue;
+        }
         let flags = locked_flags(p)?;
         mount(Some(p), p, None, libc::MS_BIND | libc::MS_REC, None)?;
         mount(
@@ -102,14 +108,45 @@ fn namespace(ns: &Namespace) -> io::Result<()> {
             None,
         )?;
     }
+    // What stays the server's own under a hidden directory (its private
+    // home), held open before the directory is covered, bound back after.
+    let kept: Vec<(std::fs::File, &PathBuf)> = ns
+        .keep
+        .iter()
+        .map(|k| open_path(k).map(|f| (f, k)))
+        .collect::<io::Result<_>>()?;
     for p in &ns.hidden {
         let meta = std::fs::metadata(p)?;
         if meta.is_dir() {
+            let inside: Vec<&(std::fs::File, &PathBuf)> =
+                kept.iter().filter(|(_, k)| k.starts_with(p)).collect();
+            let tmpfs_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
             mount(
                 Some(Path::new("tmpfs")),
                 p,
                 Some("tmpfs"),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
+                tmpfs_flags
+                    | if inside.is_empty() {
+                        libc::MS_RDONLY
+                    } else {
+                        0
+                    },
+                Some("size=4k,mode=0500"),
+            )?;
+            if inside.is_empty() {
+                continue;
+            }
+            for (fd, k) in inside {
+                use std::os::fd::AsRawFd;
+                std::fs::create_dir_all(k)?;
+                let source = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+                mount(Some(&source), k, None, libc::MS_BIND | libc::MS_REC, None)?;
+            }
+            mount(
+                None,
+                p,
+                None,
+                libc::MS_REMOUNT | libc::MS_RDONLY | tmpfs_flags,
                 Some("size=4k,mode=0500"),
             )?;
         } else {
@@ -118,6 +155,16 @@ fn namespace(ns: &Namespace) -> io::Result<()> {
         }
     }
     drop_capabilities()
+}
+
+/// An `O_PATH` descriptor of `p` (a bind mount's source once `p` is
+/// covered).
+fn open_path(p: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(p)
 }
 
 /// The flags of the mount `p` is on that a remount in a user namespace
@@ -267,8 +314,18 @@ fn landlock(plan: &Plan) -> Result<(), String> {
     for root in &plan.read {
         grant(root, &plan.except, read, &mut rules);
     }
+    let guard = WriteGuard {
+        except: &plan.except,
+        protect: &plan.protect,
+        pins: &plan.pins,
+        all,
+        read,
+    };
     for root in &plan.write {
-        grant(root, &plan.except, all, &mut rules);
+        guard.split(root, &mut rules, 0);
+    }
+    for own in &plan.own {
+        rules.push((own.clone(), all));
     }
     // `standard` lists every directory (names, not contents).
     if plan.read.iter().any(|r| r == Path::new("/")) {
@@ -338,18 +395,79 @@ fn split(
     for entry in entries.flatten() {
         let path = entry.path();
         if entry.file_type().is_ok_and(|t| t.is_symlink()) {
-            let Ok(target) = std::fs::canonicalize(&path) else {
-                continue;
-            };
-            let near = except
-                .iter()
-                .any(|e| target.starts_with(e) || e.starts_with(&target));
-            if !near {
+            if link_leads_clear(&path, except.iter().map(PathBuf::as_path)) {
                 out.push((path, access));
             }
             continue;
         }
         split(&path, except, access, out, depth + 1);
+    }
+}
+
+/// Whether the symbolic link `path` may be followed by a rule: its target
+/// resolves and lies neither in nor above any of `guarded`.
+fn link_leads_clear<'a>(path: &Path, mut guarded: impl Iterator<Item = &'a Path>) -> bool {
+    let Ok(target) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    !guarded.any(|g| target.starts_with(g) || g.starts_with(&target))
+}
+
+/// How a write grant is bounded (product.md §9, "Nothing planted for
+/// later"): a directory that holds an excepted or protected path keeps only
+/// its listing (nothing can be created, removed or written in it; each
+/// entry gets its own rule), a protected path itself is only read; a
+/// directory that holds a pin keeps everything but making directories and
+/// symbolic links (an absent pinned directory cannot appear; the pins that
+/// exist are read-only mounts), its entries but the pins their own rules.
+struct WriteGuard<'a> {
+    except: &'a [PathBuf],
+    protect: &'a [PathBuf],
+    pins: &'a [Pin],
+    all: BitFlags<AccessFs>,
+    read: BitFlags<AccessFs>,
+}
+
+impl WriteGuard<'_> {
+    fn split(&self, dir: &Path, out: &mut Vec<(PathBuf, BitFlags<AccessFs>)>, depth: usize) {
+        if self.except.iter().any(|e| dir.starts_with(e)) {
+            return;
+        }
+        if self.protect.iter().any(|p| dir.starts_with(p)) {
+            out.push((dir.to_path_buf(), self.read));
+            return;
+        }
+        if self.pins.iter().any(|p| dir.starts_with(&p.path)) {
+            return;
+        }
+        let below = |p: &Path| p.starts_with(dir) && p != dir;
+        let guarded = self.except.iter().chain(self.protect).any(|p| below(p));
+        let pinned = self.pins.iter().any(|p| below(&p.path));
+        if (!guarded && !pinned) || depth > 32 {
+            out.push((dir.to_path_buf(), self.all));
+            return;
+        }
+        let own = if guarded {
+            AccessFs::ReadDir.into()
+        } else {
+            self.all & !(AccessFs::MakeDir | AccessFs::MakeSym)
+        };
+        out.push((dir.to_path_buf(), own));
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                let guarded = self.except.iter().chain(self.protect).map(PathBuf::as_path);
+                let pins = self.pins.iter().map(|p| p.path.as_path());
+                if link_leads_clear(&path, guarded.chain(pins)) {
+                    out.push((path, self.all));
+                }
+                continue;
+            }
+            self.split(&path, out, depth + 1);
+        }
     }
 }
 

@@ -20,14 +20,20 @@
 //!   multi-threaded controller safe: the shim is a fresh single-threaded
 //!   process, where making a namespace and allocating are fine;
 //! - [`proxy`]: for a profile limited to hosts, a loopback HTTP proxy of the
-//!   server's own, its only TCP destination.
+//!   server's own, its only TCP destination;
+//! - [`home`]: the server's private home (caches, data, state), so that it
+//!   writes nothing another server or the user runs later; [`pins`]: the
+//!   workspace's code-running files it must not write.
 //!
 //! The plan travels to the shim in [`PLAN_VAR`], which the shim removes
 //! before the exec. A process group, the parent-death signal and reaping
 //! are unchanged by any of this (`runtime::process`).
 
 pub mod apply;
+pub mod home;
 pub mod kernel;
+pub mod needs;
+pub mod pins;
 pub mod plan;
 pub mod proxy;
 
@@ -53,23 +59,28 @@ pub struct SandboxRequest {
     pub require: bool,
     /// Why the profile is not the one the entry asks for.
     pub note: Option<String>,
+    /// Whose process it is (`mcp-NAME`, `lsp-NAME`): names its private
+    /// home, stable across restarts.
+    pub owner: String,
 }
 
 impl SandboxRequest {
-    /// The request of a spec's profile in force (`None`: `off`); a profile
-    /// that does not exist cannot start.
-    pub fn of(resolved: &Option<Resolved>) -> Result<Option<SandboxRequest>, StartError> {
+    /// The request of a spec's profile in force for the server `owner`
+    /// (`off` included: status says it runs unconfined); a profile that
+    /// does not exist cannot start.
+    pub fn of(resolved: &Option<Resolved>, owner: String) -> Result<SandboxRequest, StartError> {
         match steward_schema::resource::sandbox_in_force(resolved) {
             Resolved::Profile {
                 sandbox,
                 require,
                 note,
-            } => Ok((!sandbox.is_off()).then_some(SandboxRequest {
+            } => Ok(SandboxRequest {
                 profile: sandbox,
                 require,
                 note,
-            })),
-            Resolved::Unknown(why) => Err(StartError::new(Reason::SandboxUnavailable, why)),
+                owner,
+            }),
+            Resolved::Unknown(why) => Err(StartError::new(Reason::InvalidSpec, why)),
         }
     }
 }
@@ -89,20 +100,48 @@ pub struct SandboxContext {
     pub hidden: Vec<PathBuf>,
     /// Where each server's private temp dir is made.
     pub tmp_root: PathBuf,
+    /// Where this workspace's servers' private homes are (see [`home`]).
+    pub homes: PathBuf,
     pub support: Support,
 }
 
 /// What a sandboxed process holds while it lives: what its sandbox
 /// enforces, its egress proxy, its private temp dir (removed when the
-/// process is dropped).
+/// process is dropped). A process under `off` holds only the report that
+/// says so.
 #[derive(Debug)]
 pub struct Sandboxed {
     pub report: Report,
     proxy: Option<proxy::Proxy>,
-    tmpdir: PathBuf,
+    tmpdir: Option<PathBuf>,
+    /// Said of it since it started (a code-running file it may have
+    /// created: `ProtectedFileCreated`).
+    later: std::sync::Mutex<Vec<String>>,
 }
 
 impl Sandboxed {
+    fn unconfined() -> Sandboxed {
+        Sandboxed {
+            report: Report::unconfined(),
+            proxy: None,
+            tmpdir: None,
+            later: Default::default(),
+        }
+    }
+
+    /// Whether the kernel confines it at all (not `off`).
+    pub fn confined(&self) -> bool {
+        self.tmpdir.is_some()
+    }
+
+    /// Adds a note to what status says of it (once).
+    pub fn note(&self, note: String) {
+        let mut later = self.later.lock().unwrap_or_else(|e| e.into_inner());
+        if !later.contains(&note) {
+            later.push(note);
+        }
+    }
+
     /// Requests its egress proxy refused so far.
     pub fn egress_denied(&self) -> u64 {
         self.proxy.as_ref().map_or(0, proxy::Proxy::denied)
@@ -110,13 +149,18 @@ impl Sandboxed {
 
     /// As `status.sandbox` shows it now.
     pub fn status(&self) -> SandboxStatus {
-        self.report.status(self.egress_denied())
+        let mut status = self.report.status(self.egress_denied());
+        let later = self.later.lock().unwrap_or_else(|e| e.into_inner());
+        status.notes.extend(later.iter().cloned());
+        status
     }
 }
 
 impl Drop for Sandboxed {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.tmpdir);
+        if let Some(tmpdir) = &self.tmpdir {
+            let _ = std::fs::remove_dir_all(tmpdir);
+        }
     }
 }
 
@@ -130,6 +174,11 @@ pub enum PrepareError {
     Required { profile: String, missing: String },
     #[error("make the private temp dir {}: {error}", path.display())]
     TempDir {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("make the private home {}: {error}", path.display())]
+    Home {
         path: PathBuf,
         error: std::io::Error,
     },
@@ -148,9 +197,11 @@ pub struct Spawn<'a> {
     pub serial: u64,
 }
 
-/// Prepare the sandbox of one spawn: its plan, temp dir and proxy, and the
-/// variables the server gets (`env` is changed in place: `TMPDIR`, the
-/// proxy variables, and [`PLAN_VAR`] for the shim). `None` for `off`.
+/// Prepare the sandbox of one spawn: its plan, temp dir, private home and
+/// proxy, and the variables the server gets (`env`, the entry's, is changed
+/// in place: `TMPDIR`, the private home's variables but those the entry
+/// sets, the proxy variables, and [`PLAN_VAR`] for the shim). For `off`,
+/// only the report that says the server runs unconfined.
 pub async fn prepare(
     context: &SandboxContext,
     request: &SandboxRequest,
@@ -165,6 +216,9 @@ pub async fn prepare(
         serial,
     } = spawn;
     use std::os::unix::fs::DirBuilderExt;
+    if request.profile.is_off() {
+        return Ok(Some(Sandboxed::unconfined()));
+    }
     let name = program
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -180,6 +234,17 @@ pub async fn prepare(
             path: tmpdir.clone(),
             error,
         })?;
+    let private_home = home::dir_of(&context.homes, &request.owner, &request.profile);
+    let cargo = program.file_name().is_some_and(|n| n == "cargo");
+    home::create(&context.homes, &private_home, &context.workspace, cargo).map_err(|error| {
+        let _ = std::fs::remove_dir(&tmpdir);
+        PrepareError::Home {
+            path: private_home.clone(),
+            error,
+        }
+    })?;
+    let entry = env.clone();
+    home::set_variables(&private_home, cargo, &entry, env);
     let built = {
         let lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
         let facts = plan::Facts {
@@ -191,6 +256,7 @@ pub async fn prepare(
             args,
             cwd,
             tmpdir: &tmpdir,
+            private_home: Some(&private_home),
             env: &lookup,
         };
         plan::build(&request.profile, context.support, &facts)
@@ -204,7 +270,8 @@ pub async fn prepare(
     let mut guard = Sandboxed {
         report,
         proxy: None,
-        tmpdir,
+        tmpdir: Some(tmpdir),
+        later: Default::default(),
     };
     if request.require && guard.report.enforcement != Enforcement::Full {
         return Err(PrepareError::Required {
@@ -231,7 +298,7 @@ pub async fn prepare(
         env.insert("NODE_USE_ENV_PROXY".to_owned(), "1".to_owned());
         guard.proxy = Some(proxy);
     }
-    let tmp = guard.tmpdir.to_string_lossy().into_owned();
+    let tmp = tmpdir_of(&guard);
     for key in ["TMPDIR", "TMP", "TEMP"] {
         env.insert(key.to_owned(), tmp.clone());
     }
@@ -245,4 +312,12 @@ pub async fn prepare(
     tracing::debug!(program = %program.display(), %plan, "sandbox plan");
     env.insert(PLAN_VAR.to_owned(), plan);
     Ok(Some(guard))
+}
+
+fn tmpdir_of(guard: &Sandboxed) -> String {
+    guard
+        .tmpdir
+        .as_ref()
+        .map(|t| t.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }

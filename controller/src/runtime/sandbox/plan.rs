@@ -11,6 +11,14 @@
 //! found under the home directory does not hand over `~/.ssh` — but a path
 //! granted on purpose inside one (HOME_DIR's `extensions/`, a path a custom
 //! profile lists) is granted as it is.
+//!
+//! Writes are bounded twice more (product.md §9, "Nothing planted for
+//! later"): what runs later outside any sandbox is never writable
+//! ([`Plan::protect`]: shell start-up files, autostart, git's and the
+//! agents' configuration, the package runners' shared caches...), and the
+//! workspace's code-running files are pinned ([`Plan::pins`]). What a
+//! server writes for itself goes to its own temp dir and private home
+//! ([`Plan::own`], see `home`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -18,10 +26,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use steward_schema::resource::{Enforcement, SandboxNetwork, SandboxStatus};
 use steward_schema::sandbox::{
-    self, Base, CREDENTIAL_STORES, GIT_PROTECTED, Network, STANDARD_CACHES, Sandbox,
+    self, Base, CREDENTIAL_STORES, NEVER_WRITABLE, Network, PinKind, Sandbox,
 };
 
 use super::kernel::{ABI_SCOPES, ABI_TCP, Support};
+use super::needs::{named_files, package_runner, runtime_of};
+use super::pins::{self, Pin};
 
 /// What the shim applies before it execs the server (serialized into its
 /// environment; see `apply`).
@@ -32,12 +42,26 @@ pub struct Plan {
     /// Read (and execute) these.
     #[serde(default)]
     pub read: Vec<PathBuf>,
-    /// Read and write these.
+    /// Read and write these, but [`Plan::protect`] and [`Plan::pins`].
     #[serde(default)]
     pub write: Vec<PathBuf>,
+    /// Read and write these as they are: the server's own temp dir and
+    /// private home, and the devices.
+    #[serde(default)]
+    pub own: Vec<PathBuf>,
     /// Never granted through a rule on a directory that holds them.
     #[serde(default)]
     pub except: Vec<PathBuf>,
+    /// Never writable through a rule on a directory that holds them (and
+    /// nothing can be created in such a directory): what runs later,
+    /// outside any sandbox.
+    #[serde(default)]
+    pub protect: Vec<PathBuf>,
+    /// The workspace's code-running paths under a write grant: pinned
+    /// read-only when they exist; an absent directory among them cannot be
+    /// created (nor a symbolic link in its place).
+    #[serde(default)]
+    pub pins: Vec<Pin>,
     /// TCP ports it may connect to (`None`: any; empty: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connect: Option<Vec<u16>>,
@@ -57,11 +81,16 @@ pub struct Plan {
 /// The private mounts of a server's namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Namespace {
-    /// Bind-mounted read-only over themselves (code the user's git runs).
+    /// Bind-mounted read-only over themselves, those that exist when the
+    /// shim runs (the pins: code the user's tools run).
     pub read_only: Vec<PathBuf>,
     /// Covered by an empty read-only mount (sockets that would let it out:
     /// the session bus, Steward's own sockets).
     pub hidden: Vec<PathBuf>,
+    /// Under a hidden directory, yet the server's own (its private home):
+    /// bound back in at the same path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep: Vec<PathBuf>,
 }
 
 /// What a plan enforces here, for status and `describe`.
@@ -74,15 +103,43 @@ pub struct Report {
     /// What the kernel cannot enforce (empty when `Full`).
     pub missing: Vec<String>,
     /// Why the profile is not the one asked for, or what was added (a
-    /// package runner's registry).
+    /// package runner's registry), or what stays read-only of what it lists.
     pub notes: Vec<String>,
     /// Effective extra reads and writes (absolute), and hosts.
     pub read: Vec<PathBuf>,
     pub write: Vec<PathBuf>,
     pub hosts: Vec<String>,
+    /// The server's private home.
+    pub home: Option<PathBuf>,
+    /// The workspace's code-running paths pinned read-only at the spawn.
+    pub pinned: Vec<PathBuf>,
+    /// Code-running files absent at the spawn, which it could create:
+    /// watched (`ProtectedFileCreated`).
+    pub unpinned: Vec<PathBuf>,
 }
 
 impl Report {
+    /// The report of a server that runs with no sandbox at all (`off`):
+    /// status must make an unconfined server the easiest thing to spot.
+    pub fn unconfined() -> Report {
+        Report {
+            profile: "off".to_owned(),
+            enforcement: Enforcement::None,
+            abi: 0,
+            network: SandboxNetwork::Unrestricted,
+            missing: vec![
+                "profile off: no sandbox, the server runs with all your privileges".to_owned(),
+            ],
+            notes: vec![],
+            read: vec![PathBuf::from("everything")],
+            write: vec![PathBuf::from("everything")],
+            hosts: vec![],
+            home: None,
+            pinned: vec![],
+            unpinned: vec![],
+        }
+    }
+
     /// As `status.sandbox` shows it, with the egress refused so far.
     pub fn status(&self, egress_denied: u64) -> SandboxStatus {
         SandboxStatus {
@@ -96,6 +153,12 @@ impl Report {
             hosts: self.hosts.clone(),
             read: shown(&self.read),
             write: shown(&self.write),
+            home: self.home.as_ref().map(|h| h.display().to_string()),
+            pinned: self
+                .pinned
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
         }
     }
 }
@@ -136,6 +199,8 @@ pub struct Facts<'a> {
     pub cwd: &'a Path,
     /// The server's private temp dir.
     pub tmpdir: &'a Path,
+    /// The server's private home (see `home`).
+    pub private_home: Option<&'a Path>,
     /// The variables the server gets (`XDG_RUNTIME_DIR`, registries).
     pub env: &'a dyn Fn(&str) -> Option<String>,
 }
@@ -167,10 +232,6 @@ const DEVICES: [&str; 8] = [
     "/dev/shm",
 ];
 
-/// The package caches a confined server may write (package runners fetch
-/// into them), relative to the home directory.
-const PACKAGE_CACHES: [&str; 3] = [".npm", ".cache", ".bun/install/cache"];
-
 /// Build the plan of `sandbox` for one spawn. `off` is no plan at all.
 pub fn build(sandbox: &Sandbox, support: Support, facts: &Facts<'_>) -> Option<Built> {
     if sandbox.is_off() {
@@ -192,16 +253,21 @@ pub fn build(sandbox: &Sandbox, support: Support, facts: &Facts<'_>) -> Option<B
     let mut notes = Vec::new();
     let mut read: BTreeSet<PathBuf> = BTreeSet::new();
     let mut write: BTreeSet<PathBuf> = BTreeSet::new();
-    write.insert(facts.tmpdir.to_path_buf());
-    write.extend(DEVICES.iter().map(PathBuf::from));
+    let mut own: Vec<PathBuf> = vec![facts.tmpdir.to_path_buf()];
+    own.extend(facts.private_home.map(Path::to_path_buf));
+    own.extend(DEVICES.iter().map(PathBuf::from));
 
     // What `standard` never lets a server read: the credential stores and
-    // the agents' state (HOME_DIR but its extensions).
+    // the agents' state (HOME_DIR but its extensions). What no profile
+    // lets it write: those too, and what runs later outside any sandbox.
     let mut denied: Vec<PathBuf> = Vec::new();
+    let mut protect: Vec<PathBuf> = Vec::new();
     if let Some(home) = &home {
         denied.extend(CREDENTIAL_STORES.iter().map(|c| home.join(c)));
+        protect.extend(NEVER_WRITABLE.iter().map(|c| home.join(c)));
     }
     denied.push(facts.home_dir.to_path_buf());
+    protect.extend(denied.iter().cloned());
     denied.extend(facts.hidden.iter().cloned());
     plan.except = denied;
     match sandbox.base {
@@ -209,23 +275,53 @@ pub fn build(sandbox: &Sandbox, support: Support, facts: &Facts<'_>) -> Option<B
             read.insert(PathBuf::from("/"));
             read.insert(facts.home_dir.join("extensions"));
             write.insert(facts.workspace.to_path_buf());
-            if let Some(home) = &home {
-                write.extend(STANDARD_CACHES.iter().map(|c| home.join(c)));
-            }
         }
         Base::Confined => {
             read.extend(SYSTEM_READ.iter().map(PathBuf::from));
             read.insert(PathBuf::from("/dev"));
             read.extend(runtime_of(facts.program, facts.env));
             read.extend(named_files(facts.args, facts.cwd));
-            if let Some(home) = &home {
-                write.extend(PACKAGE_CACHES.iter().map(|c| home.join(c)));
-            }
             read.extend(sandbox.read.iter().map(abs));
             write.extend(sandbox.write.iter().map(abs));
         }
         Base::Off => return None,
     }
+    // Writes: what runs later stays read-only, whatever the profile lists.
+    let covers_workspace =
+        |w: &Path| facts.workspace.starts_with(w) || w.starts_with(facts.workspace);
+    let candidates = if write.iter().any(|w| covers_workspace(w)) {
+        pins::of_workspace(facts.workspace, sandbox.writes_git)
+    } else {
+        vec![]
+    };
+    let listed: Vec<(String, PathBuf)> =
+        sandbox.write.iter().map(|w| (w.clone(), abs(w))).collect();
+    for (written, w) in &listed {
+        let inside = protect.iter().any(|p| w.starts_with(p))
+            || candidates.iter().any(|p| w.starts_with(&p.path));
+        let holds = protect.iter().any(|p| p.starts_with(w) && p != w)
+            || candidates
+                .iter()
+                .any(|p| p.path.starts_with(w) && p.path != *w);
+        if inside {
+            write.remove(w);
+            read.insert(w.clone());
+            notes.push(format!(
+                "write \"{written}\" stays read-only: code run later outside the sandbox lives there"
+            ));
+        } else if holds {
+            notes.push(format!(
+                "write \"{written}\": what runs later from it (start-up files, autostart, hooks, editors' and agents' configuration, shared package caches) stays read-only"
+            ));
+        }
+    }
+    plan.pins = candidates
+        .into_iter()
+        .filter(|p| write.iter().any(|w| p.path.starts_with(w)))
+        .collect();
+    protect.retain(|p| write.iter().any(|w| p.starts_with(w) || w.starts_with(p)));
+    plan.protect = protect;
+
     // Network.
     let mut network = sandbox.network.clone();
     if let Some((runner, hosts)) = package_runner(facts.program, facts.args, facts.env) {
@@ -293,19 +389,8 @@ pub fn build(sandbox: &Sandbox, support: Support, facts: &Facts<'_>) -> Option<B
         }
     };
 
-    // The namespace: git's own code read-only, the ways out hidden.
+    // The namespace: the pins read-only, the ways out hidden.
     if support.userns {
-        let mut ns = Namespace::default();
-        for g in GIT_PROTECTED {
-            let p = facts.workspace.join(g);
-            let git = facts.workspace.join(".git");
-            let covered = write
-                .iter()
-                .any(|w| p.starts_with(w) && !w.starts_with(&git));
-            if covered && p.exists() {
-                ns.read_only.push(p);
-            }
-        }
         let mut hidden: Vec<PathBuf> = facts.hidden.to_vec();
         if let Some(run) = (facts.env)("XDG_RUNTIME_DIR").filter(|r| !r.is_empty()) {
             hidden.push(PathBuf::from(run));
@@ -314,11 +399,18 @@ pub fn build(sandbox: &Sandbox, support: Support, facts: &Facts<'_>) -> Option<B
         // Never what the server itself needs.
         let needed = [facts.workspace, facts.tmpdir, facts.program, facts.cwd];
         hidden.retain(|h| h.exists() && !needed.iter().any(|n| n.starts_with(h)));
-        ns.hidden = hidden;
-        plan.namespace = Some(ns);
+        let keep = facts
+            .private_home
+            .filter(|h| hidden.iter().any(|d| h.starts_with(d)))
+            .map(Path::to_path_buf);
+        plan.namespace = Some(Namespace {
+            read_only: plan.pins.iter().map(|p| p.path.clone()).collect(),
+            hidden,
+            keep: keep.into_iter().collect(),
+        });
     } else {
         missing.push(
-            "without user namespaces .git/hooks and .git/config stay writable, the session bus stays reachable and /proc/PID/environ of the user's other processes stays readable"
+            "without user namespaces the workspace's code-running files (.git, .vscode, .envrc...) stay writable, the session bus stays reachable and /proc/PID/environ of the user's other processes stays readable"
                 .to_owned(),
         );
     }
@@ -342,7 +434,11 @@ pub fn build(sandbox: &Sandbox, support: Support, facts: &Facts<'_>) -> Option<B
     };
     plan.read = read.iter().cloned().collect();
     plan.write = write.iter().cloned().collect();
+    plan.own = own;
     let hosts = egress.as_ref().map(|e| e.hosts.clone()).unwrap_or_default();
+    let exists = |p: &Pin| p.path.symlink_metadata().is_ok();
+    let mut shown_write = plan.write.clone();
+    shown_write.extend(plan.own.iter().take(1).cloned());
     Some(Built {
         report: Report {
             profile: sandbox.profile.clone(),
@@ -352,142 +448,25 @@ pub fn build(sandbox: &Sandbox, support: Support, facts: &Facts<'_>) -> Option<B
             missing,
             notes,
             read: plan.read.clone(),
-            write: plan.write.clone(),
+            write: shown_write,
             hosts,
+            home: facts.private_home.map(Path::to_path_buf),
+            pinned: plan
+                .pins
+                .iter()
+                .filter(|p| exists(p))
+                .map(|p| p.path.clone())
+                .collect(),
+            unpinned: plan
+                .pins
+                .iter()
+                .filter(|p| p.kind == PinKind::File && !exists(p))
+                .map(|p| p.path.clone())
+                .collect(),
         },
         plan,
         egress,
     })
-}
-
-/// Where a program's runtime lives: its own file and package, and its
-/// interpreter's (from the `#!` line), resolved through symlinks.
-fn runtime_of(program: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut add = |p: &Path| {
-        out.push(p.to_path_buf());
-        out.extend(prefix_of(p));
-        if let Ok(real) = std::fs::canonicalize(p) {
-            out.extend(prefix_of(&real));
-            out.push(real);
-        }
-    };
-    add(program);
-    if let Some(interpreter) = shebang(program) {
-        let mut words = interpreter.split_whitespace();
-        let first = words.next().unwrap_or_default();
-        let interpreter = if Path::new(first).file_name().is_some_and(|n| n == "env") {
-            words
-                .find(|w| !w.starts_with('-'))
-                .and_then(|name| on_path(name, env))
-        } else {
-            Some(PathBuf::from(first))
-        };
-        if let Some(i) = interpreter {
-            add(&i);
-        }
-    }
-    out
-}
-
-/// The directory a program's package lives in: `X` for `X/bin/prog`, the
-/// outermost `node_modules` for a Node package, else its directory.
-fn prefix_of(p: &Path) -> Option<PathBuf> {
-    if let Some(modules) = p
-        .ancestors()
-        .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
-        .last()
-    {
-        return Some(modules.to_path_buf());
-    }
-    let dir = p.parent()?;
-    if dir.file_name().is_some_and(|n| n == "bin") {
-        dir.parent().map(Path::to_path_buf)
-    } else {
-        Some(dir.to_path_buf())
-    }
-}
-
-/// The `#!` line of a script (without `#!`), if it is one.
-fn shebang(program: &Path) -> Option<String> {
-    use std::io::Read;
-    let mut head = [0u8; 256];
-    let n = std::fs::File::open(program).ok()?.read(&mut head).ok()?;
-    let head = head.get(..n)?.strip_prefix(b"#!")?;
-    let line = head.split(|b| *b == b'\n').next()?;
-    Some(String::from_utf8_lossy(line).trim().to_owned())
-}
-
-/// `name` looked up in the controller's `PATH` (as the spawn resolves
-/// commands).
-fn on_path(name: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    let path = env("PATH").or_else(|| std::env::var("PATH").ok())?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-/// The files a command line names (a script, a config file), and a
-/// script's directory (its sibling modules).
-fn named_files(args: &[String], cwd: &Path) -> Vec<PathBuf> {
-    const SCRIPTS: [&str; 6] = ["py", "js", "mjs", "cjs", "ts", "rb"];
-    let mut out = Vec::new();
-    for arg in args {
-        let value = arg.split_once('=').map_or(arg.as_str(), |(_, v)| v);
-        if value.is_empty() || value.starts_with('-') {
-            continue;
-        }
-        let p = cwd.join(value);
-        if !p.exists() {
-            continue;
-        }
-        let script = p
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| SCRIPTS.contains(&e));
-        if script && let Some(dir) = p.parent() {
-            out.push(dir.to_path_buf());
-        }
-        out.push(p);
-    }
-    out
-}
-
-/// A package runner (`npx`, `bunx`, `uvx`, `pipx run`) and its registry's
-/// hosts, when `program` is one.
-fn package_runner(
-    program: &Path,
-    args: &[String],
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Option<(String, Vec<String>)> {
-    let name = program.file_name()?.to_str()?;
-    let host_of = |url: String| {
-        url::Url::parse(&url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_owned))
-    };
-    let npm = || {
-        vec![
-            env("npm_config_registry")
-                .or_else(|| env("NPM_CONFIG_REGISTRY"))
-                .and_then(host_of)
-                .unwrap_or_else(|| "registry.npmjs.org".to_owned()),
-        ]
-    };
-    let pypi = || match ["UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL"]
-        .iter()
-        .find_map(|v| env(v).and_then(host_of))
-    {
-        Some(host) => vec![host],
-        None => vec!["pypi.org".to_owned(), "files.pythonhosted.org".to_owned()],
-    };
-    let hosts = match name {
-        "npx" | "bunx" => npm(),
-        "uvx" => pypi(),
-        "pipx" if args.first().is_some_and(|a| a == "run") => pypi(),
-        _ => return None,
-    };
-    Some((name.to_owned(), hosts))
 }
 
 #[cfg(test)]
@@ -504,6 +483,7 @@ mod tests {
             args,
             cwd: dir,
             tmpdir: Path::new("/tmp/stw-x"),
+            private_home: Some(Path::new("/h/.qwen/steward/sandbox/w/mcp-x")),
             env: &|_| None,
         }
     }
@@ -526,7 +506,24 @@ mod tests {
         assert!(denied.contains(&PathBuf::from("/h/.qwen")));
         assert!(b.plan.read.contains(&PathBuf::from("/h/.qwen/extensions")));
         assert!(b.plan.write.contains(&PathBuf::from("/w")));
-        assert!(b.plan.write.contains(&PathBuf::from("/tmp/stw-x")));
+        assert!(b.plan.own.contains(&PathBuf::from("/tmp/stw-x")));
+        assert!(
+            b.plan
+                .own
+                .contains(&PathBuf::from("/h/.qwen/steward/sandbox/w/mcp-x"))
+        );
+        // Nothing of the home is writable but through the private one; git
+        // and the editors' configuration in the workspace are pinned.
+        assert!(!b.plan.write.iter().any(|w| w.starts_with(dir.path())));
+        assert!(b.plan.pins.iter().any(|p| p.path == Path::new("/w/.git")));
+        assert!(
+            b.plan
+                .pins
+                .iter()
+                .any(|p| p.path == Path::new("/w/.vscode"))
+        );
+        // An absent code-running file is watched for.
+        assert!(b.report.unpinned.contains(&PathBuf::from("/w/.envrc")));
         assert_eq!((b.plan.connect, b.plan.no_inet), (None, false));
         assert_eq!(b.report.network, SandboxNetwork::Unrestricted);
         // No user namespaces here: said, and Partial.

@@ -13,7 +13,8 @@
 //! `environ` (read `/proc/PID/environ`), `exec` (run a program, its exit
 //! code and output), `http` (a GET through `$HTTP_PROXY` / `$HTTPS_PROXY`:
 //! `{"http": URL}`, answered with the proxy's status line), `setuid`
-//! (`setuid(0)`), `env` (a variable's value).
+//! (`setuid(0)`), `env` (a variable's value), `rename` (`[from, to]`),
+//! `symlink` (`[target, link]`), `stat` (a path's inode number).
 
 use std::io::{Read, Write};
 
@@ -79,12 +80,35 @@ pub fn run(attempt: &Value) -> Value {
             })
         }
         "env" => Ok(std::env::var(text).unwrap_or_default()),
+        "rename" => pair(arg).and_then(|(from, to)| {
+            std::fs::rename(from, to)
+                .map(|()| String::new())
+                .map_err(|e| e.to_string())
+        }),
+        "symlink" => pair(arg).and_then(|(target, link)| {
+            std::os::unix::fs::symlink(target, link)
+                .map(|()| String::new())
+                .map_err(|e| e.to_string())
+        }),
+        "stat" => {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::symlink_metadata(text)
+                .map(|m| m.ino().to_string())
+                .map_err(|e| e.to_string())
+        }
         other => Err(format!("unknown attempt {other}")),
     };
     match result {
         Ok(data) => json!({"ok": true, "data": data}),
         Err(error) => json!({"ok": false, "error": error}),
     }
+}
+
+/// A `[a, b]` argument.
+fn pair(arg: &Value) -> Result<(String, String), String> {
+    let [a, b]: [String; 2] =
+        serde_json::from_value(arg.clone()).map_err(|e| format!("expected [a, b]: {e}"))?;
+    Ok((a, b))
 }
 
 fn read(path: &str) -> Result<String, String> {
