@@ -98,8 +98,9 @@ fn failing(checks: &Checks) -> Vec<String> {
         .collect()
 }
 
-/// Every check that succeeded in `direct` and did not in `through`.
-fn lost(direct: &Checks, through: &Checks) -> Vec<String> {
+/// Every check (scenario, id) that succeeded in `direct` and did not in
+/// `through`.
+fn lost(direct: &Checks, through: &Checks) -> Vec<(String, String)> {
     let mut lost = Vec::new();
     for (scenario, ids) in direct {
         for (id, statuses) in ids {
@@ -109,11 +110,82 @@ fn lost(direct: &Checks, through: &Checks) -> Vec<String> {
                 .and_then(|t| t.get(id))
                 .map_or(0, |t| t.iter().filter(|s| *s == "SUCCESS").count());
             if still < passed {
-                lost.push(format!("{scenario}: {id}"));
+                lost.push((scenario.clone(), id.clone()));
             }
         }
     }
     lost
+}
+
+/// How many times a scenario that failed is run again alone before it
+/// counts as failed. Some of the suite's checks race an answer against a
+/// clock (a stream's first event within 2 s, a reconnection's events
+/// within 5 s): on a loaded machine one can miss it once; a real fault
+/// fails every time.
+const AGAIN: usize = 2;
+
+/// The scenarios among `scenarios` that `fails` still finds failing in
+/// each of [`AGAIN`] runs of that scenario alone against `url`.
+fn failing_again(
+    env: &Env,
+    label: &str,
+    url: &str,
+    scenarios: Vec<String>,
+    fails: impl Fn(&str, &Checks) -> bool,
+) -> Vec<String> {
+    scenarios
+        .into_iter()
+        .filter(|scenario| {
+            (1..=AGAIN).all(|attempt| {
+                let again = run(
+                    env,
+                    &format!("{label}-{scenario}-again-{attempt}"),
+                    url,
+                    &["--scenario", scenario],
+                );
+                fails(scenario, &again)
+            })
+        })
+        .collect()
+}
+
+/// The scenarios of `checks` (run against `url`) that fail, but for those
+/// `ignored` names, and fail again each time they are run alone.
+fn confirmed_failing(
+    env: &Env,
+    label: &str,
+    url: &str,
+    checks: &Checks,
+    ignored: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let failed: Vec<String> = failing(checks)
+        .into_iter()
+        .filter(|s| !ignored(s))
+        .collect();
+    failing_again(env, label, url, failed, |scenario, again| {
+        failing(again).iter().any(|s| s == scenario)
+    })
+}
+
+/// The checks of `baseline` that `through` (run against `url`) lost, in
+/// the scenarios that lose one again each time they are run alone.
+fn confirmed_lost(
+    env: &Env,
+    label: &str,
+    url: &str,
+    baseline: &Checks,
+    through: &Checks,
+) -> Vec<(String, String)> {
+    let lost_once = lost(baseline, through);
+    let mut scenarios: Vec<String> = lost_once.iter().map(|(s, _)| s.clone()).collect();
+    scenarios.dedup();
+    let still = failing_again(env, label, url, scenarios, |scenario, again| {
+        lost(baseline, again).iter().any(|(s, _)| s == scenario)
+    });
+    lost_once
+        .into_iter()
+        .filter(|(s, _)| still.contains(s))
+        .collect()
 }
 
 /// The tasks extension: the conformance server does not implement it.
@@ -142,7 +214,7 @@ fn the_conformance_server_passes_the_suite_directly() {
     let env = Env::new();
     let direct = HttpConformance::start(&env, "direct");
     let checks = run(&env, "direct", &direct.url, &["--suite", "all"]);
-    let failed: Vec<String> = failing(&checks).into_iter().filter(|s| !tasks(s)).collect();
+    let failed = confirmed_failing(&env, "direct", &direct.url, &checks, tasks);
     assert!(failed.is_empty(), "failing directly: {failed:?}");
     assert!(
         checks.contains_key("input-required-result-multi-round"),
@@ -160,19 +232,23 @@ fn the_one_server_view_passes_every_check_the_server_passes_directly() {
     // Over stdio the server serves requests of 2026-07-28 on its session,
     // over HTTP outside it: a request of that version goes on as one,
     // `input_required` included (see the bridge for servers that do not).
-    let stdio = run(&env, "stdio", &format!("{url}/cs"), &["--suite", "all"]);
-    assert_eq!(lost(&baseline, &stdio), Vec::<String>::new(), "stdio");
-    let http = run(&env, "http", &format!("{url}/ch"), &["--suite", "all"]);
-    assert_eq!(lost(&baseline, &http), Vec::<String>::new(), "http");
+    for (label, server) in [("stdio", "cs"), ("http", "ch")] {
+        let view = format!("{url}/{server}");
+        let through = run(&env, label, &view, &["--suite", "all"]);
+        let lost = confirmed_lost(&env, label, &view, &baseline, &through);
+        assert!(lost.is_empty(), "{label}: lost {lost:?}");
+    }
     // The query form of the view passes as the path form does where the
     // suite keeps the query (its raw header probes drop it).
-    let query = run(
+    let query = format!("{url}?server=cs");
+    let checks = run(
         &env,
         "query",
-        &format!("{url}?server=cs"),
+        &query,
         &["--scenario", "tools-call-elicitation"],
     );
-    assert_eq!(failing(&query), Vec::<String>::new());
+    let failed = confirmed_failing(&env, "query", &query, &checks, |_| false);
+    assert!(failed.is_empty(), "{failed:?}: {checks:?}");
 }
 
 #[test]
@@ -182,30 +258,16 @@ fn the_endpoint_passes_the_2026_scenarios_that_concern_it() {
     for scenario in ["server-stateless", "http-header-validation", "caching"] {
         // The stateless checks call diagnostic tools: a one-server view of
         // a server that has them.
-        let checks = run(
-            &env,
-            scenario,
-            &format!("{url}/cs"),
-            &["--scenario", scenario],
-        );
-        assert_eq!(
-            failing(&checks),
-            Vec::<String>::new(),
-            "{scenario}: {checks:?}"
-        );
+        let view = format!("{url}/cs");
+        let checks = run(&env, scenario, &view, &["--scenario", scenario]);
+        let failed = confirmed_failing(&env, scenario, &view, &checks, |_| false);
+        assert!(failed.is_empty(), "{scenario}: {checks:?}");
     }
     for scenario in ["http-header-validation", "caching"] {
-        let checks = run(
-            &env,
-            &format!("{scenario}-union"),
-            &url,
-            &["--scenario", scenario],
-        );
-        assert_eq!(
-            failing(&checks),
-            Vec::<String>::new(),
-            "{scenario}: {checks:?}"
-        );
+        let label = format!("{scenario}-union");
+        let checks = run(&env, &label, &url, &["--scenario", scenario]);
+        let failed = confirmed_failing(&env, &label, &url, &checks, |_| false);
+        assert!(failed.is_empty(), "{scenario}: {checks:?}");
     }
 }
 
@@ -229,21 +291,16 @@ fn the_union_passes_every_scenario_that_names_no_tool_or_prompt() {
     let env = Env::new();
     let (_c, url, _remote) = steward(&env);
     let checks = run(&env, "union", &url, &["--suite", "all"]);
-    let failed: Vec<String> = failing(&checks)
-        .into_iter()
-        .filter(|s| !names_a_tool_or_prompt(s))
-        .collect();
+    let failed = confirmed_failing(&env, "union", &url, &checks, names_a_tool_or_prompt);
     assert!(failed.is_empty(), "failing through the union: {failed:?}");
-    for passing in [
+    // The scenarios that failed on main before the faithful path ran here.
+    for ran in [
         "resources-subscribe",
         "resources-unsubscribe",
         "logging-set-level",
         "dns-rebinding-protection",
     ] {
-        assert!(
-            checks.contains_key(passing) && !failing(&checks).contains(&passing.to_owned()),
-            "{passing}"
-        );
+        assert!(checks.contains_key(ran), "{ran} ran: {:?}", checks.keys());
     }
 }
 

@@ -14,7 +14,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use steward_tests::harness::{Controller, Env, bin, mcp, poll, ready, wait_until};
 
-use crate::real_clients::{PyClient, everything, http_url, steward_mcp_argv, text_of};
+use crate::real_clients::{
+    CLIENT_DEADLINE, PyClient, everything, http_url, steward_mcp_argv, text_of,
+};
 
 /// The conformance test server over HTTP (its own process, ended with
 /// the test).
@@ -92,9 +94,10 @@ fn answered(client: &mut PyClient, what: &str) -> String {
     text_of(&answer["result"])
 }
 
-/// Wait (at most 20 s) until `cond` holds, asking it again and again.
+/// Wait (at most a client's deadline: the messages of a loaded machine
+/// may be slow) until `cond` holds, asking it again and again.
 fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    poll(Duration::from_secs(20), Duration::from_millis(50), || {
+    poll(CLIENT_DEADLINE, Duration::from_millis(50), || {
         cond().then_some(()).ok_or(())
     })
     .unwrap_or_else(|()| panic!("timed out waiting for {what}"));
