@@ -45,7 +45,7 @@ impl Gateway {
             };
             let removed = self
                 .status
-                .removed_names(ResourceKind::McpServer)
+                .removed_names(ResourceKind::McpServer, &snap)
                 .contains(server);
             let what = if removed {
                 "was removed from the configuration"

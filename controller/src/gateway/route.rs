@@ -86,7 +86,7 @@ impl Gateway {
     /// prefix (configured or removed servers only), and the rest of it.
     fn by_prefix(&self, exposed: &str, max_name_len: usize) -> Option<(String, String)> {
         let snap = self.store.snapshot();
-        let removed = self.status.removed_names(ResourceKind::McpServer);
+        let removed = self.status.removed_names(ResourceKind::McpServer, &snap);
         snap.desired
             .mcp
             .keys()
