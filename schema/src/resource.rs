@@ -732,6 +732,10 @@ pub struct GatewaySession {
     pub expose: String,
     /// The longest tool or prompt name this client is given.
     pub max_name_len: u64,
+    /// The one MCP server this client sees under its own names (`steward
+    /// mcp --server NAME`, `/mcp?server=NAME`); absent: every server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 /// The agent endpoint (`steward mcp`, `--mcp-listen`) of a controller.

@@ -2,12 +2,15 @@
 line so that a Rust test can act between steps (edit a file, then wait for a
 notification).
 
-    python mcp_client.py [--sampling] [--elicitation] stdio COMMAND [ARG...]
-    python mcp_client.py [--sampling] [--elicitation] http URL [HEADER: VALUE]...
+    python mcp_client.py [OPTION]... stdio COMMAND [ARG...]
+    python mcp_client.py [OPTION]... http URL [HEADER: VALUE]...
 
 `--sampling` declares the capability and answers every
 `sampling/createMessage` with "sampled by the agent: <first message text>";
-`--elicitation` declares it and accepts every form with `{"name": "Agent"}`.
+`--elicitation` declares it and accepts every form with `{"name": "Agent"}`;
+`--name=NAME` makes the agent answer as NAME instead of "the agent"/"Agent"
+(so that a test tells agents apart); `--roots=URI,...` declares roots and
+answers `roots/list` with those URIs.
 
 Each stdin line is one JSON command; each answer is one stdout line,
 `{"ok": ...}` or `{"error": "..."}`. Commands (`op`):
@@ -46,6 +49,8 @@ class Driver:
     def __init__(self, session):
         self.session = session
         self.seen = []
+        # The params of the log lines and resource updates received.
+        self.messages = []
         self.arrived = anyio.Event()
 
     async def on_message(self, message):
@@ -53,6 +58,8 @@ class Driver:
             self.seen.append(f"exception: {message}")
         else:
             self.seen.append(message.method)
+            if message.method in ("notifications/message", "notifications/resources/updated"):
+                self.messages.append({"method": message.method, "params": dump(message.params)})
         self.arrived.set()
         self.arrived = anyio.Event()
 
@@ -87,8 +94,20 @@ class Driver:
                 command["name"],
                 command.get("arguments") or {},
                 progress_callback=on_progress if command.get("progress") else None,
+                meta=command.get("meta"),
             )
             return {"result": dump(result), "progress": progress}
+        if op == "subscribe":
+            return dump(await self.session.subscribe_resource(command["uri"]))
+        if op == "unsubscribe":
+            return dump(await self.session.unsubscribe_resource(command["uri"]))
+        if op == "set_level":
+            return dump(await self.session.set_logging_level(command["level"]))
+        if op == "roots_changed":
+            await self.session.send_roots_list_changed()
+            return True
+        if op == "messages":
+            return list(self.messages)
         if op == "read_resource":
             return dump(await self.session.read_resource(command["uri"]))
         if op == "get_prompt":
@@ -107,18 +126,39 @@ class Driver:
         raise ValueError(f"unknown op {op!r}")
 
 
-async def sample(context, params):
-    first = params.messages[0].content if params.messages else None
-    asked = getattr(first, "text", "")
-    return types.CreateMessageResult(
-        role="assistant",
-        content=types.TextContent(type="text", text=f"sampled by the agent: {asked}"),
-        model="test-model",
-    )
+def option(options, name):
+    """The value of `--name=VALUE` among `options`, if given."""
+    for given in options:
+        if given.startswith(f"--{name}="):
+            return given.split("=", 1)[1]
+    return None
 
 
-async def elicit(context, params):
-    return types.ElicitResult(action="accept", content={"name": "Agent"})
+def sampler(who):
+    async def sample(context, params):
+        first = params.messages[0].content if params.messages else None
+        asked = getattr(first, "text", "")
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=f"sampled by {who}: {asked}"),
+            model="test-model",
+        )
+
+    return sample
+
+
+def elicitor(name):
+    async def elicit(context, params):
+        return types.ElicitResult(action="accept", content={"name": name})
+
+    return elicit
+
+
+def rooter(uris):
+    async def list_roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in uris])
+
+    return list_roots
 
 
 async def serve(read, write, options):
@@ -128,10 +168,14 @@ async def serve(read, write, options):
         await driver.on_message(message)
 
     callbacks = {}
+    name = option(options, "name")
     if "--sampling" in options:
-        callbacks["sampling_callback"] = sample
+        callbacks["sampling_callback"] = sampler(name or "the agent")
     if "--elicitation" in options:
-        callbacks["elicitation_callback"] = elicit
+        callbacks["elicitation_callback"] = elicitor(name or "Agent")
+    roots = option(options, "roots")
+    if roots:
+        callbacks["list_roots_callback"] = rooter(roots.split(","))
     async with ClientSession(read, write, message_handler=handler, **callbacks) as session:
         driver = Driver(session)
         await session.initialize()

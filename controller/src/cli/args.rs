@@ -249,9 +249,17 @@ describe_tools (the tools' TypeScript types); it combines with the others (direc
 --max-name-len shortens the exposed names for agents that prefix them (Claude Code shows \
 mcp__steward__server__tool and needs it within 64 characters: use 50).
 
+--server NAME serves one server alone under its own names (tools, prompts, resources, templates, \
+completion), still under all of Steward's governance (admission, pinned tool definitions, the \
+sandbox, the wait while it restarts, idle start): register each server with the agent separately \
+(Claude Code then shows mcp__github__create_issue) while one controller supervises them all. An \
+unknown or not admitted name is refused with the reason and what to run. Over HTTP the same view \
+is /mcp?server=NAME.
+
 Register it with an agent, e.g.:
   claude mcp add steward -- steward mcp --workspace ~/src/app --max-name-len 50
   qwen mcp add steward steward mcp --workspace ~/src/app
+  claude mcp add github -- steward mcp --workspace ~/src/app --server github
 and run the agent with --allowed-mcp-server-names steward so that it does not also launch the \
 servers itself. Logs go to stderr.",
         args_override_self = true
@@ -609,6 +617,11 @@ pub struct McpArgs {
     /// The longest tool or prompt name given to the agent (16-128)
     #[arg(long, value_name = "N", default_value_t = names::MAX_LEN, value_parser = parse_name_len)]
     pub max_name_len: usize,
+
+    /// Serve one MCP server alone, under its own names (its tools,
+    /// prompts and resources as the server names them)
+    #[arg(long, value_name = "NAME", value_parser = parse_server, conflicts_with_all = ["expose", "max_name_len"])]
+    pub server: Option<std::sync::Arc<str>>,
 }
 
 impl McpArgs {
@@ -616,8 +629,13 @@ impl McpArgs {
         Profile {
             expose: self.expose,
             max_name_len: self.max_name_len,
+            server: self.server.clone(),
         }
     }
+}
+
+fn parse_server(text: &str) -> Result<std::sync::Arc<str>, String> {
+    profile::parse_server(text).map_err(|e| e.to_string())
 }
 
 fn parse_expose(text: &str) -> Result<Expose, String> {

@@ -29,7 +29,7 @@ pub fn run(workspace: &std::path::Path, args: McpArgs) -> Result<ExitCode, Comma
     let paths = super::resolve_paths(workspace, &env)?;
     let profile = args.profile();
     let mut opts = run_options(workspace, &args.run);
-    opts.gateway.stdio = Some(profile);
+    opts.gateway.stdio = Some(profile.clone());
     with_controller_runtime(|shutdown| async move {
         let socket = paths.mcp_socket_path();
         let own_policy =

@@ -9,13 +9,10 @@
 
 use std::sync::Arc;
 
-use futures::FutureExt as _;
-use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
-    ClientResult, CompleteResult, ContentBlock, ErrorCode, ErrorData, GetPromptResult,
-    ProgressNotificationParam, ReadResourceResult, RequestId, RequestMetaObject, ResultType,
-    ServerRequest, ServerResult, Tool,
+    CompleteResult, ContentBlock, ErrorCode, ErrorData, GetPromptResult, ReadResourceResult,
+    RequestId, RequestMetaObject, ResultType, ServerResult, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
@@ -23,17 +20,21 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::Gateway;
+use super::agent::{Agent, AgentCaller};
+use super::profile::Naming;
 use super::registry::Upstream;
 use super::route::{Kind, Refusal};
 use crate::observe::metrics::{CallResult, ToolCall, Via};
 use crate::observe::trace;
-use crate::runtime::mcp::{CallError, Caller};
+use crate::runtime::mcp::CallError;
 
-/// Whose request a forwarded one is: the client it came from (the server's
-/// own requests — sampling, elicitation — go to it), its cancellation, its
-/// `_meta` (progress token, trace context), and how it came.
+/// Whose request a forwarded one is: the agent and client it came from (the
+/// server's own requests — sampling, elicitation, roots — go to it), its
+/// cancellation, its `_meta` (passed on, but for what Steward owns), and
+/// how it came.
 #[derive(Clone)]
 pub struct Origin {
+    pub agent: Arc<Agent>,
     pub peer: Peer<RoleServer>,
     pub ct: CancellationToken,
     pub meta: RequestMetaObject,
@@ -42,18 +43,23 @@ pub struct Origin {
     /// The span an inner call of code mode is a child of (the `run_code`
     /// call's); a client's own call continues the client's trace instead.
     pub parent: Option<tracing::Span>,
+    /// A request of 2026-07-28 through the bridge: where the server's
+    /// requests go ([`super::bridge`]).
+    pub asks: Option<super::bridge::Asks>,
 }
 
 impl Origin {
-    /// A client's own request.
-    pub fn of(context: &RequestContext<RoleServer>, via: Via) -> Origin {
+    /// A request of `agent`'s.
+    pub fn of(context: &RequestContext<RoleServer>, via: Via, agent: &Arc<Agent>) -> Origin {
         Origin {
+            agent: agent.clone(),
             peer: context.peer.clone(),
             ct: context.ct.clone(),
             meta: context.meta.clone(),
             id: context.id.clone(),
             via,
             parent: None,
+            asks: None,
         }
     }
 }
@@ -76,63 +82,42 @@ pub fn tool_error(text: String) -> CallToolResponse {
     CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(text)]))
 }
 
-/// The client of one forwarded request, for the relay.
-pub struct ClientCaller {
-    pub peer: Peer<RoleServer>,
+/// The keys of a client's request `_meta` that Steward owns, not passed
+/// on: the progress token (the forwarded request has its own, mapped back)
+/// and, unless the request goes on as one of 2026-07-28 (`native`), what
+/// describes the client's own hop (its protocol version, identity,
+/// capabilities and log level). Trace context is merged by
+/// [`trace::pass_on`].
+fn owned(key: &str, native: bool) -> bool {
+    key == "progressToken" || (!native && key.starts_with("io.modelcontextprotocol/"))
 }
 
-impl Caller for ClientCaller {
-    fn progress(&self, params: ProgressNotificationParam) -> BoxFuture<'static, ()> {
-        let peer = self.peer.clone();
-        async move {
-            let _ = peer.notify_progress(params).await;
-        }
-        .boxed()
-    }
+/// The `_meta` a forwarded request carries for `client`'s: every key but
+/// those Steward owns.
+pub fn passed_meta(client: &RequestMetaObject, native: bool) -> Option<RequestMetaObject> {
+    let mut meta = client.clone();
+    meta.0.0.retain(|key, _| !owned(key, native));
+    (!meta.0.0.is_empty()).then_some(meta)
+}
 
-    fn forward(
-        &self,
-        request: ServerRequest,
-    ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
-        let peer = self.peer.clone();
-        async move {
-            let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
-            let (declared, what) = match &request {
-                ServerRequest::CreateMessageRequest(_) => (
-                    capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
-                    "sampling",
-                ),
-                ServerRequest::ElicitRequest(_) => (
-                    capabilities.as_ref().is_some_and(|c| c.elicitation.is_some()),
-                    "elicitation",
-                ),
-                ServerRequest::ListRootsRequest(_) => (
-                    capabilities.as_ref().is_some_and(|c| c.roots.is_some()),
-                    "roots",
-                ),
-                _ => (true, "this request"),
-            };
-            if !declared {
-                return Err(ErrorData::new(
-                    ErrorCode::METHOD_NOT_FOUND,
-                    format!(
-                        "the agent connected to Steward did not declare the {what} capability, so the server's {what} request cannot be answered"
-                    ),
-                    None,
-                ));
-            }
-            peer.send_request(request).await.map_err(|e| match e {
-                rmcp::service::ServiceError::McpError(e) => e,
-                other => ErrorData::internal_error(format!("the agent did not answer: {other}"), None),
-            })
-        }
-        .boxed()
-    }
+/// The refusal of a retry whose `requestState` names nothing waiting.
+pub fn stale_state() -> ErrorData {
+    ErrorData::invalid_params(
+        "requestState names no request waiting for input (unknown, tampered, already answered, or expired)",
+        None,
+    )
+}
+
+/// Whether a request of `client`'s goes to `up` as what it is, a request of
+/// 2026-07-28 (the server serves those on its session): its answer may then
+/// be `input_required`, which goes back to the client as it is.
+pub fn native(client: &RequestMetaObject, up: &Upstream) -> bool {
+    super::agent::modern(client) && up.handle.per_request()
 }
 
 /// A `tools/call` answer that is not a `CallToolResult` variant (a server
 /// answering `{}`), read as one.
-fn as_call_tool_result(result: ServerResult) -> Option<CallToolResponse> {
+pub fn as_call_tool_result(result: ServerResult) -> Option<CallToolResponse> {
     match result {
         ServerResult::CallToolResult(r) => Some(CallToolResponse::Complete(complete(r))),
         ServerResult::CreateTaskResult(t) => Some(CallToolResponse::Task(t)),
@@ -180,10 +165,10 @@ impl Gateway {
         &self,
         exposed: &str,
         params: CallToolRequestParams,
-        max_name_len: usize,
+        naming: Naming<'_>,
         origin: &Origin,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.forward_checked(exposed, params, max_name_len, origin, None)
+        self.forward_checked(exposed, params, naming, origin, None)
             .await
             .map_err(|failure| match failure {
                 CallFailure::Error(e) => e,
@@ -198,7 +183,7 @@ impl Gateway {
         &self,
         exposed: &str,
         params: CallToolRequestParams,
-        max_name_len: usize,
+        naming: Naming<'_>,
         origin: &Origin,
         precheck: Option<Precheck<'_>>,
     ) -> Result<CallToolResponse, CallFailure> {
@@ -212,7 +197,7 @@ impl Gateway {
         };
         let mut call = ToolCall::begin(origin.via);
         let answer = self
-            .forward_tool_as(exposed, params, max_name_len, origin, precheck, &mut call)
+            .forward_tool_as(exposed, params, naming, origin, precheck, &mut call)
             .instrument(span.clone())
             .await;
         trace::tool_call_ended(&span, &call);
@@ -223,7 +208,7 @@ impl Gateway {
         &self,
         exposed: &str,
         mut params: CallToolRequestParams,
-        max_name_len: usize,
+        naming: Naming<'_>,
         origin: &Origin,
         precheck: Option<Precheck<'_>>,
         call: &mut ToolCall,
@@ -234,14 +219,17 @@ impl Gateway {
         // One call counted once, even when it is retried on a new connection.
         let mut counted = None;
         loop {
-            let (up, original) = match gateway.resolve(Kind::Tool, exposed, max_name_len).await {
+            let (up, original) = match gateway.resolve(Kind::Tool, exposed, naming).await {
                 Ok(found) => found,
                 Err(Refusal::Unavailable { server, why }) => {
                     // Counted as a failed call of that server.
                     drop(gateway.registry.counters(&server).begin());
-                    let tool = exposed
-                        .strip_prefix(&format!("{server}__"))
-                        .unwrap_or(exposed);
+                    let tool = match naming {
+                        Naming::Own(_) => exposed,
+                        Naming::Prefixed(_) => exposed
+                            .strip_prefix(&format!("{server}__"))
+                            .unwrap_or(exposed),
+                    };
                     call.to(&server, tool);
                     call.ended(CallResult::Unavailable);
                     return Ok(tool_error(why));
@@ -250,6 +238,11 @@ impl Gateway {
                     return Err(CallFailure::Error(ErrorData::invalid_params(why, None)));
                 }
             };
+            // A `requestState` Steward did not give (its bridge answered
+            // those) is the server's own only if it serves 2026-07-28.
+            if params.request_state.is_some() && !native(&origin.meta, &up) {
+                return Err(CallFailure::Error(stale_state()));
+            }
             if let Some(check) = precheck
                 && let Some(tool) = up.catalog.tools.iter().find(|t| t.name == original)
             {
@@ -261,7 +254,9 @@ impl Gateway {
                 .take()
                 .unwrap_or_else(|| gateway.registry.counters(&up.server).begin());
             params.name = original.into();
-            // The call's trace context (or, not traced, its client's) goes on.
+            // The client's `_meta` goes on; the call's trace context (or,
+            // not traced, its client's) with it.
+            params.meta = passed_meta(&origin.meta, native(&origin.meta, &up));
             trace::pass_on(&tracing::Span::current(), &origin.meta, &mut params.meta);
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             let idle = gateway
@@ -282,6 +277,9 @@ impl Gateway {
             return match answer {
                 Ok(result) => match as_call_tool_result(result) {
                     Some(response) => {
+                        if let CallToolResponse::Complete(r) = &response {
+                            gateway.remember_links(server, r);
+                        }
                         if matches!(&response, CallToolResponse::Complete(r) if r.is_error == Some(true))
                         {
                             call.ended(CallResult::ToolError);
@@ -343,17 +341,38 @@ impl Gateway {
 /// requests go to that client, and the client's cancellation ends the call.
 pub async fn forward(
     up: &Upstream,
-    request: ClientRequest,
+    mut request: ClientRequest,
     origin: &Origin,
     progress: Option<rmcp::model::ProgressToken>,
     idle: Option<std::time::Duration>,
 ) -> Result<ServerResult, CallError> {
-    let caller = Arc::new(ClientCaller {
-        peer: origin.peer.clone(),
-    });
+    hoist_meta(&mut request);
+    let caller = Arc::new(AgentCaller::new(
+        origin.agent.clone(),
+        origin.peer.clone(),
+        &origin.meta,
+        origin.asks.clone(),
+    ));
     up.handle
         .call(request, caller, progress, up.timeout, idle, &origin.ct)
         .await
+}
+
+/// Move a request's `_meta` from its params to the request itself, where
+/// the transports read it (the protocol version of a request of
+/// 2026-07-28 decides how it is sent); on the wire it is the same.
+fn hoist_meta(request: &mut ClientRequest) {
+    use rmcp::model::GetMeta as _;
+    let taken = match request {
+        ClientRequest::CallToolRequest(r) => r.params.meta.take(),
+        ClientRequest::GetPromptRequest(r) => r.params.meta.take(),
+        ClientRequest::ReadResourceRequest(r) => r.params.meta.take(),
+        ClientRequest::CompleteRequest(r) => r.params.meta.take(),
+        _ => None,
+    };
+    if let Some(meta) = taken {
+        request.get_meta_mut().extend(meta);
+    }
 }
 
 /// The error for an answer of the wrong kind.

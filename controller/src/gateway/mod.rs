@@ -9,7 +9,8 @@
 //! call to a server that is (re)starting waits on the registry, not on the
 //! queue.
 //!
-//! - [`names`]: exposed names (`server__tool`, sanitized, collisions).
+//! - [`names`]: exposed names (`server__tool`, sanitized, collisions);
+//!   [`one`]: the one-server view (one server under its own names).
 //! - [`registry`]: live connections, their filtered catalogs, the union.
 //! - [`profile`]: what one client asked to see (`--expose`,
 //!   `--max-name-len`); [`view`]: the union through a profile.
@@ -17,7 +18,14 @@
 //!   `call_tool` tools over it.
 //! - [`cost`]: what each tool's definition costs an agent (`steward tools`).
 //! - [`session`]: one client's MCP session (lists, calls, pass-through);
-//!   [`instructions`]: the servers' instructions, combined.
+//!   [`instructions`]: the servers' instructions, combined;
+//!   [`broadcaster`]: list changes, told to each client.
+//! - [`agent`]: who a client is to the servers' requests and log lines
+//!   (capabilities per agent, routing of what a server sends for a call);
+//!   [`logging`]: log levels per agent; [`subscriptions`]: resource
+//!   subscriptions per agent, resource links; [`bridge`]: requests of
+//!   2026-07-28 agents to servers of the initialize lifecycle
+//!   (`input_required`); [`reads`]: `prompts/get` and `resources/read`.
 //! - [`route`]: which live connection serves a name, waiting while its
 //!   server (re)starts; [`call`]: the one path of a `tools/call` (counted,
 //!   traced, forwarded), for direct calls, `call_tool` and code mode.
@@ -42,7 +50,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use rmcp::model::{ServerNotification, Tool};
+use rmcp::model::Tool;
 use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 use steward_schema::resource::{
@@ -54,7 +62,6 @@ use tokio_util::sync::CancellationToken;
 use crate::desired::snapshot::{DesiredStore, Key};
 use crate::engine::publish::{IdleCatalog, Publish};
 use crate::gateway::lsp::LspService;
-use crate::observe::clock::now_rfc3339;
 use crate::observe::metrics::metrics;
 use crate::observe::status::StatusStore;
 use crate::observe::view::Decoration;
@@ -62,6 +69,9 @@ use crate::runtime::lsp::LspConnection;
 use crate::runtime::mcp::{Broadcast, McpHandle, McpLists};
 use crate::support::sync::lock;
 
+pub mod agent;
+pub mod bridge;
+pub mod broadcaster;
 pub mod cache;
 pub mod call;
 pub mod code;
@@ -71,11 +81,14 @@ pub mod finder;
 pub mod handover;
 pub mod http_sessions;
 pub mod instructions;
+pub mod logging;
 pub mod lsp;
 pub mod lsp_tool;
 pub mod names;
+pub mod one;
 pub mod pins;
 pub mod profile;
+pub mod reads;
 pub mod registry;
 pub mod resume;
 pub mod route;
@@ -83,6 +96,7 @@ pub mod search;
 pub mod serve;
 pub mod session;
 pub mod sign_in;
+pub mod subscriptions;
 pub mod view;
 
 use cache::{CachedCatalog, CatalogCache};
@@ -127,6 +141,8 @@ impl Default for GatewayConfig {
 struct ClientEntry {
     transport: &'static str,
     profile: Profile,
+    /// Who it is to the servers' requests and log lines.
+    agent: Arc<agent::Agent>,
     /// A client of the initialize lifecycle, once initialized.
     peer: Option<Peer<RoleServer>>,
     /// A client of the 2026-07-28 lifecycle: its open `subscriptions/listen`
@@ -161,16 +177,6 @@ impl ClientEntry {
                 changed
             });
         }
-    }
-
-    /// Where it hears of list changes: its session, its listens.
-    fn notifiers(&self) -> Vec<Notifier> {
-        self.peer
-            .iter()
-            .cloned()
-            .map(Notifier::Session)
-            .chain(self.listeners.iter().cloned().map(Notifier::Listen))
-            .collect()
     }
 }
 
@@ -210,6 +216,18 @@ pub struct Gateway {
     /// Where a call that needs an MCP server that is not live says so (the
     /// engine's main loop starts an idle server; see [`Self::demand`]).
     demand: OnceLock<mpsc::UnboundedSender<String>>,
+    /// Who holds which resource subscription, and resource links
+    /// ([`subscriptions`]).
+    subscriptions: Mutex<subscriptions::Subscriptions>,
+    /// Requests of 2026-07-28 agents parked for their input ([`bridge`]).
+    bridge: Arc<bridge::Bridge>,
+    /// Servers that asked their clients for input on a connection that
+    /// cannot say for which call: their next connections serialize the
+    /// calls of different agents from the start (see the relay).
+    asking: Mutex<BTreeSet<String>>,
+    /// The log level each server was last told ([`logging`]).
+    #[allow(deprecated)]
+    levels: Mutex<BTreeMap<String, rmcp::model::LoggingLevel>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -256,6 +274,10 @@ impl Gateway {
             draining: watch::Sender::new(false),
             handing: watch::Sender::new(0),
             demand: OnceLock::new(),
+            bridge: Arc::default(),
+            subscriptions: Mutex::default(),
+            asking: Mutex::default(),
+            levels: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -272,12 +294,13 @@ impl Gateway {
         &self.pins
     }
 
-    /// Where server notifications that belong to no call go: every client.
+    /// Where server notifications that belong to no call go: the clients
+    /// that see the server (and whose level admits a log line).
     pub fn broadcast_hook(self: &Arc<Self>) -> Broadcast {
         let gateway: Weak<Gateway> = Arc::downgrade(self);
-        Arc::new(move |notification| {
+        Arc::new(move |server, notification| {
             if let Some(gateway) = gateway.upgrade() {
-                gateway.broadcast(notification);
+                gateway.broadcast(server, notification);
             }
         })
     }
@@ -312,6 +335,8 @@ impl Gateway {
         handback: Option<resume::HandbackTx>,
     ) -> Ticket {
         let seen = self.fingerprints(&profile);
+        let (expose, max_name_len, server) =
+            (profile.expose, profile.max_name_len, profile.server.clone());
         let id = {
             let mut clients = self.lock_clients();
             clients.next += 1;
@@ -319,6 +344,7 @@ impl Gateway {
             let entry = ClientEntry {
                 transport,
                 profile,
+                agent: Arc::new(agent::Agent::new(id)),
                 peer: None,
                 listeners: Vec::new(),
                 seen,
@@ -334,7 +360,7 @@ impl Gateway {
             id
         };
         metrics().client_attached(transport);
-        tracing::info!(transport, client = id, expose = %profile.expose, max_name_len = profile.max_name_len, "agent client attached");
+        tracing::info!(transport, client = id, %expose, max_name_len, server = server.as_deref(), "agent client attached");
         self.status.touch();
         Ticket {
             gateway: self.clone(),
@@ -348,7 +374,7 @@ impl Gateway {
 
     /// What a client with `profile` lists now, for change detection.
     fn fingerprints(&self, profile: &Profile) -> [u64; 3] {
-        view::fingerprints(&self.registry.union_for(profile.max_name_len), profile)
+        view::fingerprints(&self.union_named(profile.naming()), profile)
     }
 
     /// Wait (at most the start wait) for the controller's cold start to
@@ -570,25 +596,6 @@ impl Gateway {
     pub fn attached(&self) -> watch::Receiver<usize> {
         self.attached.subscribe()
     }
-
-    fn peers(&self) -> Vec<Peer<RoleServer>> {
-        self.lock_clients()
-            .by_id
-            .values()
-            .filter_map(|c| c.peer.clone())
-            .collect()
-    }
-
-    /// Send `notification` to every client (in the background: a slow
-    /// client never holds the server that notified).
-    fn broadcast(&self, notification: ServerNotification) {
-        for peer in self.peers() {
-            let notification = notification.clone();
-            tokio::spawn(async move {
-                let _ = peer.send_notification(notification).await;
-            });
-        }
-    }
 }
 
 /// The engine publishes live connections here: MCP connections into the
@@ -597,8 +604,15 @@ impl Gateway {
 impl Publish for Gateway {
     fn mcp_ready(&self, name: &str, handle: &McpHandle, lists: &McpLists, spec: &McpServerSpec) {
         lock(&self.offered).insert(name.to_owned(), Arc::new(lists.tools.clone()));
+        self.remember_asking(name);
+        if lock(&self.asking).contains(name) {
+            handle.relay().serialize_agents();
+        }
         let admitted = self.pins.admit(name, lists, spec);
         self.registry.publish(name, handle, &admitted, spec);
+        // A new connection hears the agents' log level and subscriptions.
+        self.relevel(Some(name));
+        self.resubscribe(name);
         // What the server offers, before filters and pins: the next
         // controller screens it through the filters and pins of its day.
         let server_info = handle.peer.peer_info().and_then(|i| i.server_info.clone());
@@ -608,18 +622,22 @@ impl Publish for Gateway {
     }
 
     fn mcp_restarting(&self, name: &str) {
+        self.remember_asking(name);
         self.registry.restarting(name);
     }
 
     fn mcp_stopping(&self, name: &str) {
+        self.remember_asking(name);
         self.registry.stopping(name);
     }
 
     fn mcp_withdrawn(&self, name: &str) {
+        self.remember_asking(name);
         self.registry.withdraw(name);
     }
 
     fn mcp_removed(&self, name: &str) {
+        lock(&self.asking).remove(name);
         lock(&self.offered).remove(name);
         self.registry.forget(name);
         self.cache.remove(name, true);
@@ -702,6 +720,7 @@ impl Decoration for Gateway {
                 transport: c.transport.to_owned(),
                 expose: c.profile.expose.to_string(),
                 max_name_len: c.profile.max_name_len as u64,
+                server: c.profile.server.as_deref().map(str::to_owned),
             });
         }
         doc.controller.gateway = Some(GatewayStatus {
@@ -716,143 +735,15 @@ impl Decoration for Gateway {
 }
 
 impl Gateway {
-    /// Send `notifications/{tools,prompts,resources}/list_changed` to every
-    /// client when the union changed since it was last told, coalesced;
-    /// never when it did not (a client that connected after a change, while
-    /// the notification was being coalesced, is not told about it).
-    pub async fn run_broadcaster(self: Arc<Self>, cancel: CancellationToken) {
-        tokio::spawn(self.clone().run_cache_pruner(cancel.clone()));
-        let mut changes = self.registry.subscribe();
-        let mut announced = self.registry.union().fingerprints;
-        loop {
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                changed = changes.changed() => if changed.is_err() { return },
-            }
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                () = tokio::time::sleep(self.config.coalesce) => {}
-            }
-            changes.mark_unchanged();
-            let now = self.registry.union().fingerprints;
-            // Per client: what differs from what it last saw.
-            let mut due = Vec::new();
-            for client in self.lock_clients().by_id.values_mut() {
-                let notifiers = client.notifiers();
-                if notifiers.is_empty() {
-                    continue;
-                }
-                let now = self.fingerprints(&client.profile);
-                let kinds = [0, 1, 2].map(|i| now[i] != client.seen[i]);
-                if kinds.iter().any(|k| *k) {
-                    client.seen = now;
-                    client.report();
-                    due.extend(notifiers.into_iter().map(|n| (n, kinds)));
-                }
-            }
-            if now != announced {
-                announced = now;
-                *lock(&self.last_list_changed) = Some(now_rfc3339());
-                metrics().list_changed();
-                self.status.touch();
-            }
-            if due.is_empty() {
-                continue;
-            }
-            tracing::info!(clients = due.len(), "list changed");
-            for (notifier, kinds) in due {
-                tokio::spawn(notifier.list_changed(kinds));
-            }
-        }
-    }
-}
-
-impl Gateway {
-    /// Client `id`, resumed, hears of the lists that differ from what it
-    /// saw under the last controller, once the cold start is over and it
-    /// has somewhere to hear it (its session, or a listen read again).
-    async fn catch_up(self: Arc<Self>, id: u64) {
-        self.cold_start().await;
-        let (due, kinds) = {
-            let mut clients = self.lock_clients();
-            let Some(entry) = clients.by_id.get_mut(&id) else {
-                return;
-            };
-            let due = entry.notifiers();
-            let now = self.fingerprints(&entry.profile);
-            let kinds = [0, 1, 2].map(|i| now[i] != entry.seen[i]);
-            if due.is_empty() || !kinds.iter().any(|k| *k) {
-                return;
-            }
-            tracing::debug!(client = id, seen = ?entry.seen, ?now, "fingerprints of a resumed client's lists");
-            entry.seen = now;
-            entry.report();
-            (due, kinds)
-        };
-        let lists: Vec<&str> = ["tools", "prompts", "resources"]
-            .into_iter()
-            .zip(kinds)
-            .filter_map(|(name, changed)| changed.then_some(name))
-            .collect();
-        tracing::info!(
-            client = id,
-            lists = %lists.join(", "),
-            "the lists changed while the session moved; telling it"
-        );
-        for notifier in due {
-            notifier.list_changed(kinds).await;
-        }
-    }
-}
-
-/// Where a client hears of list changes.
-enum Notifier {
-    /// Its session (the initialize lifecycle).
-    Session(Peer<RoleServer>),
-    /// One of its `subscriptions/listen` requests (2026-07-28).
-    Listen(SubscriptionSink),
-}
-
-impl Notifier {
-    /// Send the `list_changed` notifications of the kinds (tools, prompts,
-    /// resources) that changed.
-    async fn list_changed(self, kinds: [bool; 3]) {
-        match self {
-            Notifier::Session(peer) => {
-                if kinds[0] {
-                    let _ = peer.notify_tool_list_changed().await;
-                }
-                if kinds[1] {
-                    let _ = peer.notify_prompt_list_changed().await;
-                }
-                if kinds[2] {
-                    let _ = peer.notify_resource_list_changed().await;
-                }
-            }
-            Notifier::Listen(sink) => {
-                use rmcp::model::{
-                    PromptListChangedNotification, ResourceListChangedNotification,
-                    ToolListChangedNotification,
-                };
-                let all = [
-                    ServerNotification::ToolListChangedNotification(
-                        ToolListChangedNotification::default(),
-                    ),
-                    ServerNotification::PromptListChangedNotification(
-                        PromptListChangedNotification::default(),
-                    ),
-                    ServerNotification::ResourceListChangedNotification(
-                        ResourceListChangedNotification::default(),
-                    ),
-                ];
-                for (changed, notification) in kinds.into_iter().zip(all) {
-                    // A kind the client did not subscribe to is refused
-                    // by the sink: nothing to do.
-                    if changed {
-                        let _ = sink.send(notification).await;
-                    }
-                }
-            }
+    /// Whether the live connection of `name` serializes the calls of
+    /// different agents: remembered for its next connections.
+    fn remember_asking(&self, name: &str) {
+        if self
+            .registry
+            .live(name)
+            .is_some_and(|up| up.handle.relay().serialized())
+        {
+            lock(&self.asking).insert(name.to_owned());
         }
     }
 }
@@ -879,6 +770,14 @@ pub struct Ticket {
 }
 
 impl Ticket {
+    /// Who the client is to the servers' requests and log lines.
+    pub fn agent(&self) -> Arc<agent::Agent> {
+        match self.gateway.lock_clients().by_id.get(&self.id) {
+            Some(entry) => entry.agent.clone(),
+            None => Arc::new(agent::Agent::new(self.id)),
+        }
+    }
+
     /// The client finished `initialize`: notifications may go to it.
     pub fn set_peer(&self, peer: Peer<RoleServer>) {
         let mut clients = self.gateway.lock_clients();
@@ -937,8 +836,8 @@ impl Ticket {
     pub fn set_profile(&self, profile: Profile) {
         let mut clients = self.gateway.lock_clients();
         if let Some(entry) = clients.by_id.get_mut(&self.id) {
-            entry.profile = profile;
             entry.seen = self.gateway.fingerprints(&profile);
+            entry.profile = profile;
         }
         drop(clients);
         self.gateway.status.touch();
@@ -947,6 +846,7 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        self.gateway.forget_subscriptions(self.id);
         let left = {
             let mut clients = self.gateway.lock_clients();
             if let Some(gone) = clients.by_id.remove(&self.id) {

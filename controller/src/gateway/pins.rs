@@ -37,6 +37,7 @@ use steward_schema::canonical::hash_value;
 use steward_schema::resource::{ConditionStatus, Item, McpServerSpec, Phase, WorkspaceStatus};
 
 use super::names;
+use super::profile::Naming;
 use crate::desired::snapshot::Key;
 use crate::observe::clock::now_rfc3339;
 use crate::observe::events::{EventType, NewEvent, ObjectRef};
@@ -854,12 +855,18 @@ impl Pins {
         kind: Definition,
         server: &str,
         exposed: &str,
-        max_name_len: usize,
+        naming: Naming<'_>,
     ) -> Option<String> {
         let inner = self.lock();
         let q = inner.verdicts.get(server)?.quarantined.iter().find(|q| {
             q.kind == kind
-                && names::assign([(server, q.name.as_str())], max_name_len).remove(0) == exposed
+                && match naming {
+                    Naming::Prefixed(max_name_len) => {
+                        names::assign([(server, q.name.as_str())], max_name_len).remove(0)
+                            == exposed
+                    }
+                    Naming::Own(_) => q.name == exposed,
+                }
         })?;
         let noun = kind.noun();
         Some(format!(
@@ -1154,12 +1161,22 @@ mod tests {
         let changed = lists(&[echo("Echo!!"), json!({"name": "add", "inputSchema": {}})]);
         assert_eq!(names(&store.admit("s", &changed, &spec("h1"))), ["add"]);
         let why = store
-            .refusal(Definition::Tool, "s", "s__echo", names::MAX_LEN)
+            .refusal(
+                Definition::Tool,
+                "s",
+                "s__echo",
+                Naming::Prefixed(names::MAX_LEN),
+            )
             .unwrap();
         assert!(why.contains("description changed: +1 characters"), "{why}");
         assert!(why.contains("`steward approve s --tools`"), "{why}");
         assert_eq!(
-            store.refusal(Definition::Tool, "s", "s__add", names::MAX_LEN),
+            store.refusal(
+                Definition::Tool,
+                "s",
+                "s__add",
+                Naming::Prefixed(names::MAX_LEN)
+            ),
             None
         );
         assert_eq!(store.quarantined_servers(), ["s"]);
@@ -1231,7 +1248,12 @@ mod tests {
         assert!(published.prompts.is_empty());
         assert_eq!(names(&published), ["echo"]);
         let why = store
-            .refusal(Definition::Prompt, "s", "s__p", names::MAX_LEN)
+            .refusal(
+                Definition::Prompt,
+                "s",
+                "s__p",
+                Naming::Prefixed(names::MAX_LEN),
+            )
             .unwrap();
         assert!(why.contains("description changed: +17 characters"), "{why}");
         assert_eq!(

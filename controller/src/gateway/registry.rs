@@ -218,7 +218,11 @@ impl Union {
         self.tools.iter().map(|t| t.name.as_ref())
     }
 
-    fn build(slots: &BTreeMap<String, Slot>, lsp: bool, max_name_len: usize) -> Union {
+    /// The union of `slots`, named `server__tool` within `max_name_len`
+    /// characters, or (`None`) under the servers' own names: the one-server
+    /// view, whose servers' instructions go in its `initialize` answer and
+    /// are not listed as resources.
+    fn build(slots: &BTreeMap<String, Slot>, lsp: bool, max_name_len: Option<usize>) -> Union {
         let mut union = Union {
             lsp,
             ..Union::default()
@@ -227,7 +231,7 @@ impl Union {
             .iter()
             .flat_map(|(s, slot)| slot.catalog().tools.iter().map(move |t| (s.as_str(), t)))
             .collect();
-        let exposed = names::assign(
+        let exposed = named(
             pairs.iter().map(|(s, t)| (*s, t.name.as_ref())),
             max_name_len,
         );
@@ -250,7 +254,7 @@ impl Union {
             .iter()
             .flat_map(|(s, slot)| slot.catalog().prompts.iter().map(move |p| (s.as_str(), p)))
             .collect();
-        let exposed = names::assign(
+        let exposed = named(
             pairs.iter().map(|(s, p)| (*s, p.name.as_str())),
             max_name_len,
         );
@@ -269,7 +273,7 @@ impl Union {
             prompt.name = name;
             union.prompts.push(prompt);
         }
-        for (server, slot) in slots {
+        for (server, slot) in slots.iter().filter(|_| max_name_len.is_some()) {
             if let Some(text) = &slot.catalog().instructions {
                 union.instructions.push((server.clone(), text.clone()));
                 // Listed so that a client can read the whole text.
@@ -320,6 +324,18 @@ impl Union {
             fingerprint(&(&union.resources, &union.templates)),
         ];
         union
+    }
+}
+
+/// The exposed names of `(server, name)` pairs: `server__name` within
+/// `max_name_len` characters, or (`None`) the names themselves.
+fn named<'a>(
+    pairs: impl Iterator<Item = (&'a str, &'a str)>,
+    max_name_len: Option<usize>,
+) -> Vec<String> {
+    match max_name_len {
+        Some(max) => names::assign(pairs, max),
+        None => pairs.map(|(_, name)| name.to_owned()).collect(),
     }
 }
 
@@ -401,6 +417,9 @@ struct Inner {
     /// The same union for clients that asked for shorter names, made when
     /// first asked for and dropped on every change.
     shorter: BTreeMap<usize, Arc<Union>>,
+    /// One server's catalog under its own names (its one-server view),
+    /// made when first asked for and dropped on every change.
+    single: BTreeMap<String, Arc<Union>>,
 }
 
 impl Inner {
@@ -408,9 +427,10 @@ impl Inner {
         self.union = Arc::new(Union::build(
             &self.slots,
             self.lsp || self.lsp_expected,
-            names::MAX_LEN,
+            Some(names::MAX_LEN),
         ));
         self.shorter.clear();
+        self.single.clear();
     }
 
     fn union_for(&mut self, max_name_len: usize) -> Arc<Union> {
@@ -420,7 +440,22 @@ impl Inner {
         let (slots, lsp) = (&self.slots, self.lsp || self.lsp_expected);
         self.shorter
             .entry(max_name_len)
-            .or_insert_with(|| Arc::new(Union::build(slots, lsp, max_name_len)))
+            .or_insert_with(|| Arc::new(Union::build(slots, lsp, Some(max_name_len))))
+            .clone()
+    }
+
+    fn union_of(&mut self, server: &str) -> Arc<Union> {
+        let slots = &self.slots;
+        self.single
+            .entry(server.to_owned())
+            .or_insert_with(|| {
+                let one: BTreeMap<String, Slot> = slots
+                    .get(server)
+                    .map(|slot| (server.to_owned(), slot.clone()))
+                    .into_iter()
+                    .collect();
+                Arc::new(Union::build(&one, false, None))
+            })
             .clone()
     }
 }
@@ -674,6 +709,12 @@ impl Registry {
         self.lock().union_for(max_name_len)
     }
 
+    /// What the one-server view of `server` offers now: its catalog under
+    /// its own names (empty while it is not listed).
+    pub fn union_of(&self, server: &str) -> Arc<Union> {
+        self.lock().union_of(server)
+    }
+
     /// Whether `server`'s catalog is listed (live, restarting with its last
     /// catalog, or cached).
     pub fn listed(&self, server: &str) -> bool {
@@ -744,7 +785,7 @@ mod tests {
     #[test]
     fn an_empty_registry_has_the_fingerprints_of_an_empty_union() {
         let registry = Registry::default();
-        let empty = Union::build(&BTreeMap::new(), false, names::MAX_LEN);
+        let empty = Union::build(&BTreeMap::new(), false, Some(names::MAX_LEN));
         assert_eq!(registry.union().fingerprints, empty.fingerprints);
         assert_ne!(empty.fingerprints, [0, 0, 0]);
     }
@@ -785,6 +826,22 @@ mod tests {
         registry.offer_cached("s", catalog(&["echo"]), "h");
         registry.withdraw_cached("s");
         assert!(registry.union().tools.is_empty());
+    }
+
+    #[test]
+    fn the_one_server_view_lists_one_server_under_its_own_names() {
+        let registry = Registry::default();
+        registry.offer_cached("s", catalog(&["echo", "two words"]), "h");
+        registry.offer_cached("t", catalog(&["echo"]), "h");
+        let one = registry.union_of("s");
+        assert_eq!(one.tool_names().collect::<Vec<_>>(), ["echo", "two words"]);
+        assert_eq!(one.tool("echo").unwrap().server, "s");
+        assert_eq!(one.tool("echo").unwrap().original, "echo");
+        assert!(!one.lsp);
+        assert!(registry.union_of("nobody").tools.is_empty());
+        // Dropped with every change.
+        registry.withdraw_cached("s");
+        assert!(registry.union_of("s").tools.is_empty());
     }
 
     #[test]

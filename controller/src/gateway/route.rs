@@ -11,7 +11,8 @@ use tokio::time::Instant;
 
 use super::explain::{explain, explain_blocked};
 use super::pins::Definition;
-use super::registry::Upstream;
+use super::profile::Naming;
+use super::registry::{Union, Upstream};
 use super::{Gateway, names};
 use crate::desired::snapshot::Key;
 
@@ -85,7 +86,7 @@ impl Gateway {
     /// prefix (configured or removed servers only), and the rest of it.
     fn by_prefix(&self, exposed: &str, max_name_len: usize) -> Option<(String, String)> {
         let snap = self.store.snapshot();
-        let removed = self.status.removed_names(ResourceKind::McpServer);
+        let removed = self.status.removed_names(ResourceKind::McpServer, &snap);
         snap.desired
             .mcp
             .keys()
@@ -100,35 +101,46 @@ impl Gateway {
             .map(|(_, server, rest)| (server, rest))
     }
 
-    /// The live upstream and original name behind `exposed` (a name of
-    /// at most `max_name_len` characters), waiting (up to the start wait)
-    /// while its server starts or restarts.
+    /// What a client naming things so lists now: the union, or one
+    /// server's catalog under its own names.
+    pub fn union_named(&self, naming: Naming<'_>) -> Arc<Union> {
+        match naming {
+            Naming::Prefixed(max_name_len) => self.registry.union_for(max_name_len),
+            Naming::Own(server) => self.registry.union_of(server),
+        }
+    }
+
+    /// The live upstream and original name behind `exposed` (named as
+    /// `naming` says), waiting (up to the start wait) while its server
+    /// starts or restarts.
     pub async fn resolve(
         &self,
         kind: Kind,
         exposed: &str,
-        max_name_len: usize,
+        naming: Naming<'_>,
     ) -> Result<(Arc<Upstream>, String), Refusal> {
         let deadline = Instant::now() + self.config.start_wait;
         let mut changes = self.registry.subscribe();
         let mut demanded = false;
         loop {
             changes.borrow_and_update();
-            let union = self.registry.union_for(max_name_len);
+            let union = self.union_named(naming);
             let listed = match kind {
                 Kind::Tool => union.tool(exposed),
                 Kind::Prompt => union.prompt(exposed),
             }
             .map(|r| (r.server.clone(), r.original.clone()));
-            let Some((server, original)) = listed
-                .clone()
-                .or_else(|| self.by_prefix(exposed, max_name_len))
-            else {
+            let unlisted = || match naming {
+                Naming::Prefixed(max_name_len) => self.by_prefix(exposed, max_name_len),
+                // Its one server's, by the name the server gave it.
+                Naming::Own(server) => Some((server.to_owned(), exposed.to_owned())),
+            };
+            let Some((server, original)) = listed.clone().or_else(unlisted) else {
                 let known: Vec<&str> = match kind {
                     Kind::Tool => union.tool_names().collect(),
                     Kind::Prompt => union.prompts.iter().map(|p| p.name.as_str()).collect(),
                 };
-                return Err(Refusal::Unknown(unknown(kind, exposed, &known)));
+                return Err(Refusal::Unknown(unknown(kind, exposed, &known, naming)));
             };
             if let Some(up) = self.registry.live(&server) {
                 let offered = match kind {
@@ -143,7 +155,7 @@ impl Gateway {
                     Kind::Prompt => Definition::Prompt,
                 };
                 if listed.is_none()
-                    && let Some(why) = self.pins.refusal(pinned, &server, exposed, max_name_len)
+                    && let Some(why) = self.pins.refusal(pinned, &server, exposed, naming)
                 {
                     return Err(Refusal::Unavailable { server, why });
                 }
@@ -152,7 +164,7 @@ impl Gateway {
                         Kind::Tool => union.tool_names().collect(),
                         Kind::Prompt => union.prompts.iter().map(|p| p.name.as_str()).collect(),
                     };
-                    return Err(Refusal::Unknown(unknown(kind, exposed, &known)));
+                    return Err(Refusal::Unknown(unknown(kind, exposed, &known, naming)));
                 }
                 // Listed but not offered by the live connection: the union is
                 // being rebuilt; look again.
@@ -176,16 +188,26 @@ impl Gateway {
     }
 
     /// The live upstream that owns `uri` (a listed resource, or one that fits
-    /// a listed template), waiting (up to the start wait) while its server
-    /// starts or restarts, as a call does.
-    pub async fn resource_upstream(&self, uri: &str) -> Result<Arc<Upstream>, ErrorData> {
+    /// a listed template; in a one-server view, its server), waiting (up to
+    /// the start wait) while its server starts or restarts, as a call does.
+    pub async fn resource_upstream(
+        &self,
+        uri: &str,
+        naming: Naming<'_>,
+    ) -> Result<Arc<Upstream>, ErrorData> {
         let deadline = Instant::now() + self.config.start_wait;
         let mut changes = self.registry.subscribe();
         let mut demanded = false;
         loop {
             changes.borrow_and_update();
             let union = self.registry.union();
-            let server = union.resource_owner(uri).ok_or_else(|| {
+            let linked = self.linked(uri);
+            let owner = match naming {
+                Naming::Own(server) => Some(server),
+                // Listed, fitting a template, or linked by a tool's result.
+                Naming::Prefixed(_) => union.resource_owner(uri).or(linked.as_deref()),
+            };
+            let server = owner.ok_or_else(|| {
                 ErrorData::resource_not_found(
                     format!("no server of this workspace lists the resource {uri}"),
                     None,
@@ -214,14 +236,18 @@ impl Gateway {
 }
 
 /// "unknown tool" with the closest names.
-fn unknown(kind: Kind, exposed: &str, known: &[&str]) -> String {
+fn unknown(kind: Kind, exposed: &str, known: &[&str], naming: Naming<'_>) -> String {
     let close = names::close_names(exposed, known.iter().copied(), 5);
     let noun = kind.noun();
+    let nobody = match naming {
+        Naming::Prefixed(_) => "no server of this workspace offers it".to_owned(),
+        Naming::Own(server) => format!("server \"{server}\" does not offer it"),
+    };
     if close.is_empty() {
-        format!("unknown {noun} \"{exposed}\": no server of this workspace offers it")
+        format!("unknown {noun} \"{exposed}\": {nobody}")
     } else {
         format!(
-            "unknown {noun} \"{exposed}\": no server of this workspace offers it (did you mean: {})",
+            "unknown {noun} \"{exposed}\": {nobody} (did you mean: {})",
             close.join(", ")
         )
     }

@@ -45,6 +45,11 @@ use crate::support::listen::{self, Guarded};
 /// The HTTP path of the endpoint.
 pub const HTTP_PATH: &str = "/mcp";
 
+tokio::task_local! {
+    /// The view (query string) of the HTTP request being handled.
+    static VIEW: Profile;
+}
+
 /// Why the HTTP endpoint cannot start (the rules of [`crate::support::listen`]).
 pub use crate::support::listen::ListenError;
 
@@ -105,8 +110,11 @@ impl HttpEndpoint {
         sessions.session_config.keep_alive = None;
         let sessions = Arc::new(sessions);
         let service = StreamableHttpService::new(
-            // The profile comes with the client's initialize request.
-            move || Ok(Session::new(&factory_gateway, "http", Profile::default())),
+            // The view of the request being handled (its query string).
+            move || {
+                let profile = VIEW.try_with(Profile::clone).unwrap_or_default();
+                Ok(Session::new(&factory_gateway, "http", profile))
+            },
             sessions.clone(),
             config,
         );
@@ -135,6 +143,7 @@ impl HttpEndpoint {
             let token = token.clone();
             let live = live.clone();
             let cancel = cancel.clone();
+            let gateway = gateway.clone();
             tokio::spawn(async move {
                 // A server Steward runs never reaches the endpoint (it could
                 // call other servers' tools outside its sandbox).
@@ -153,9 +162,10 @@ impl HttpEndpoint {
                     let service = service.clone();
                     let token = token.clone();
                     let live = live.clone();
+                    let gateway = gateway.clone();
                     async move {
                         Ok::<_, std::convert::Infallible>(
-                            route(service, token, &live, request).await,
+                            route(&gateway, service, token, &live, request).await,
                         )
                     }
                 });
@@ -182,17 +192,20 @@ fn plain(status: http::StatusCode, text: &str) -> Response {
 }
 
 async fn route(
+    gateway: &Gateway,
     service: StreamableHttpService<Session, LocalSessionManager>,
     token: Option<Arc<str>>,
     live: &Arc<Liveness>,
     request: http::Request<Incoming>,
 ) -> Response {
-    if request.uri().path() != HTTP_PATH {
+    // The client's view (`?expose=search&maxNameLen=50`, `?server=NAME`,
+    // `/mcp/NAME`): a typo is refused here, not read as the default.
+    let Some(viewed) = Profile::from_request(request.uri().path(), request.uri().query()) else {
         return plain(
             http::StatusCode::NOT_FOUND,
-            "not found: the MCP endpoint is /mcp\n",
+            "not found: the MCP endpoint is /mcp (one server alone: /mcp/NAME)\n",
         );
-    }
+    };
     if !listen::authorized(request.headers(), token.as_deref()) {
         let mut response = plain(http::StatusCode::UNAUTHORIZED, "unauthorized\n");
         response.headers_mut().insert(
@@ -201,17 +214,30 @@ async fn route(
         );
         return response;
     }
-    // The client's view (`?expose=search&maxNameLen=50`): a typo is refused
-    // here, not read as the default.
-    if let Err(e) = Profile::from_query(request.uri().query()) {
-        return plain(
-            http::StatusCode::BAD_REQUEST,
-            &format!("bad request: {e} (e.g. /mcp?expose=search&maxNameLen=50)\n"),
-        );
+    let profile = match viewed {
+        Ok(profile) => profile,
+        Err(e) => {
+            return plain(
+                http::StatusCode::BAD_REQUEST,
+                &format!(
+                    "bad request: {e} (e.g. /mcp?expose=search&maxNameLen=50 or /mcp?server=NAME)\n"
+                ),
+            );
+        }
+    };
+    // A one-server view of a name that cannot be served: not found, why.
+    if let Some(why) = profile
+        .server
+        .as_deref()
+        .and_then(|server| gateway.view_refusal(server))
+    {
+        return plain(http::StatusCode::NOT_FOUND, &format!("not found: {why}\n"));
     }
     let delete = request.method() == http::Method::DELETE;
     let asked = session_id(request.headers());
-    let mut response = service.handle(request).await;
+    // A session made while this request is handled sees its view from the
+    // start (a request of 2026-07-28 has no session of its own).
+    let mut response = VIEW.scope(profile, service.handle(request)).await;
     // rmcp answers a session's DELETE with 202; the MCP SDKs expect 200 or
     // 204 (the Python SDK logs "Session termination failed: 202" on every
     // clean close), as the reference servers answer.

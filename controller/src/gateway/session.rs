@@ -17,23 +17,25 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
-    CompleteResult, ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    CompleteResult, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, InputResponses, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Reference, ResourceContents, ServerCapabilities, ServerConfig,
-    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscriptionFilter,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Reference, ResourceContents, ServerCapabilities, ServerConfig, ServerResult,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler};
 
-use super::call::{ClientCaller, Origin, call_error, complete, forward, unexpected};
+use super::agent::{self, Agent};
+use super::call::{
+    Origin, as_call_tool_result, call_error, complete, forward, native, passed_meta, unexpected,
+};
 use super::profile::Profile;
-use super::registry::{Union, Upstream};
-use super::route::{Kind, Refusal};
+use super::registry::Union;
+use super::subscriptions::{self, Holder};
 use super::{Gateway, Ticket, code, finder, instructions, lsp_tool, view};
 use crate::observe::metrics::Via;
-use crate::runtime::mcp::CallError;
 use crate::support::sync::lock;
 
 /// One client (see the module doc).
@@ -41,6 +43,8 @@ use crate::support::sync::lock;
 pub struct Session {
     gateway: Arc<Gateway>,
     ticket: Ticket,
+    /// Who this client is to the servers' requests and log lines.
+    agent: Arc<Agent>,
     /// What the client asked to see; an HTTP client's comes with its
     /// `initialize` request.
     profile: Mutex<Profile>,
@@ -59,9 +63,11 @@ impl Session {
         profile: Profile,
         handback: Option<super::resume::HandbackTx>,
     ) -> Session {
+        let ticket = gateway.attach(transport, profile.clone(), handback);
         Session {
             gateway: gateway.clone(),
-            ticket: gateway.attach(transport, profile, handback),
+            agent: ticket.agent(),
+            ticket,
             profile: Mutex::new(profile),
         }
     }
@@ -73,14 +79,54 @@ impl Session {
     }
 
     fn profile(&self) -> Profile {
-        *lock(&self.profile)
+        lock(&self.profile).clone()
     }
 
-    /// The union as this client's names have it (never with a cached
-    /// catalog that may not be listed any more).
+    /// The server of a one-server view.
+    fn one(&self) -> Option<Arc<str>> {
+        lock(&self.profile).server.clone()
+    }
+
+    /// An HTTP client's view comes in the endpoint's query string (the
+    /// transport refused a malformed one before it got here), with every
+    /// request: a client of 2026-07-28 has no `initialize`, and its
+    /// requests no session.
+    fn adopt(&self, extensions: &rmcp::model::Extensions) -> Result<(), ErrorData> {
+        let Some(parts) = extensions.get::<http::request::Parts>() else {
+            return Ok(());
+        };
+        let profile = Profile::from_request(parts.uri.path(), parts.uri.query())
+            .unwrap_or_else(|| Ok(Profile::default()))
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let mut current = lock(&self.profile);
+        if *current != profile {
+            *current = profile.clone();
+            drop(current);
+            self.ticket.set_profile(profile);
+        }
+        Ok(())
+    }
+
+    /// The client's view (see [`Self::adopt`]); in a one-server view of a
+    /// name that cannot be served (unknown, not admitted), the error every
+    /// request gets: why, and what to do.
+    fn admitted(&self, extensions: &rmcp::model::Extensions) -> Result<(), ErrorData> {
+        self.adopt(extensions)?;
+        match self.one() {
+            Some(server) => match self.gateway.view_refusal(&server) {
+                Some(why) => Err(ErrorData::invalid_request(why, None)),
+                None => Ok(()),
+            },
+            None => Ok(()),
+        }
+    }
+
+    /// What this client lists, as its names have it (never with a cached
+    /// catalog that may not be listed any more): the union, or its one
+    /// server's catalog.
     fn union(&self) -> Arc<Union> {
         self.gateway.prune_cached();
-        self.gateway.registry.union_for(self.profile().max_name_len)
+        self.gateway.union_named(self.profile().naming())
     }
 }
 
@@ -121,20 +167,106 @@ impl Session {
         context: &RequestContext<RoleServer>,
         via: Via,
     ) -> Result<CallToolResponse, ErrorData> {
-        if exposed == lsp_tool::NAME {
+        let profile = self.profile();
+        if profile.server.is_none() && exposed == lsp_tool::NAME {
             let result = lsp_tool::call(&self.gateway, request.arguments.unwrap_or_default()).await;
             return Ok(CallToolResponse::Complete(result));
         }
-        let origin = Origin::of(context, via);
-        let max_name_len = self.profile().max_name_len;
-        self.gateway
-            .forward_tool(exposed, request, max_name_len, &origin)
+        if !agent::modern(&context.meta) {
+            let origin = Origin::of(context, via, &self.agent);
+            return self
+                .gateway
+                .forward_tool(exposed, request, profile.naming(), &origin)
+                .await;
+        }
+        let what = format!("tools/call {exposed}");
+        let (state, responses) = (
+            request.request_state.clone(),
+            request.input_responses.clone(),
+        );
+        let (gateway, exposed) = (self.gateway.clone(), exposed.to_owned());
+        let answer = self
+            .bridged_as(
+                context,
+                via,
+                what,
+                state,
+                responses,
+                move |origin| async move {
+                    gateway
+                        .forward_tool(&exposed, request, profile.naming(), &origin)
+                        .await
+                        .map(ServerResult::from)
+                },
+            )
+            .await?;
+        as_call_tool_result(answer).ok_or_else(|| unexpected("the server", "tools/call"))
+    }
+
+    /// Run `work` for `context`'s request `what`: for a 2026-07-28 agent
+    /// through the bridge (a retry that names a call it parked resumes
+    /// that call), else as it is.
+    async fn bridged<F, Fut>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        what: String,
+        state: Option<String>,
+        responses: Option<InputResponses>,
+        work: F,
+    ) -> Result<ServerResult, ErrorData>
+    where
+        F: FnOnce(Origin) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<ServerResult, ErrorData>> + Send + 'static,
+    {
+        if !agent::modern(&context.meta) {
+            return work(Origin::of(context, Via::Direct, &self.agent)).await;
+        }
+        self.bridged_as(context, Via::Direct, what, state, responses, work)
+            .await
+    }
+
+    async fn bridged_as<F, Fut>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        via: Via,
+        what: String,
+        state: Option<String>,
+        responses: Option<InputResponses>,
+        work: F,
+    ) -> Result<ServerResult, ErrorData>
+    where
+        F: FnOnce(Origin) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<ServerResult, ErrorData>> + Send + 'static,
+    {
+        let bridge = &self.gateway.bridge;
+        if let Some(state) = state.filter(|s| bridge.owns(s)) {
+            return bridge
+                .resume(&state, &what, responses.as_ref(), &context.ct)
+                .await;
+        }
+        let origin = Origin::of(context, via, &self.agent);
+        bridge
+            .start(what, &context.ct, move |asks, cancel| {
+                let mut origin = origin;
+                origin.asks = Some(asks);
+                origin.ct = cancel;
+                work(origin)
+            })
             .await
     }
 }
 
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
+        if let Some(server) = self.one() {
+            // What the server itself says of itself.
+            let info = self.gateway.view_info(&server);
+            let mut config = ServerConfig::new(info.capabilities)
+                .with_server_info(info.server_info)
+                .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+            config.instructions = info.instructions;
+            return config;
+        }
         let capabilities = ServerCapabilities::builder()
             .enable_logging()
             .enable_completions()
@@ -142,6 +274,7 @@ impl ServerHandler for Session {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -159,27 +292,84 @@ impl ServerHandler for Session {
         std::borrow::Cow::Borrowed(protocol_versions())
     }
 
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        // What the HTTP transport checks a call's Mcp-Param headers against.
+        view::tools(&self.union(), &self.profile())
+            .into_iter()
+            .find(|tool| tool.name == name)
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, ErrorData> {
+        self.admitted(&context.extensions)?;
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            protocol_versions().to_vec(),
+            self.get_info(),
+        ))
+    }
+
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        // The three list changes; resources/updated of upstream servers is
-        // not relayed (nor is resources/subscribe on older versions).
-        let _ = requested;
-        Some(
-            SubscriptionFilter::builder()
-                .tools_list_changed()
-                .prompts_list_changed()
-                .resources_list_changed()
-                .build(),
-        )
+        // The three list changes, and the resources asked for (each
+        // subscribed to at its server while the listen lasts).
+        let mut accepted = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        accepted
+            .resource_subscriptions
+            .clone_from(&requested.resource_subscriptions);
+        Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.admitted(&context.request_context().extensions)?;
         let id = context.sink().id().clone();
         self.ticket.listen(context.sink().clone());
+        let holder = Holder::Listen(self.agent.id, subscriptions::listen_id(&id));
+        let naming = self.profile();
+        for uri in context.accepted().resource_subscriptions.iter().flatten() {
+            let subscribed = match self.gateway.resource_upstream(uri, naming.naming()).await {
+                Ok(up) => self.gateway.subscribe(&up, uri, holder.clone()).await,
+                Err(e) => Err(e),
+            };
+            if let Err(error) = subscribed {
+                tracing::debug!(%uri, error = %error.message, "a listen's resource subscription");
+            }
+        }
         context.cancelled().await;
+        self.gateway.unsubscribe(None, None, &holder);
         self.ticket.unlisten(&id);
+        Ok(())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.admitted(&context.extensions)?;
+        let up = self
+            .gateway
+            .resource_upstream(&request.uri, self.profile().naming())
+            .await?;
+        let holder = Holder::Session(self.agent.id);
+        self.gateway.subscribe(&up, &request.uri, holder).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.admitted(&context.extensions)?;
+        let holder = Holder::Session(self.agent.id);
+        self.gateway.unsubscribe(None, Some(&request.uri), &holder);
         Ok(())
     }
 
@@ -188,13 +378,11 @@ impl ServerHandler for Session {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        // An HTTP client's view comes in the endpoint's query string (the
-        // transport refused a malformed one before it got here).
-        if let Some(parts) = context.extensions.get::<http::request::Parts>() {
-            let profile = Profile::from_query(parts.uri.query())
-                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-            *lock(&self.profile) = profile;
-            self.ticket.set_profile(profile);
+        self.admitted(&context.extensions)?;
+        if let Some(server) = self.one() {
+            // Its answer says what the server says of itself: wait (as a
+            // call would) until there is a live connection that said it.
+            self.gateway.wait_live(&server).await;
         }
         if context
             .extensions
@@ -214,8 +402,9 @@ impl ServerHandler for Session {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.admitted(&context.extensions)?;
         self.gateway.cold_start().await;
         let tools = view::tools(&self.union(), &self.profile());
         let (tools, next) = page(&tools, request.as_ref(), self.gateway.config.page_size)?;
@@ -230,6 +419,13 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let exposed = request.name.to_string();
+        self.admitted(&context.extensions)?;
+        if self.one().is_some() {
+            // Every name is the server's own.
+            return self
+                .call_named(&exposed, request, &context, Via::Direct)
+                .await;
+        }
         match exposed.as_str() {
             finder::SEARCH => {
                 self.gateway.cold_start().await;
@@ -244,8 +440,14 @@ impl ServerHandler for Session {
             code::RUN => {
                 self.gateway.cold_start().await;
                 let max_name_len = self.profile().max_name_len;
-                let result =
-                    code::run(&self.gateway, max_name_len, request.arguments, &context).await;
+                let result = code::run(
+                    &self.gateway,
+                    max_name_len,
+                    request.arguments,
+                    &context,
+                    &self.agent,
+                )
+                .await;
                 Ok(CallToolResponse::Complete(result))
             }
             finder::CALL => match finder::call_args(request.arguments.clone()) {
@@ -268,8 +470,9 @@ impl ServerHandler for Session {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        self.admitted(&context.extensions)?;
         self.gateway.cold_start().await;
         let union = self.union();
         let (prompts, next) = page(
@@ -287,38 +490,31 @@ impl ServerHandler for Session {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let max_name_len = self.profile().max_name_len;
-        let (up, answer) = forward_once_more(&self.gateway, &context, || async {
-            let (up, original) = self
-                .gateway
-                .resolve(Kind::Prompt, &request.name, max_name_len)
-                .await
-                .map_err(
-                    |(Refusal::Unavailable { why, .. } | Refusal::Unknown(why))| {
-                        ErrorData::invalid_params(why, None)
-                    },
-                )?;
-            let mut upstream = request.clone();
-            upstream.name = original;
-            Ok((
-                up,
-                ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream)),
-            ))
-        })
-        .await?;
+        self.admitted(&context.extensions)?;
+        let what = format!("prompts/get {}", request.name);
+        let (state, responses) = (
+            request.request_state.clone(),
+            request.input_responses.clone(),
+        );
+        let (gateway, profile) = (self.gateway.clone(), self.profile());
+        let answer = self
+            .bridged(&context, what, state, responses, move |origin| {
+                gateway.get_prompt(request, profile, origin)
+            })
+            .await?;
         match answer {
-            Ok(ServerResult::GetPromptResult(r)) => Ok(GetPromptResponse::Complete(complete(r))),
-            Ok(ServerResult::InputRequiredResult(r)) => Ok(GetPromptResponse::InputRequired(r)),
-            Ok(_) => Err(unexpected(&up.server, "prompts/get")),
-            Err(e) => Err(call_error(&up.server, e)),
+            ServerResult::InputRequiredResult(r) => Ok(GetPromptResponse::InputRequired(r)),
+            ServerResult::GetPromptResult(r) => Ok(GetPromptResponse::Complete(complete(r))),
+            _ => Err(unexpected("the server", "prompts/get")),
         }
     }
 
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        self.admitted(&context.extensions)?;
         self.gateway.cold_start().await;
         let union = self.union();
         let (resources, next) = page(
@@ -334,8 +530,9 @@ impl ServerHandler for Session {
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.admitted(&context.extensions)?;
         self.gateway.cold_start().await;
         let union = self.union();
         let (templates, next) = page(
@@ -353,7 +550,11 @@ impl ServerHandler for Session {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        if let Some(server) = instructions::server_of(&request.uri) {
+        self.admitted(&context.extensions)?;
+        let profile = self.profile();
+        if let Some(server) =
+            instructions::server_of(&request.uri).filter(|_| profile.server.is_none())
+        {
             let union = self.union();
             let Some((_, text)) = union.instructions.iter().find(|(s, _)| s == server) else {
                 return Err(ErrorData::resource_not_found(
@@ -365,20 +566,21 @@ impl ServerHandler for Session {
                 vec![ResourceContents::text(text.clone(), request.uri.clone())],
             )));
         }
-        let (up, answer) = forward_once_more(&self.gateway, &context, || async {
-            let up = self.gateway.resource_upstream(&request.uri).await?;
-            let upstream =
-                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request.clone()));
-            Ok((up, upstream))
-        })
-        .await?;
+        let what = format!("resources/read {}", request.uri);
+        let (state, responses) = (
+            request.request_state.clone(),
+            request.input_responses.clone(),
+        );
+        let gateway = self.gateway.clone();
+        let answer = self
+            .bridged(&context, what, state, responses, move |origin| {
+                gateway.read_resource(request, profile, origin)
+            })
+            .await?;
         match answer {
-            Ok(ServerResult::ReadResourceResult(r)) => {
-                Ok(ReadResourceResponse::Complete(complete(r)))
-            }
-            Ok(ServerResult::InputRequiredResult(r)) => Ok(ReadResourceResponse::InputRequired(r)),
-            Ok(_) => Err(unexpected(&up.server, "resources/read")),
-            Err(e) => Err(call_error(&up.server, e)),
+            ServerResult::InputRequiredResult(r) => Ok(ReadResourceResponse::InputRequired(r)),
+            ServerResult::ReadResourceResult(r) => Ok(ReadResourceResponse::Complete(complete(r))),
+            _ => Err(unexpected("the server", "resources/read")),
         }
     }
 
@@ -387,8 +589,11 @@ impl ServerHandler for Session {
         mut request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
+        self.admitted(&context.extensions)?;
         let union = self.union();
         let server = match &mut request.r#ref {
+            // Every reference of a one-server view is its server's.
+            _ if self.one().is_some() => self.one().map(|s| s.to_string()),
             Reference::Prompt(p) => match union.prompt(&p.name) {
                 Some(route) => {
                     p.name = route.original.clone();
@@ -402,8 +607,9 @@ impl ServerHandler for Session {
         let Some(up) = server.and_then(|s| self.gateway.registry.live(&s)) else {
             return Ok(CompleteResult::default());
         };
+        request.meta = passed_meta(&context.meta, native(&context.meta, &up));
         let request = ClientRequest::CompleteRequest(CompleteRequest::new(request));
-        let origin = Origin::of(&context, Via::Direct);
+        let origin = Origin::of(&context, Via::Direct, &self.agent);
         match forward(&up, request, &origin, None, None).await {
             Ok(ServerResult::CompleteResult(r)) => Ok(complete(r)),
             Ok(_) => Ok(CompleteResult::default()),
@@ -416,56 +622,24 @@ impl ServerHandler for Session {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        for up in self.gateway.registry.all_live() {
-            let caller = Arc::new(ClientCaller {
-                peer: context.peer.clone(),
-            });
-            let request = ClientRequest::SetLevelRequest(SetLevelRequest::new(request.clone()));
-            let handle = up.handle.clone();
-            let ct = context.ct.clone();
-            // Servers without logging answer with an error: ignored.
-            tokio::spawn(async move {
-                let _ = handle
-                    .call(
-                        request,
-                        caller,
-                        None,
-                        std::time::Duration::from_secs(10),
-                        None,
-                        &ct,
-                    )
-                    .await;
-            });
-        }
+        self.admitted(&context.extensions)?;
+        // This agent's level; the servers hear the most verbose one asked.
+        self.agent.set_level(request.level);
+        self.gateway.relevel(None);
         Ok(())
     }
-}
 
-/// Forward the request `resolve` makes (with the connection of its server);
-/// when that connection closed under it in a restart or an idle stop,
-/// resolve and forward it once more ([`Gateway::worth_another_try`]): only
-/// for reads (`prompts/get`, `resources/read`), which may run twice.
-async fn forward_once_more<F, Fut>(
-    gateway: &Gateway,
-    context: &RequestContext<RoleServer>,
-    mut resolve: F,
-) -> Result<(Arc<Upstream>, Result<ServerResult, CallError>), ErrorData>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(Arc<Upstream>, ClientRequest), ErrorData>>,
-{
-    let progress = context.meta.get_progress_token();
-    let origin = Origin::of(context, Via::Direct);
-    let mut retried = false;
-    loop {
-        let (up, request) = resolve().await?;
-        match forward(&up, request, &origin, progress.clone(), None).await {
-            Err(CallError::Closed | CallError::NotSent)
-                if !retried && gateway.worth_another_try(&up) =>
-            {
-                retried = true
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        // The agent's roots changed: the servers it sees may ask again.
+        let one = self.one();
+        for up in self.gateway.registry.all_live() {
+            if one.as_deref().is_some_and(|s| s != up.server) {
+                continue;
             }
-            answer => return Ok((up, answer)),
+            let changed = rmcp::model::ClientNotification::RootsListChangedNotification(
+                rmcp::model::RootsListChangedNotification::default(),
+            );
+            let _ = up.handle.notify(changed);
         }
     }
 }

@@ -207,11 +207,16 @@ impl StatusStore {
         self.bump();
     }
 
-    /// Names removed from the configuration during this controller's life.
-    pub fn removed_names(&self, kind: ResourceKind) -> BTreeSet<String> {
-        self.lock()
+    /// Names removed from the configuration during this controller's life:
+    /// forgotten, or not in `snap` and still stopping (a removed server is
+    /// forgotten only once its process is gone).
+    pub fn removed_names(&self, kind: ResourceKind, snap: &Snapshot) -> BTreeSet<String> {
+        let inner = self.lock();
+        let stopping = inner.servers.keys().filter(|k| !snap.contains(k));
+        inner
             .removed
             .iter()
+            .chain(stopping)
             .filter(|r| r.kind == kind)
             .map(|r| r.name.clone())
             .collect()

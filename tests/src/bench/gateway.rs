@@ -75,13 +75,13 @@ pub(super) async fn stdio_client_with(
     Ok(agent.serve(transport).await?)
 }
 
-async fn http_client(url: &str) -> Result<Client> {
+pub(super) async fn http_client(url: &str) -> Result<Client> {
     let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
     Ok(quiet().serve(transport).await?)
 }
 
 /// A fake of the fleet's config (own record file), spawned by the client.
-async fn direct_client(fleet: &Fleet) -> Result<Client> {
+pub(super) async fn direct_client(fleet: &Fleet) -> Result<Client> {
     let config = FakeMcpConfig {
         record: Some(fleet.records.join("direct.jsonl")),
         ..fleet.configs[0].clone()

@@ -61,6 +61,7 @@ pub const SCENARIOS: &[&str] = &[
     "sandbox-cost",
     "observe",
     "code",
+    "views",
 ];
 
 pub const USAGE: &str = "\
@@ -70,7 +71,7 @@ Options:
   --quick               small smoke run (< 30 s)
   --only A,B            scenarios: reload, burst, cold, cost, mcp-hub, readiness, gate,
                         gateway, search, storm, first-list, restarts, lazy, dev, sandbox,
-                        sandbox-cost, observe, code
+                        sandbox-cost, observe, code, views
                         (default: all)
   --observe watch|poll  how status is observed (default: watch stream)
   --edits N             edits per reload level (default 24; quick 4)

@@ -456,6 +456,13 @@ pub fn bench(opts: Opts) -> Result<()> {
         out["code"] = with_targets(&mut more_targets, run_scenario("code", || code::code(&ctx)));
     }
 
+    if on("views") {
+        out["views"] = with_targets(
+            &mut more_targets,
+            run_scenario("views", || views::views(&ctx)),
+        );
+    }
+
     // Ratios steward / mcp-hub, at the same N.
     if let Some(Ok(h)) = &hub {
         let mut ratios = serde_json::Map::new();

@@ -8,7 +8,7 @@
 //! cargo build --release -p steward-tests --bins
 //! target/release/steward-bench [--quick]
 //!     [--only reload,burst,cold,cost,mcp-hub,readiness,gate,gateway,search,storm,observe,
-//!            first-list,restarts,lazy,dev,sandbox,code]
+//!            first-list,restarts,lazy,dev,sandbox,code,views]
 //!     [--observe watch|poll] [--edits N] [--debounce-ms MS] [--mcp-hub PATH | --no-mcp-hub]
 //!     [--reload-ns 1,10,100] [--cost-ns 10,50,500] [--controller-arg ARG]... [--out FILE]
 //!     [--cold-ns 10,100,500] [--init-delay-ms 300] [--start-cpu-ms 10]
@@ -34,7 +34,9 @@
 //! shim alone, the egress proxy) in `sandbox.rs`, and `code` (code mode: the
 //! bytes a multi-step task puts through the agent's context, direct vs
 //! `run_code`; an inner call's latency; engine start; `describe_tools` size)
-//! in `code.rs`; the module docs of those say how they measure.
+//! in `code.rs`, and `views` (a call's added latency through the one-server
+//! view against the aggregate endpoint and the server directly, small and
+//! 1 MiB results) in `views.rs`; the module docs of those say how they measure.
 //!
 //! `--quick` (about 25 s) runs every scenario at small sizes; it is meant for
 //! a smoke test (no errors, no churn, at most 2 restarts for the burst), not
@@ -140,6 +142,8 @@ mod sandbox;
 mod sandbox_cost;
 #[path = "../bench/storm.rs"]
 mod storm;
+#[path = "../bench/views.rs"]
+mod views;
 
 // What every scenario shares, in scope in each module through `use super::*`
 // (as are the imports above).

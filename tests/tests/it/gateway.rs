@@ -647,7 +647,7 @@ fn a_server_sampling_request_goes_to_the_calling_agent() {
         let without = attach(&env, Agent::default()).await;
         let refused = call(&without, "asker__ask", json!({"sample": "hello"})).await;
         assert!(
-            text(&refused).contains("did not declare the sampling capability"),
+            text(&refused).contains("did not declare sampling"),
             "{}",
             text(&refused)
         );

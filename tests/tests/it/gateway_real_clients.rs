@@ -674,7 +674,7 @@ fn server_sampling_and_elicitation_reach_the_calling_agent_over_stdio_and_http()
         ] {
             let (result, _) = agent.call(tool, sample.clone());
             assert_eq!(result["isError"], json!(true), "{result}");
-            let wanted = format!("did not declare the {what} capability");
+            let wanted = format!("did not declare {what}");
             assert!(text_of(&result).contains(&wanted), "{result}");
             agent.close();
         }

@@ -189,6 +189,19 @@ impl PyClient {
         self.answer(&command.to_string())
     }
 
+    /// Send one driver command without waiting for its answer (the driver
+    /// runs one at a time: the next command is read once it is answered).
+    pub fn send(&mut self, command: &Value) {
+        let stdin = self.stdin.as_mut().expect("session open");
+        writeln!(stdin, "{command}").expect("write to the client");
+        stdin.flush().unwrap();
+    }
+
+    /// The answer to the command sent last with [`Self::send`].
+    pub fn receive(&mut self, what: &str) -> Result<Value, String> {
+        self.answer(what)
+    }
+
     /// Run one driver command that must succeed.
     pub fn run(&mut self, command: Value) -> Value {
         let what = command.to_string();

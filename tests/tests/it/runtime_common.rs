@@ -85,6 +85,7 @@ impl Caller for NoCaller {
     fn forward(
         &self,
         _: ServerRequest,
+        _: CancellationToken,
     ) -> futures::future::BoxFuture<'static, Result<ClientResult, ErrorData>> {
         Box::pin(async { Err(ErrorData::internal_error("no client", None)) })
     }

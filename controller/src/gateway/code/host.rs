@@ -17,6 +17,7 @@ use super::declare;
 use super::engine::{self, Answer, Thrown};
 use super::unwrap;
 use crate::gateway::call::{CallFailure, Origin};
+use crate::gateway::profile::Naming;
 use crate::gateway::registry::Union;
 use crate::gateway::{Gateway, names};
 use crate::support::sync::lock;
@@ -184,7 +185,7 @@ impl RunHost {
             .forward_checked(
                 &exposed,
                 params,
-                self.max_name_len,
+                Naming::Prefixed(self.max_name_len),
                 &self.origin,
                 Some(&precheck),
             )

@@ -315,6 +315,7 @@ pub async fn run(
     max_name_len: usize,
     arguments: Option<JsonObject>,
     context: &RequestContext<RoleServer>,
+    agent: &Arc<crate::gateway::agent::Agent>,
 ) -> CallToolResult {
     let args: RunArgs = match serde_json::from_value(Value::Object(arguments.unwrap_or_default())) {
         Ok(args) => args,
@@ -334,6 +335,7 @@ pub async fn run(
     // Ends with the run: inner calls still in flight then are cancelled.
     let run_ct = context.ct.child_token();
     let origin = Origin {
+        agent: agent.clone(),
         peer: context.peer.clone(),
         ct: run_ct.clone(),
         // No progress token: the servers' progress is not relayed (it still
@@ -342,6 +344,7 @@ pub async fn run(
         id: context.id.clone(),
         via: Via::Code,
         parent: Some(span.clone()),
+        asks: None,
     };
     let host = Arc::new(RunHost::new(gateway.clone(), max_name_len, origin));
     let began = std::time::Instant::now();

@@ -1,24 +1,46 @@
-//! The client of a session: what the server sends that is not an answer — list changes, log messages, resource updates, and requests
+//! The client of a session: what the server sends that is not an answer —
+//! list changes, log messages, resource updates, and requests
 //! (`roots/list`, sampling, elicitation) — goes to the watcher task or, for
-//! a forwarded call, through the [`Relay`] to the client whose call is in
-//! flight. List changes are marked on the session's [`Announced`] (a stdio
-//! server's before rmcp sees them, by its transport).
+//! a forwarded call, through the [`Relay`] to the client whose call caused
+//! it ([`Relay::route`]). List changes are marked on the session's
+//! [`Announced`] (a stdio server's before rmcp sees them, by its
+//! transport). The server's cancellation of its own request reaches the
+//! client it was forwarded to; the completion of a URL-mode elicitation
+//! reaches the client that was asked.
+//!
+//! Steward tells the server it can do all that any agent can (elicitation
+//! in form and URL mode, sampling with tools and context, roots that
+//! change): each request goes to the one agent whose call caused it, which
+//! answers it only if it declared what it needs (else the protocol's
+//! error; roots it does not have are the workspace's).
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
-    CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
-    ElicitResult, ErrorData, Implementation, ListRootsResult, LoggingMessageNotification,
-    ProtocolVersion, ResourceUpdatedNotification, Root, ServerNotification, ServerRequest,
+    ClientCapabilities, ClientConfig, ClientResult, ElicitRequestParams, ErrorData,
+    GetExtensions as _, Implementation, ListRootsResult, ProtocolVersion, RequestId, Root,
+    ServerNotification, ServerRequest,
 };
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
-use super::relay::Relay;
+use super::relay::{Relay, Route};
 use super::relist::{Kinds, ListKind};
 use super::session::Handler;
+use crate::support::sync::lock;
+
+/// How long a server request that arrived while calls of several agents
+/// were in flight waits for all but one agent's calls to end.
+const AMBIGUOUS_WAIT: Duration = Duration::from_secs(30);
+
+/// The `_meta` key an HTTP transport puts on what the server sent on the
+/// response stream of one of our requests: that request's id. Taken off
+/// before anything goes on.
+pub const CALL_TAG: &str = "dev.steward/call";
 
 /// The kinds of list a server announced as changed that the watcher task
 /// (or, while connecting, `open_session`) has not taken yet. Marking wakes
@@ -66,6 +88,23 @@ pub(super) struct Client {
     pub(super) announced: Arc<Announced>,
     stopped: Arc<AtomicBool>,
     pub(super) relay: Arc<Relay>,
+    /// The server's requests being answered by a client, by id: cancelled
+    /// when the server cancels them.
+    asked: Mutex<HashMap<RequestId, CancellationToken>>,
+}
+
+/// The call id an HTTP transport tagged `extensions`' `_meta` with (taken
+/// off).
+fn take_tag(extensions: &mut rmcp::model::Extensions) -> Option<RequestId> {
+    let from_request = extensions
+        .get_mut::<rmcp::model::RequestMetaObject>()
+        .and_then(|meta| meta.0.0.remove(CALL_TAG));
+    let tag = from_request.or_else(|| {
+        extensions
+            .get_mut::<rmcp::model::NotificationMetaObject>()
+            .and_then(|meta| meta.0.0.remove(CALL_TAG))
+    })?;
+    serde_json::from_value(tag).ok()
 }
 
 impl Client {
@@ -76,21 +115,76 @@ impl Client {
             announced: Arc::default(),
             stopped: Arc::clone(&stopped),
             relay,
+            asked: Mutex::new(HashMap::new()),
         };
         (client, stopped)
     }
 
-    /// A server request goes to the client whose call is in flight.
-    async fn forward(&self, request: ServerRequest, what: &str) -> Result<ClientResult, ErrorData> {
-        match self.relay.current_caller() {
-            Some(caller) => caller.forward(request).await,
-            None => Err(ErrorData::invalid_request(
-                format!(
-                    "{what} is only available while a client's call to this server is in flight"
-                ),
-                None,
-            )),
+    /// A server request goes to the client whose call caused it (see
+    /// [`Relay::route`]); roots, outside any call or for an agent without
+    /// roots, are the workspace's.
+    async fn forward(
+        &self,
+        id: RequestId,
+        tag: Option<RequestId>,
+        request: ServerRequest,
+    ) -> Result<ClientResult, ErrorData> {
+        let roots = matches!(request, ServerRequest::ListRootsRequest(_));
+        let route = match self.relay.route(tag.as_ref()) {
+            Route::Ambiguous => {
+                // Not a guess: wait until one agent's calls are left.
+                self.relay.serialize_agents();
+                self.relay
+                    .unambiguous(tokio::time::Instant::now() + AMBIGUOUS_WAIT)
+                    .await
+            }
+            route => {
+                if tag.is_none() && matches!(route, Route::Call(_)) {
+                    self.relay.serialize_agents();
+                }
+                route
+            }
+        };
+        let what = match &request {
+            ServerRequest::CreateMessageRequest(_) => "sampling",
+            ServerRequest::ElicitRequest(_) => "elicitation",
+            _ => "roots",
+        };
+        let caller = match route {
+            Route::Call(caller) if roots && !caller.answers_roots() => {
+                return Ok(ClientResult::ListRootsResult(self.list_roots()));
+            }
+            Route::Call(caller) => caller,
+            Route::Outside if roots => return Ok(ClientResult::ListRootsResult(self.list_roots())),
+            Route::Outside => {
+                return Err(ErrorData::invalid_request(
+                    format!(
+                        "{what} is only available while a client's call to this server is in flight"
+                    ),
+                    None,
+                ));
+            }
+            Route::Ambiguous => {
+                return Err(ErrorData::invalid_request(
+                    format!(
+                        "Steward cannot tell which agent's call this {what} request belongs to: calls of several agents were in flight on this server; their calls are serialized from now on, ask again"
+                    ),
+                    None,
+                ));
+            }
+        };
+        if let ServerRequest::ElicitRequest(r) = &request
+            && let ElicitRequestParams::UrlElicitationParams { elicitation_id, .. } = &r.params
+            && !elicitation_id.is_empty()
+        {
+            self.relay
+                .expect_completion(elicitation_id.clone(), caller.clone());
         }
+        let cancel = CancellationToken::new();
+        lock(&self.asked).insert(id.clone(), cancel.clone());
+        let answer = caller.forward(request, cancel).await;
+        lock(&self.asked).remove(&id);
+        answer
     }
 
     fn changed(&self, kind: ListKind) {
@@ -106,7 +200,8 @@ impl Client {
 impl Client {
     /// A notification of the server (progress is the transport's, see
     /// [`RelayedProgress`](super::relay::RelayedProgress)).
-    fn notification(&self, notification: ServerNotification) {
+    fn notification(&self, mut notification: ServerNotification) {
+        let tag = take_tag(notification.extensions_mut());
         match notification {
             ServerNotification::ToolListChangedNotification(_) => self.changed(ListKind::Tools),
             ServerNotification::PromptListChangedNotification(_) => {
@@ -115,17 +210,44 @@ impl Client {
             ServerNotification::ResourceListChangedNotification(_) => {
                 self.changed(ListKind::Resources);
             }
-            ServerNotification::LoggingMessageNotification(n) => {
-                self.relay
-                    .broadcast(ServerNotification::LoggingMessageNotification(
-                        LoggingMessageNotification::new(n.params),
-                    ))
+            // A log line of a call goes to its agent; others to every
+            // agent whose level admits it.
+            log @ ServerNotification::LoggingMessageNotification(_) => {
+                self.relay.heard();
+                if !self.relay.notice(tag.as_ref(), log.clone()) {
+                    self.relay.broadcast(log);
+                }
             }
-            ServerNotification::ResourceUpdatedNotification(n) => {
-                self.relay
-                    .broadcast(ServerNotification::ResourceUpdatedNotification(
-                        ResourceUpdatedNotification::new(n.params),
-                    ))
+            updated @ ServerNotification::ResourceUpdatedNotification(_) => {
+                self.relay.broadcast(updated);
+            }
+            // The server cancels a request of its own: so does the client
+            // it was forwarded to.
+            ServerNotification::CancelledNotification(n) => {
+                if let Some(id) = &n.params.request_id
+                    && let Some(cancel) = lock(&self.asked).remove(id)
+                {
+                    cancel.cancel();
+                }
+            }
+            ServerNotification::CustomNotification(n)
+                if n.method == "notifications/elicitation/complete" =>
+            {
+                let id = n
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("elicitationId"))
+                    .and_then(|id| id.as_str())
+                    .map(str::to_owned);
+                match id.and_then(|id| self.relay.completion(&id)) {
+                    Some(caller) => {
+                        let complete = ServerNotification::CustomNotification(n);
+                        tokio::spawn(async move { caller.notify(complete).await });
+                    }
+                    None => {
+                        tracing::debug!(server = %self.name, "an elicitation completed that no agent was asked")
+                    }
+                }
             }
             other => {
                 tracing::trace!(server = %self.name, notification = ?other, "mcp notification")
@@ -133,21 +255,18 @@ impl Client {
         }
     }
 
-    /// The answer to a request of the server.
-    async fn answer_request(&self, request: ServerRequest) -> Result<ClientResult, ErrorData> {
+    /// The answer to request `id` of the server.
+    async fn answer_request(
+        &self,
+        id: RequestId,
+        mut request: ServerRequest,
+    ) -> Result<ClientResult, ErrorData> {
+        let tag = take_tag(request.extensions_mut());
         match request {
             ServerRequest::PingRequest(_) => Ok(ClientResult::empty(())),
-            ServerRequest::ListRootsRequest(_) => {
-                Ok(ClientResult::ListRootsResult(self.list_roots()))
-            }
-            ServerRequest::CreateMessageRequest(r) => self
-                .create_message(r.params)
-                .await
-                .map(|result| ClientResult::CreateMessageResult(Box::new(result))),
-            ServerRequest::ElicitRequest(r) => self
-                .create_elicitation(r.params)
-                .await
-                .map(ClientResult::ElicitResult),
+            request @ (ServerRequest::ListRootsRequest(_)
+            | ServerRequest::CreateMessageRequest(_)
+            | ServerRequest::ElicitRequest(_)) => self.forward(id, tag, request).await,
             ServerRequest::CustomRequest(r) => Err(ErrorData::new(
                 rmcp::model::ErrorCode::METHOD_NOT_FOUND,
                 format!("method not found: {}", r.method),
@@ -171,42 +290,15 @@ impl Client {
         ListRootsResult::new(vec![entry])
     }
 
-    async fn create_message(
-        &self,
-        params: CreateMessageRequestParams,
-    ) -> Result<CreateMessageResult, ErrorData> {
-        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
-        match self.forward(request, "sampling").await? {
-            ClientResult::CreateMessageResult(result) => Ok(*result),
-            _ => Err(ErrorData::internal_error(
-                "the client answered sampling/createMessage with another result",
-                None,
-            )),
-        }
-    }
-
-    async fn create_elicitation(
-        &self,
-        params: ElicitRequestParams,
-    ) -> Result<ElicitResult, ErrorData> {
-        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-        match self.forward(request, "elicitation").await? {
-            ClientResult::ElicitResult(result) => Ok(result),
-            _ => Err(ErrorData::internal_error(
-                "the client answered elicitation/create with another result",
-                None,
-            )),
-        }
-    }
-
-    /// What the session's `initialize` says of Steward.
+    /// What the session's `initialize` says of Steward: what some agent
+    /// may answer (see the module doc).
     pub(super) fn info() -> ClientConfig {
-        #[allow(deprecated)]
-        let capabilities = ClientCapabilities::builder()
-            .enable_roots()
-            .enable_sampling()
-            .enable_elicitation()
-            .build();
+        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
+            "roots": {"listChanged": true},
+            "sampling": {"tools": {}, "context": {}},
+            "elicitation": {"form": {}, "url": {}},
+        }))
+        .expect("the client capabilities parse");
         ClientConfig::new(
             capabilities,
             Implementation::new("steward", env!("CARGO_PKG_VERSION")),
@@ -222,8 +314,9 @@ impl Handler for Client {
 
     fn answer(
         self: Arc<Self>,
+        id: RequestId,
         request: ServerRequest,
     ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
-        Box::pin(async move { self.answer_request(request).await })
+        Box::pin(async move { self.answer_request(id, request).await })
     }
 }

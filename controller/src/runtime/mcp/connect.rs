@@ -157,6 +157,7 @@ async fn guarded<F: Future>(
 
 /// Handshake, then the first lists; list changes announced meanwhile are
 /// listed again so the caller starts from the latest lists.
+#[allow(clippy::too_many_arguments)] // each is one fact of the handshake
 async fn open_session<T, E, A>(
     name: &str,
     client: Client,
@@ -165,6 +166,7 @@ async fn open_session<T, E, A>(
     deadline: Instant,
     guards: &mut Guards,
     dig: Dig,
+    probe: bool,
 ) -> Result<Session, Failure>
 where
     T: IntoTransport<RoleClient, E, A>,
@@ -213,6 +215,14 @@ where
         resources: info.capabilities.resources.is_some(),
     };
     log_peer(name, Some(&info));
+    // (A stateless session's requests are all of 2026-07-28 already.)
+    if probe && lifecycle == Lifecycle::Initialize {
+        let discover = tracing::trace_span!(target: TARGET, "discover");
+        let probing = peer.probe_per_request().instrument(discover);
+        if let Ok(true) = guarded(probing, deadline, guards).await {
+            tracing::debug!(server = %name, "the server serves requests of protocol 2026-07-28");
+        }
+    }
 
     let mut lists = list_step(name, &peer, capabilities, deadline, guards, dig).await?;
     // Announced during the handshake or the listing: list once more. Later
@@ -337,6 +347,7 @@ pub(super) async fn connect_stdio(
     let (client, stopped) = Client::new(name, relay.clone());
     let announced = client.announced.clone();
     let transport = StdioTransport::new(name, stdout, stdin, announced.clone());
+    // A stdio server may serve requests of 2026-07-28 on its session: ask.
     let opened = open_session(
         name,
         client,
@@ -345,6 +356,7 @@ pub(super) async fn connect_stdio(
         deadline,
         &mut guards,
         dig_nothing,
+        true,
     )
     .await;
     // A non-JSON line read before the last answer does not interrupt the
@@ -412,6 +424,9 @@ pub(super) async fn connect_http(
                 }
             };
         let mut guards = Guards::default();
+        // A streamable-HTTP server may serve requests of 2026-07-28
+        // (outside its session): ask.
+        let probe = matches!(transport, remote::RemoteTransport::Streamable(_));
         let opened = open_session(
             name,
             client,
@@ -420,6 +435,7 @@ pub(super) async fn connect_http(
             deadline,
             &mut guards,
             remote::dig,
+            probe,
         )
         .await;
         match opened {

@@ -187,7 +187,9 @@ impl McpConnection {
     /// Where notifications that belong to no forwarded request go (set once,
     /// right after connecting).
     pub fn set_broadcast(&self, broadcast: Broadcast) {
-        self.relay.set_broadcast(broadcast);
+        let name: Arc<str> = self.name.as_str().into();
+        self.relay
+            .set_broadcast(Arc::new(move |notification| broadcast(&name, notification)));
     }
 
     /// Waits until no forwarded request is in flight, or `deadline`; true

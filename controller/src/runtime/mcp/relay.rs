@@ -13,19 +13,28 @@
 //!   relays them one after the other, and a call returns its answer once
 //!   every one read before it was relayed;
 //! - the server's own requests (`sampling/createMessage`,
-//!   `elicitation/create`) go to the caller whose call is in flight, newest
-//!   first ([`Caller::forward`]);
+//!   `elicitation/create`, `roots/list`) and its log lines go to the caller
+//!   whose call caused them ([`Relay::route`]): over HTTP, the call on whose
+//!   response stream they came (the transport tags them); where the wire
+//!   cannot say (stdio, or an HTTP server's standalone stream), the call of
+//!   the one agent that has calls in flight. Calls of several agents in
+//!   flight would make that a guess, so once a server has sent such a
+//!   request untagged, calls of different agents to it are serialized (an
+//!   agent's own calls still run side by side), and one that arrives while
+//!   several agents' calls are in flight waits until only one agent's are
+//!   ([`Relay::unambiguous`]);
 //! - the count of calls in flight lets a restart wait for them to finish
 //!   before the old process stops ([`Relay::close_when_drained`]), and the
 //!   relay then refuses new calls ([`CallError::NotSent`]): a call either
 //!   reaches this process and ends here, or never reaches it and may go to
 //!   the next one — never both (a call is never sent twice).
 //!
-//! Notifications that belong to no call (logging, resource updates) go to
-//! the connection's [`Broadcast`] hook. `roots/list` is answered by the
-//! connection itself (the workspace root).
+//! Notifications that belong to no call (log lines outside any call,
+//! resource updates) go to the connection's [`Broadcast`] hook. A
+//! `roots/list` outside any call, or from a call whose agent has no roots,
+//! is answered by the connection itself (the workspace root).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,8 +44,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use rmcp::RoleClient;
 use rmcp::model::{
-    ClientRequest, ClientResult, ErrorData, JsonRpcMessage, ProgressNotificationParam,
-    ProgressToken, ServerNotification, ServerRequest, ServerResult,
+    ClientNotification, ClientRequest, ClientResult, ErrorData, JsonRpcMessage,
+    ProgressNotificationParam, ProgressToken, RequestId, ServerNotification, ServerRequest,
+    ServerResult,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -47,19 +57,53 @@ use super::session::{Upstream, UpstreamError};
 
 /// The one on whose behalf a request is in flight (one client request).
 pub trait Caller: Send + Sync {
+    /// The agent (client session) whose request it is; `None` for Steward's
+    /// own requests, which no server request is ever routed to.
+    fn agent(&self) -> Option<u64> {
+        None
+    }
     /// A progress notification of the forwarded request (token already the
     /// caller's own). Awaited in order, so progress stays ordered.
     fn progress(&self, params: ProgressNotificationParam) -> BoxFuture<'static, ()>;
-    /// A request the server sent while the call is in flight; answered by the
-    /// caller's client, or an error saying why it cannot be.
+    /// A request the server sent for this call; answered by the caller's
+    /// client, or an error saying why it cannot be. `cancel` fires when the
+    /// server cancels its request.
     fn forward(
         &self,
         request: ServerRequest,
+        cancel: CancellationToken,
     ) -> BoxFuture<'static, Result<ClientResult, ErrorData>>;
+    /// A notification the server sent for this call (a log line, the
+    /// completion of an elicitation it asked); awaited in order.
+    fn notify(&self, notification: ServerNotification) -> BoxFuture<'static, ()> {
+        let _ = notification;
+        Box::pin(async {})
+    }
+    /// Whether the caller's client answers `roots/list` itself (else the
+    /// connection answers with the workspace root).
+    fn answers_roots(&self) -> bool {
+        false
+    }
 }
 
-/// Where notifications that belong to no call go.
-pub type Broadcast = Arc<dyn Fn(ServerNotification) + Send + Sync>;
+/// Where something the server sent for a call goes (see the module doc).
+#[derive(Clone)]
+pub enum Route {
+    /// The call it belongs to.
+    Call(Arc<dyn Caller>),
+    /// No agent's call is in flight (or the call it names has ended).
+    Outside,
+    /// Calls of several agents are in flight and the wire does not say
+    /// which one it belongs to.
+    Ambiguous,
+}
+
+/// Where notifications that belong to no call go, with the name of the
+/// server that sent them.
+pub type Broadcast = Arc<dyn Fn(&str, ServerNotification) + Send + Sync>;
+
+/// A connection's [`Broadcast`], its server named.
+pub type Broadcaster = Arc<dyn Fn(ServerNotification) + Send + Sync>;
 
 /// Why a forwarded request has no answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -95,13 +139,18 @@ pub enum CallError {
 const PROGRESS_GRACE: Duration = Duration::from_secs(2);
 
 struct InFlight {
+    /// The request's id on the connection (set once it is sent).
+    upstream: Option<RequestId>,
+    /// The agent it is for (`None`: Steward's own request).
+    agent: Option<u64>,
     /// The token rmcp put on the request (set once it is sent).
     progress: Option<ProgressToken>,
     /// The caller's own progress token (none: it asked for no progress).
     caller_token: Option<ProgressToken>,
     caller: Arc<dyn Caller>,
-    /// Progress notifications read from the transport for this request,
-    /// and those handled (relayed, or dropped when no progress was asked).
+    /// Progress notifications and notices (log lines) read from the
+    /// transport for this request, and those handled (relayed, or dropped
+    /// when no progress was asked).
     progress_read: u64,
     progress_handled: u64,
     /// When the last progress notification for it was read (ms since
@@ -117,12 +166,32 @@ struct Calls {
     closed: bool,
 }
 
+impl Calls {
+    /// The agents with a call in flight.
+    fn agents(&self) -> BTreeSet<u64> {
+        self.in_flight.values().filter_map(|c| c.agent).collect()
+    }
+}
+
+/// Why a call cannot begin now.
+enum Refused {
+    /// The connection is closing.
+    Closed,
+    /// Calls of another agent are in flight on a connection whose server
+    /// requests cannot be told apart (see the module doc).
+    Busy,
+}
+
+/// URL-mode elicitations whose completion may still come, by id (the
+/// oldest forgotten past this many).
+const ELICITATIONS_KEPT: usize = 256;
+
 /// Routes of one connection (see the module doc).
 pub struct Relay {
     calls: Mutex<Calls>,
     next: AtomicU64,
     in_flight: watch::Sender<usize>,
-    broadcast: OnceLock<Broadcast>,
+    broadcast: OnceLock<Broadcaster>,
     /// Woken each time a progress notification was handled.
     progress_handled: Notify,
     /// The root answered to `roots/list`.
@@ -133,6 +202,24 @@ pub struct Relay {
     /// When a forwarded call last began or ended (ms since [`clock_base`];
     /// the relay's creation before any): `--idle-stop` reads it.
     last_call: std::sync::atomic::AtomicU64,
+    /// The server sent a request whose call the wire did not name: calls
+    /// of different agents are serialized from now on.
+    serialized: std::sync::atomic::AtomicBool,
+    /// URL-mode elicitations forwarded, by elicitation id, with the caller
+    /// their completion goes to.
+    elicitations: Mutex<VecDeque<(String, Arc<dyn Caller>)>>,
+    /// The queue of the task that delivers notices to their calls in order
+    /// (started by the first).
+    notices: OnceLock<mpsc::UnboundedSender<Notice>>,
+    /// Itself, for the task that delivers notices.
+    me: std::sync::Weak<Relay>,
+}
+
+/// A notification on its way to the call it belongs to.
+struct Notice {
+    call: u64,
+    caller: Arc<dyn Caller>,
+    notification: ServerNotification,
 }
 
 /// The base of the relay's millisecond clock.
@@ -155,7 +242,7 @@ impl fmt::Debug for Relay {
 
 impl Relay {
     pub fn new(root: &Path) -> Arc<Relay> {
-        Arc::new(Relay {
+        Arc::new_cyclic(|me| Relay {
             calls: Mutex::new(Calls::default()),
             next: AtomicU64::new(1),
             in_flight: watch::Sender::new(0),
@@ -164,6 +251,10 @@ impl Relay {
             root: root.to_owned(),
             last_heard: std::sync::atomic::AtomicU64::new(millis(tokio::time::Instant::now())),
             last_call: std::sync::atomic::AtomicU64::new(millis(tokio::time::Instant::now())),
+            serialized: std::sync::atomic::AtomicBool::new(false),
+            elicitations: Mutex::new(VecDeque::new()),
+            notices: OnceLock::new(),
+            me: me.clone(),
         })
     }
 
@@ -179,7 +270,7 @@ impl Relay {
     }
 
     /// Where notifications that belong to no call go (the first set wins).
-    pub fn set_broadcast(&self, broadcast: Broadcast) {
+    pub fn set_broadcast(&self, broadcast: Broadcaster) {
         let _ = self.broadcast.set(broadcast);
     }
 
@@ -304,13 +395,123 @@ impl Relay {
         }
     }
 
-    /// The caller a server request goes to: the newest call in flight.
-    pub fn current_caller(&self) -> Option<Arc<dyn Caller>> {
-        self.calls()
-            .in_flight
-            .iter()
-            .max_by_key(|(id, _)| **id)
-            .map(|(_, c)| c.caller.clone())
+    /// Where something the server sent goes: the call `tag` names (the
+    /// request whose HTTP response stream it came on), else the newest call
+    /// of the one agent with calls in flight (see the module doc).
+    pub fn route(&self, tag: Option<&RequestId>) -> Route {
+        self.route_call(tag)
+            .map_or(Route::Outside, |(_, caller)| caller)
+    }
+
+    fn route_call(&self, tag: Option<&RequestId>) -> Option<(u64, Route)> {
+        let calls = self.calls();
+        if let Some(tag) = tag {
+            return calls
+                .in_flight
+                .iter()
+                .find(|(_, c)| c.agent.is_some() && c.upstream.as_ref() == Some(tag))
+                .map(|(id, c)| (*id, Route::Call(c.caller.clone())));
+        }
+        let agents = calls.agents();
+        match agents.len() {
+            0 => None,
+            1 => calls
+                .in_flight
+                .iter()
+                .filter(|(_, c)| c.agent.is_some())
+                .max_by_key(|(id, _)| **id)
+                .map(|(id, c)| (*id, Route::Call(c.caller.clone()))),
+            _ => Some((0, Route::Ambiguous)),
+        }
+    }
+
+    /// The server sent a request whose call the wire did not name: from now
+    /// on calls of different agents to it do not overlap.
+    pub fn serialize_agents(&self) {
+        if !self.serialized.swap(true, Ordering::SeqCst) {
+            tracing::info!(
+                "the server asks its clients for input and its connection cannot say for which call: calls of different agents to it are serialized from now on"
+            );
+        }
+    }
+
+    /// Whether calls of different agents are serialized.
+    pub fn serialized(&self) -> bool {
+        self.serialized.load(Ordering::SeqCst)
+    }
+
+    /// [`Self::route`] of an untagged request, waiting (until `deadline`)
+    /// while it is ambiguous: the calls of all agents but one end (calls of
+    /// different agents no longer begin side by side, see
+    /// [`Self::serialize_agents`]).
+    pub async fn unambiguous(&self, deadline: tokio::time::Instant) -> Route {
+        let mut changes = self.in_flight.subscribe();
+        loop {
+            changes.borrow_and_update();
+            let route = self.route(None);
+            if !matches!(route, Route::Ambiguous) {
+                return route;
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return route,
+            }
+        }
+    }
+
+    /// The URL-mode elicitation `id` was forwarded to `caller`: its
+    /// completion goes there.
+    pub fn expect_completion(&self, id: String, caller: Arc<dyn Caller>) {
+        let mut kept = crate::support::sync::lock(&self.elicitations);
+        kept.retain(|(known, _)| *known != id);
+        if kept.len() >= ELICITATIONS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back((id, caller));
+    }
+
+    /// The caller the completion of elicitation `id` goes to (once).
+    pub fn completion(&self, id: &str) -> Option<Arc<dyn Caller>> {
+        let mut kept = crate::support::sync::lock(&self.elicitations);
+        let at = kept.iter().position(|(known, _)| known == id)?;
+        kept.remove(at).map(|(_, caller)| caller)
+    }
+
+    /// A notification for the call `tag` names (or, untagged, the call of
+    /// the one agent with calls in flight): delivered to it in order, and
+    /// before its answer; `false` when it belongs to no call.
+    pub fn notice(&self, tag: Option<&RequestId>, notification: ServerNotification) -> bool {
+        let Some((call, Route::Call(caller))) = self.route_call(tag) else {
+            return false;
+        };
+        if let Some(c) = self.calls().in_flight.get_mut(&call) {
+            c.progress_read += 1;
+        }
+        let queue = self.notices.get_or_init(|| {
+            let (queue, mut notices) = mpsc::unbounded_channel::<Notice>();
+            let relay = self.me.clone();
+            tokio::spawn(async move {
+                while let Some(notice) = notices.recv().await {
+                    notice.caller.notify(notice.notification).await;
+                    let Some(relay) = relay.upgrade() else { return };
+                    relay.notice_handled(notice.call);
+                }
+            });
+            queue
+        });
+        let _ = queue.send(Notice {
+            call,
+            caller,
+            notification,
+        });
+        true
+    }
+
+    fn notice_handled(&self, call: u64) {
+        if let Some(c) = self.calls().in_flight.get_mut(&call) {
+            c.progress_handled += 1;
+        }
+        self.progress_handled.notify_waiters();
     }
 
     /// A notification that belongs to no call.
@@ -320,24 +521,37 @@ impl Relay {
         }
     }
 
-    /// The call's id, or `None` when the relay is closed.
-    fn begin(&self, call: InFlight) -> Option<u64> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
+    /// The call's id; refused when the relay is closed, or (calls being
+    /// serialized) while another agent's calls are in flight.
+    /// `call` is taken when it begins.
+    fn begin(&self, call: &mut Option<InFlight>) -> Result<u64, Refused> {
         let n = {
             let mut calls = self.calls();
             if calls.closed {
-                return None;
+                return Err(Refused::Closed);
             }
+            let agent = call.as_ref().and_then(|c| c.agent);
+            if let Some(agent) = agent
+                && self.serialized()
+                && calls.agents().iter().any(|other| *other != agent)
+            {
+                return Err(Refused::Busy);
+            }
+            let Some(call) = call.take() else {
+                return Err(Refused::Closed);
+            };
+            let id = self.next.fetch_add(1, Ordering::Relaxed);
             calls.in_flight.insert(id, call);
-            calls.in_flight.len()
+            (id, calls.in_flight.len())
         };
         self.used();
-        self.in_flight.send_replace(n);
-        Some(id)
+        self.in_flight.send_replace(n.1);
+        Ok(n.0)
     }
 
-    fn sent(&self, id: u64, progress: ProgressToken) {
+    fn sent(&self, id: u64, upstream: RequestId, progress: ProgressToken) {
         if let Some(call) = self.calls().in_flight.get_mut(&id) {
+            call.upstream = Some(upstream);
             call.progress = Some(progress);
         }
     }
@@ -373,6 +587,19 @@ impl McpHandle {
         &self.relay
     }
 
+    /// Send a notification to the server (queued: a hung server never
+    /// holds the sender).
+    pub fn notify(&self, notification: ClientNotification) -> Result<(), CallError> {
+        self.peer.notify(notification).map_err(upstream_error)
+    }
+
+    /// Whether the server serves requests of protocol 2026-07-28 on this
+    /// connection (its `server/discover` says so: a stdio server on its
+    /// session, a streamable-HTTP one outside it).
+    pub fn per_request(&self) -> bool {
+        self.peer.per_request()
+    }
+
     /// The `instructions` the server gave in its `initialize` answer.
     pub fn instructions(&self) -> Option<String> {
         self.peer
@@ -396,25 +623,42 @@ impl McpHandle {
         cancel: &CancellationToken,
     ) -> Result<ServerResult, CallError> {
         let started = tokio::time::Instant::now();
+        let deadline = started + timeout;
         // Known before the request leaves: a server may ask its sampling
         // question before this task runs again after the send.
-        let id = self
-            .relay
-            .begin(InFlight {
-                progress: None,
-                caller_token,
-                caller,
-                progress_read: 0,
-                progress_handled: 0,
-                last_progress: millis(started),
-            })
-            .ok_or(CallError::NotSent)?;
+        let mut call = Some(InFlight {
+            upstream: None,
+            agent: caller.agent(),
+            progress: None,
+            caller_token,
+            caller,
+            progress_read: 0,
+            progress_handled: 0,
+            last_progress: millis(started),
+        });
+        let mut changes = self.relay.in_flight.subscribe();
+        let id = loop {
+            changes.borrow_and_update();
+            match self.relay.begin(&mut call) {
+                Ok(id) => break id,
+                Err(Refused::Closed) => return Err(CallError::NotSent),
+                Err(Refused::Busy) => {}
+            }
+            // Another agent's calls are in flight on a server whose
+            // requests cannot be told apart: this one waits its turn.
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return Err(CallError::NotSent) },
+                () = tokio::time::sleep_until(deadline) => return Err(CallError::Timeout(timeout)),
+                () = cancel.cancelled() => return Err(CallError::Cancelled),
+            }
+        };
         let _end = EndGuard {
             relay: &self.relay,
             id,
         };
         let handle = self.peer.send(request).map_err(upstream_error)?;
-        self.relay.sent(id, handle.progress_token.clone());
+        self.relay
+            .sent(id, handle.id.clone(), handle.progress_token.clone());
         let peer = self.peer.clone();
         let request_id = handle.id.clone();
         let cancel_upstream = |reason: &str| {
@@ -429,7 +673,6 @@ impl McpHandle {
                 notification,
             ));
         };
-        let deadline = started + timeout;
         // The idle timer is re-armed from the last progress each time it
         // fires; it never outlives the whole deadline.
         let idle_at = |from: tokio::time::Instant| match idle {

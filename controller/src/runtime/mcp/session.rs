@@ -38,6 +38,7 @@ pub(super) trait Handler: Send + Sync + 'static {
     fn notified(&self, notification: ServerNotification);
     fn answer(
         self: Arc<Self>,
+        id: RequestId,
         request: ServerRequest,
     ) -> BoxFuture<'static, Result<ClientResult, ErrorData>>;
 }
@@ -116,6 +117,9 @@ pub(crate) struct Upstream {
     stamp: Arc<OnceLock<RequestMetaObject>>,
     /// What the transport noted as refused unread.
     refused: Refused,
+    /// The server serves requests of protocol 2026-07-28 on this session
+    /// (see [`Upstream::probe_per_request`]).
+    per_request: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A request sent; its answer comes on `rx`.
@@ -165,6 +169,7 @@ impl Upstream {
             info: Arc::default(),
             stamp: Arc::default(),
             refused: Refused::default(),
+            per_request: Arc::default(),
         };
         (upstream, task)
     }
@@ -226,7 +231,39 @@ impl Upstream {
         let info = Arc::new(ServerPeerInfo::from_discover_result(version, result));
         let _ = self.info.set(info.clone());
         let _ = self.stamp.set(meta);
+        // Stateless: every request is one of 2026-07-28.
+        self.per_request.store(true, Ordering::Relaxed);
         Ok(info)
+    }
+
+    /// Whether the server serves a request of protocol 2026-07-28 on this
+    /// session (asked once, after `initialize`, with `server/discover`):
+    /// such a request says in its `_meta` who sent it, what it can do and
+    /// the level of log it wants, and may be answered `input_required`.
+    pub(crate) fn per_request(&self) -> bool {
+        self.per_request.load(Ordering::Relaxed)
+    }
+
+    /// Ask the server (`server/discover`, as a request of 2026-07-28)
+    /// whether it serves requests of that version; a server that does not
+    /// know the method answers with an error, which means no.
+    pub(crate) async fn probe_per_request(&self) -> bool {
+        use rmcp::model::GetMeta as _;
+        use rmcp::model::{DiscoverRequest, DiscoverRequestParams, Implementation};
+        let mut request =
+            ClientRequest::DiscoverRequest(DiscoverRequest::new(DiscoverRequestParams::default()));
+        let meta = request.get_meta_mut();
+        meta.set_protocol_version(rmcp::model::ProtocolVersion::V_2026_07_28);
+        meta.set_client_info(Implementation::new("steward", env!("CARGO_PKG_VERSION")));
+        meta.set_client_capabilities(rmcp::model::ClientCapabilities::default());
+        let answer = self.request(request).await;
+        let serves = matches!(
+            &answer,
+            Ok(ServerResult::DiscoverResult(found))
+                if found.supported_versions.contains(&rmcp::model::ProtocolVersion::V_2026_07_28)
+        );
+        self.per_request.store(serves, Ordering::Relaxed);
+        serves
     }
 
     /// Sends `request` with a progress token of its own (and, in a
@@ -235,8 +272,9 @@ impl Upstream {
         if let Some(stamp) = self.stamp.get() {
             use rmcp::model::GetMeta as _;
             let meta = request.get_meta_mut();
+            // An agent's own request of 2026-07-28 keeps its context.
             for (key, value) in stamp.0.iter() {
-                meta.0.insert(key.clone(), value.clone());
+                meta.0.entry(key.clone()).or_insert_with(|| value.clone());
             }
         }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
@@ -390,10 +428,13 @@ impl Upstream {
 }
 
 /// Gives `request` its progress token (as rmcp's client does for every
-/// request but `initialize`).
+/// request but `initialize` and `server/discover`).
 fn set_progress_token(request: &mut ClientRequest, token: ProgressToken) {
     use rmcp::model::GetMeta as _;
-    if !matches!(request, ClientRequest::InitializeRequest(_)) {
+    if !matches!(
+        request,
+        ClientRequest::InitializeRequest(_) | ClientRequest::DiscoverRequest(_)
+    ) {
         request.get_meta_mut().set_progress_token(token);
     }
 }
@@ -466,7 +507,7 @@ async fn drive<T: Transport<RoleClient>, H: Handler>(
                     JsonRpcMessage::Request(r) => {
                         let (client, outbox) = (client.clone(), outbox.clone());
                         tokio::spawn(async move {
-                            let message = match client.answer(r.request).await {
+                            let message = match client.answer(r.id.clone(), r.request).await {
                                 Ok(result) => TxJsonRpcMessage::<RoleClient>::response(result, r.id),
                                 Err(error) => TxJsonRpcMessage::<RoleClient>::error(error, Some(r.id)),
                             };
@@ -545,6 +586,7 @@ mod tests {
 
         fn answer(
             self: Arc<Self>,
+            _: RequestId,
             _: ServerRequest,
         ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
             Box::pin(async { Ok(ClientResult::empty(())) })
