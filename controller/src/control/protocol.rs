@@ -94,13 +94,6 @@ pub enum Request {
 }
 
 impl Request {
-    /// Whether it is answered outside the controller's event loop: a
-    /// stream, or a status document (read from the stores, so that a loop
-    /// busy with a reload of hundreds of servers does not hold it up).
-    pub fn off_loop(&self) -> bool {
-        self.is_stream() || matches!(self, Request::Status | Request::StatusWithSecrets { .. })
-    }
-
     /// Whether the answer is a stream of responses (served outside the
     /// controller's event loop) rather than one.
     pub fn is_stream(&self) -> bool {

@@ -30,8 +30,8 @@ const REQUEST_LINE_TIMEOUT: Duration = Duration::from_secs(30);
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Serve connections: every request goes to `to_loop` (the controller's
-/// event loop answers), but a stream or a status document
-/// ([`Request::off_loop`]) is answered by `watch_stream`.
+/// event loop answers), but a stream ([`Request::is_stream`]) is answered
+/// by `watch_stream`.
 pub async fn serve<W, Fut>(listener: UnixListener, to_loop: mpsc::Sender<Incoming>, watch_stream: W)
 where
     W: Fn(Request, UnixStream) -> Fut + Send + Sync + Clone + 'static,
@@ -76,7 +76,7 @@ where
                 return;
             };
             let answer = match serde_json::from_str::<Request>(&line) {
-                Ok(request) if request.off_loop() => {
+                Ok(request) if request.is_stream() => {
                     let stream = match lines.into_inner().into_inner().reunite(write) {
                         Ok(s) => s,
                         Err(_) => return,

@@ -1,5 +1,4 @@
-//! Answers on the control socket outside the event loop
-//! ([`crate::control::Request::off_loop`]): `status` once, and the streams
+//! Streaming answers on the control socket ([`crate::control::Request::is_stream`]):
 //! `status --watch`, `events -w` and `logs -f`. Each is one loop
 //! (`push`): compute what is new, send it, wait for the store it reads to
 //! change (or the client to hang up), again. Nothing here goes through the
@@ -11,7 +10,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::sync::watch;
 
-use crate::control::protocol::{Answer, LogsQuery, RawJson, Reply, Request};
+use crate::control::protocol::{Answer, LogsQuery, Reply, Request};
 use crate::control::server::write_answer;
 use crate::desired::snapshot::{DesiredStore, Key, Snapshot};
 use crate::observe::logs::Which;
@@ -37,8 +36,6 @@ pub async fn serve(
 ) {
     let status = view.status().clone();
     match request {
-        Request::Status => status_once(stream, &view, false).await,
-        Request::StatusWithSecrets { watch: false } => status_once(stream, &view, true).await,
         Request::Watch => watch_status(stream, view, false).await,
         Request::StatusWithSecrets { .. } => watch_status(stream, view, true).await,
         Request::Events { .. } => watch_events(stream, status).await,
@@ -52,16 +49,6 @@ pub async fn serve(
             .await;
         }
     }
-}
-
-/// The status document now, once (from the view's cache when nothing
-/// changed since it was last built).
-async fn status_once(mut stream: UnixStream, view: &StatusView, show_secrets: bool) {
-    let answer = view
-        .json(show_secrets)
-        .map(|json| Reply::StatusJson(RawJson(json)))
-        .map_err(|e| format!("serialize the status: {e}"));
-    let _ = write_answer(&mut stream, answer).await;
 }
 
 /// Send what `next` says after every change seen on `changes`, until the

@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::control::streams;
-use crate::control::{self, Answer, Incoming, Reply, Request};
+use crate::control::{self, Answer, Incoming, RawJson, Reply, Request};
 use crate::desired::snapshot::{Applied, Desired, DesiredStore, Key, Snapshot};
 use crate::engine::instance::RuntimeEvent;
 use crate::engine::queue::{WorkQueue, run_workers};
@@ -142,6 +142,7 @@ struct Shared {
     reconciler: Arc<Reconciler>,
     queue: Arc<WorkQueue<Key>>,
     lsp: Arc<LspService>,
+    view: Arc<StatusView>,
     pins: Arc<Pins>,
     /// The agent endpoint, for what only it knows (`steward tools`).
     gateway: Arc<Gateway>,
@@ -527,6 +528,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
         reconciler: reconciler.clone(),
         queue: queue.clone(),
         lsp,
+        view: view.clone(),
         pins: gateway.pins().clone(),
         gateway: gateway.clone(),
         secrets: secrets_book.clone(),

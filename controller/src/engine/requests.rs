@@ -14,10 +14,16 @@ pub(super) fn handle_request(
 ) {
     let Incoming { request, reply } = incoming;
     match request {
-        Request::Status | Request::StatusWithSecrets { .. } | Request::Watch => {
-            let _ = reply.send(Err(
-                "status is answered outside the event loop (control::streams)".to_owned(),
-            ));
+        Request::Status | Request::StatusWithSecrets { .. } => {
+            let show_secrets = matches!(request, Request::StatusWithSecrets { .. });
+            let answer = shared.view.json(show_secrets);
+            let _ = reply.send(match answer {
+                Ok(json) => Ok(Reply::StatusJson(RawJson(json))),
+                Err(e) => Err(format!("serialize the status: {e}")),
+            });
+        }
+        Request::Watch => {
+            let _ = reply.send(Err("watch is served on its own connection".to_owned()));
         }
         Request::Events { .. } => {
             let _ = reply.send(Ok(Reply::Events(shared.status.events().list())));
