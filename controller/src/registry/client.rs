@@ -7,7 +7,6 @@
 //! URL's answer, else any cached document that holds the server — and a
 //! note says which registry, why, and the time of the cached answer.
 
-use std::cell::RefCell;
 use std::time::SystemTime;
 
 use serde::de::DeserializeOwned;
@@ -35,7 +34,7 @@ pub struct Client<'a> {
     http: Option<&'a Http>,
     cache: Cache,
     now: SystemTime,
-    notes: RefCell<Vec<String>>,
+    notes: super::Notes,
 }
 
 enum Fetched {
@@ -66,20 +65,17 @@ impl<'a> Client<'a> {
             http,
             cache,
             now,
-            notes: RefCell::new(Vec::new()),
+            notes: Default::default(),
         }
     }
 
     /// What the output should say (answers from the cache, and why).
     pub fn take_notes(&self) -> Vec<String> {
-        std::mem::take(&mut self.notes.borrow_mut())
+        self.notes.take()
     }
 
     fn note(&self, text: String) {
-        let mut notes = self.notes.borrow_mut();
-        if !notes.contains(&text) {
-            notes.push(text);
-        }
+        self.notes.add(text);
     }
 
     /// Whether requests are made at all.

@@ -231,3 +231,23 @@ mod tests {
         );
     }
 }
+
+/// What a command's output should say besides its answer (answers from the
+/// cache and why, fallbacks): each text once, in order.
+#[derive(Debug, Default)]
+pub struct Notes(std::cell::RefCell<Vec<String>>);
+
+impl Notes {
+    /// Adds `text` unless it was said already.
+    pub fn add(&self, text: String) {
+        let mut notes = self.0.borrow_mut();
+        if !notes.contains(&text) {
+            notes.push(text);
+        }
+    }
+
+    /// The notes so far, emptying the list.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut self.0.borrow_mut())
+    }
+}

@@ -12,7 +12,6 @@ pub mod nuget;
 pub mod oci;
 pub mod pypi;
 
-use std::cell::RefCell;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
@@ -67,7 +66,7 @@ pub struct Resolver<'a> {
     now: SystemTime,
     /// Where bundles are unpacked ([`bundle::bundles_root`]).
     pub bundles: PathBuf,
-    notes: RefCell<Vec<String>>,
+    notes: crate::registry::Notes,
 }
 
 /// What the user chose about the artefact.
@@ -84,20 +83,17 @@ impl<'a> Resolver<'a> {
             cache,
             now,
             bundles,
-            notes: RefCell::new(Vec::new()),
+            notes: Default::default(),
         }
     }
 
     /// What the output should say.
     pub fn take_notes(&self) -> Vec<String> {
-        std::mem::take(&mut self.notes.borrow_mut())
+        self.notes.take()
     }
 
     fn note(&self, text: String) {
-        let mut notes = self.notes.borrow_mut();
-        if !notes.contains(&text) {
-            notes.push(text);
-        }
+        self.notes.add(text);
     }
 
     /// A JSON document of `registry` at `url`, cached; from the cache (said

@@ -242,6 +242,16 @@ pub async fn token_request(
     })
 }
 
+/// The JSON body of a 2xx `response`; else the server's refusal.
+async fn json_answer(response: reqwest::Response) -> Result<Value, HttpError> {
+    let status = response.status().as_u16();
+    let body = bounded_body(response).await?;
+    if !(200..300).contains(&status) {
+        return Err(refusal(status, &body));
+    }
+    serde_json::from_slice(&body).map_err(|e| HttpError::BadAnswer(format!("not JSON ({e})")))
+}
+
 /// POSTs `body` (a JSON object) to `endpoint`; the JSON answer.
 pub async fn post_json(http: &OAuthHttp, endpoint: &str, body: &Value) -> Result<Value, HttpError> {
     let response = http
@@ -252,12 +262,7 @@ pub async fn post_json(http: &OAuthHttp, endpoint: &str, body: &Value) -> Result
         .send()
         .await
         .map_err(|e| HttpError::Send(e.without_url()))?;
-    let status = response.status().as_u16();
-    let body = bounded_body(response).await?;
-    if !(200..300).contains(&status) {
-        return Err(refusal(status, &body));
-    }
-    serde_json::from_slice(&body).map_err(|e| HttpError::BadAnswer(format!("not JSON ({e})")))
+    json_answer(response).await
 }
 
 /// The form of a request authenticated as `auth` (built apart: the
@@ -301,12 +306,7 @@ pub async fn post_form(
         .send()
         .await
         .map_err(|e| HttpError::Send(e.without_url()))?;
-    let status = response.status().as_u16();
-    let body = bounded_body(response).await?;
-    if !(200..300).contains(&status) {
-        return Err(refusal(status, &body));
-    }
-    serde_json::from_slice(&body).map_err(|e| HttpError::BadAnswer(format!("not JSON ({e})")))
+    json_answer(response).await
 }
 
 /// `s` split into scopes (space-separated), without repeats, in order.
