@@ -63,6 +63,23 @@ pub fn run_live(
     let rt = runtime()?;
     let socket = paths.socket_path();
     let offline = |io: &mut Io<'_>| offline(paths, inputs, format, show_secrets, env, now, io);
+    if !watch && format == Format::Json {
+        // Printed as the controller wrote it, only indented: reading ~1 MB
+        // into a document to write it back was most of the command's time.
+        return match rt.block_on(client::status_pretty_json(
+            &socket,
+            show_secrets,
+            REQUEST_TIMEOUT,
+        )) {
+            Ok(mut text) => {
+                text.push('\n');
+                io.out.write_all(text.as_bytes())?;
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(ControlError::Connect { .. }) => offline(io),
+            Err(e) => Err(e.into()),
+        };
+    }
     if !watch {
         return match rt.block_on(client::status(&socket, show_secrets, REQUEST_TIMEOUT)) {
             Ok(status) => print_status(&status, format, now, io),

@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
-use super::protocol::{LogsQuery, Reply, Request, read_answer, request_line};
+use super::protocol::{LogsQuery, Reply, Request, read_answer, read_status_text, request_line};
 use crate::gateway::lsp::LspQuery;
 use crate::observe::events::Event;
 use crate::observe::logs::LogChunk;
@@ -93,6 +93,25 @@ pub async fn status(
         Request::Status
     };
     status_of(request(path, &asked, timeout).await?)
+}
+
+/// The current `WorkspaceStatus` as JSON indented as `serde_json` indents
+/// it, without reading it into values (`steward status -o json`).
+pub async fn status_pretty_json(
+    path: &Path,
+    show_secrets: bool,
+    timeout: Duration,
+) -> Result<String, ControlError> {
+    let asked = if show_secrets {
+        Request::StatusWithSecrets { watch: false }
+    } else {
+        Request::Status
+    };
+    let line = answer_line(path, &asked, timeout)
+        .await?
+        .ok_or(ControlError::Closed)?;
+    let text = read_status_text(&line)?.map_err(ControlError::Refused)?;
+    Ok(crate::support::json_pretty::pretty(text))
 }
 
 /// `WorkspaceStatus` now and after every change.
@@ -285,19 +304,28 @@ pub async fn request(
     asked: &Request,
     timeout: Duration,
 ) -> Result<Reply, ControlError> {
+    match answer_line(path, asked, timeout).await? {
+        Some(line) => reply_of(&line),
+        None => Err(ControlError::Closed),
+    }
+}
+
+/// Send one request; its answer line (`None` when the controller hung up
+/// without one).
+async fn answer_line(
+    path: &Path,
+    asked: &Request,
+    timeout: Duration,
+) -> Result<Option<String>, ControlError> {
     let stream = connect(path).await?;
     let (read, mut write) = stream.into_split();
     write
         .write_all(&request_line(asked).map_err(ControlError::Encode)?)
         .await?;
     let mut lines = BufReader::new(read).lines();
-    let answer = tokio::time::timeout(timeout, lines.next_line())
+    Ok(tokio::time::timeout(timeout, lines.next_line())
         .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in time"))??;
-    match answer {
-        Some(line) => reply_of(&line),
-        None => Err(ControlError::Closed),
-    }
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in time"))??)
 }
 
 /// Send a streaming request ([`Request::is_stream`]): yields each answer as

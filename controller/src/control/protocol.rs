@@ -208,6 +208,26 @@ pub fn read_answer(line: &str) -> serde_json::Result<Answer> {
     wire.into_answer().map_err(serde::de::Error::custom)
 }
 
+/// The status document an answer line carries, as the controller wrote it
+/// (not read into a [`WorkspaceStatus`]), or the controller's refusal.
+pub fn read_status_text(line: &str) -> serde_json::Result<Result<&str, String>> {
+    #[derive(Deserialize)]
+    struct StatusWire<'a> {
+        #[serde(default)]
+        ok: bool,
+        #[serde(default)]
+        error: Option<String>,
+        #[serde(borrow, default)]
+        status: Option<&'a RawValue>,
+    }
+    let wire: StatusWire<'_> = serde_json::from_str(line)?;
+    Ok(match (wire.ok, wire.status) {
+        (true, Some(status)) => Ok(status.get()),
+        (true, None) => Err("an answer without a status".to_owned()),
+        (false, _) => Err(wire.error.unwrap_or_else(|| "unknown error".to_owned())),
+    })
+}
+
 /// The wire shape of an answer: `ok`, and the one field of its kind.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -403,6 +423,17 @@ mod tests {
         assert_eq!(
             read_answer(&text).unwrap(),
             Ok(Reply::Status(Box::new(status())))
+        );
+        // `status -o json` takes the document as written.
+        assert_eq!(read_status_text(&text).unwrap(), Ok(raw.get()));
+        assert_eq!(
+            read_status_text(&line(Err("reach it: no".to_owned()))).unwrap(),
+            Err("reach it: no".to_owned())
+        );
+        assert!(
+            read_status_text(&line(Ok(Reply::Message("m".to_owned()))))
+                .unwrap()
+                .is_err()
         );
     }
 

@@ -4,13 +4,13 @@
 //! change (or the client to hang up), again. Nothing here goes through the
 //! controller's event loop: these only read the stores.
 
+use serde_json::value::RawValue;
 use std::sync::Arc;
-
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::sync::watch;
 
-use crate::control::protocol::{Answer, LogsQuery, Reply, Request};
+use crate::control::protocol::{Answer, LogsQuery, RawJson, Reply, Request};
 use crate::control::server::write_answer;
 use crate::desired::snapshot::{DesiredStore, Key, Snapshot};
 use crate::observe::logs::Which;
@@ -95,18 +95,18 @@ async fn push(
 /// `status --watch`: the document now and on every change (only when it differs).
 async fn watch_status(stream: UnixStream, view: Arc<StatusView>, show_secrets: bool) {
     let changes = view.status().subscribe();
-    let mut last: Option<String> = None;
+    let mut last: Option<Arc<RawValue>> = None;
     push(stream, changes, move || {
-        let doc = view.document(show_secrets);
-        // Serialized once to compare with the last document sent.
-        let Ok(text) = serde_json::to_string(&doc) else {
+        // The view's JSON: shared with `status` requests, and only the
+        // items that changed are serialized again.
+        let Ok(json) = view.json(show_secrets) else {
             return Step::End(None);
         };
-        if last.as_deref() == Some(&text) {
+        if last.as_ref().is_some_and(|l| l.get() == json.get()) {
             return Step::Wait;
         }
-        last = Some(text);
-        Step::Send(vec![Ok(Reply::Status(Box::new(doc)))])
+        last = Some(json.clone());
+        Step::Send(vec![Ok(Reply::StatusJson(RawJson(json)))])
     })
     .await;
 }
