@@ -131,7 +131,7 @@ pub(super) fn tell_controllers(
     signed_out: bool,
     io: &mut Io<'_>,
 ) -> Result<(), CommandError> {
-    for socket in super::secret::controller_sockets(paths) {
+    for socket in paths.controller_sockets() {
         // A socket left by a killed controller answers nothing: skipped.
         if let Ok(answer) = rt.block_on(client::auth_changed(
             &socket,

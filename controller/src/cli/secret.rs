@@ -202,20 +202,6 @@ fn read_value(name: &str) -> Result<SecretValue, CommandError> {
     Ok(SecretValue::new(value))
 }
 
-/// The control sockets of every controller of this HOME_DIR.
-pub(super) fn controller_sockets(paths: &Paths) -> Vec<PathBuf> {
-    let Ok(dirs) = std::fs::read_dir(paths.home_dir.join("steward")) else {
-        return Vec::new();
-    };
-    let mut sockets: Vec<PathBuf> = dirs
-        .flatten()
-        .map(|d| d.path().join("control.sock"))
-        .filter(|p| p.exists())
-        .collect();
-    sockets.sort();
-    sockets
-}
-
 /// Tells every running controller of the user that `name` changed; says
 /// what each answered.
 fn tell_controllers(
@@ -224,7 +210,7 @@ fn tell_controllers(
     name: &str,
     io: &mut Io<'_>,
 ) -> Result<(), CommandError> {
-    for socket in controller_sockets(paths) {
+    for socket in paths.controller_sockets() {
         let names = [name.to_owned()];
         // A socket left by a killed controller answers nothing: skipped.
         if let Ok(answer) = rt.block_on(client::secrets_changed(&socket, &names, NOTIFY_TIMEOUT)) {

@@ -517,6 +517,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<(), Ru
             Box::new(move || queue.upgrade().map_or(0, |q| q.depth()))
         },
     });
+    gateway.sign_ins().use_secrets(secrets_book.clone());
     let view = Arc::new(StatusView::new(
         store.clone(),
         status.clone(),

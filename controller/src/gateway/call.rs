@@ -218,10 +218,33 @@ impl Gateway {
         let mut retried = false;
         // One call counted once, even when it is retried on a new connection.
         let mut counted = None;
+        // Signed in through the agent for this call; waits for the server
+        // to take the sign-in.
+        let mut signed_in = false;
+        let mut waits = 0;
         loop {
             let (up, original) = match gateway.resolve(Kind::Tool, exposed, naming).await {
                 Ok(found) => found,
-                Err(Refusal::Unavailable { server, why }) => {
+                Err(Refusal::Unavailable { server, mut why }) => {
+                    if gateway.waits_for_sign_in(&server)
+                        && waits < 2
+                        && super::sign_in::can_ask(origin)
+                    {
+                        waits += 1;
+                        let signing = if signed_in {
+                            Ok(())
+                        } else {
+                            gateway.sign_in_through_agent(&server, origin).await
+                        };
+                        match signing {
+                            Ok(()) => {
+                                signed_in = true;
+                                gateway.wait_past_sign_in(&server).await;
+                                continue;
+                            }
+                            Err(e) => why = format!("{why} (signing in through the agent: {e})"),
+                        }
+                    }
                     // Counted as a failed call of that server.
                     drop(gateway.registry.counters(&server).begin());
                     let tool = match naming {
@@ -327,9 +350,24 @@ impl Gateway {
                 Err(CallError::Other(e)) => Ok(tool_error(format!(
                     "forward the call to server \"{server}\": {e}"
                 ))),
-                // Refused before it ran: the user signs in, then calls again.
+                // Refused before it ran: the user signs in — through the
+                // agent when it can open a page, and the call goes on —
+                // else with the command, then calls again.
                 Err(CallError::SignIn(need)) => {
-                    Ok(tool_error(super::sign_in::needed(server, &need)))
+                    let needed = super::sign_in::needed(server, &need);
+                    if signed_in || !super::sign_in::can_ask(origin) {
+                        return Ok(tool_error(needed));
+                    }
+                    match gateway.sign_in_through_agent(server, origin).await {
+                        Ok(()) => {
+                            signed_in = true;
+                            counted = Some(guard);
+                            continue;
+                        }
+                        Err(e) => Ok(tool_error(format!(
+                            "{needed} (signing in through the agent: {e})"
+                        ))),
+                    }
                 }
             };
         }

@@ -202,6 +202,8 @@ pub struct Gateway {
     last_list_changed: Mutex<Option<String>>,
     /// The cold start has finished (see [`Gateway::cold_start`]).
     started: AtomicBool,
+    /// Sign-ins through agents ([`sign_in`]).
+    sign_ins: sign_in::AgentSignIns,
     /// When the catalog cache listed some server at start: the MCP servers
     /// the cold start starts (see [`Gateway::offer_cached`]).
     warm: Mutex<Option<BTreeSet<String>>>,
@@ -239,6 +241,11 @@ impl std::fmt::Debug for Gateway {
 }
 
 impl Gateway {
+    /// Sign-ins through agents: the engine gives them the secrets.
+    pub fn sign_ins(&self) -> &sign_in::AgentSignIns {
+        &self.sign_ins
+    }
+
     pub fn new(
         registry: Arc<Registry>,
         status: Arc<StatusStore>,
@@ -269,6 +276,7 @@ impl Gateway {
             listen: OnceLock::new(),
             last_list_changed: Mutex::new(None),
             started: AtomicBool::new(false),
+            sign_ins: sign_in::AgentSignIns::default(),
             warm: Mutex::new(None),
             offered: Mutex::new(BTreeMap::new()),
             draining: watch::Sender::new(false),

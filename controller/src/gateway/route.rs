@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use rmcp::model::ErrorData;
-use steward_schema::resource::{Phase, ResourceKind};
+use steward_schema::resource::{Phase, Reason, ResourceKind};
 use tokio::time::Instant;
 
 use super::explain::{explain, explain_blocked};
@@ -67,6 +67,32 @@ impl Gateway {
                 }
                 Phase::Failed | Phase::Blocked => Availability::Down(explain(server, &s)),
             },
+        }
+    }
+
+    /// Whether `server` waits for a sign-in (`AuthRequired`).
+    pub fn waits_for_sign_in(&self, server: &str) -> bool {
+        self.status
+            .get(&Key::mcp(server))
+            .is_some_and(|s| s.phase == Phase::Failed && s.reason == Some(Reason::AuthRequired))
+    }
+
+    /// Waits (up to the start wait) until `server` no longer waits for a
+    /// sign-in: the controllers were told of one, and it connects again.
+    pub async fn wait_past_sign_in(&self, server: &str) {
+        let deadline = Instant::now() + self.config.start_wait;
+        let mut changes = self.status.subscribe();
+        loop {
+            changes.borrow_and_update();
+            if !self.waits_for_sign_in(server) {
+                return;
+            }
+            if !matches!(
+                tokio::time::timeout_at(deadline, changes.changed()).await,
+                Ok(Ok(()))
+            ) {
+                return;
+            }
         }
     }
 

@@ -182,6 +182,22 @@ impl Paths {
             .join(format!("{}.{extension}", &digest[..16]))
     }
 
+    /// The control sockets of every controller of this HOME_DIR (this
+    /// workspace's among them), for what concerns them all (a secret or a
+    /// sign-in changed). A socket left by a killed controller is listed.
+    pub fn controller_sockets(&self) -> Vec<PathBuf> {
+        let Ok(dirs) = std::fs::read_dir(self.home_dir.join("steward")) else {
+            return Vec::new();
+        };
+        let mut sockets: Vec<PathBuf> = dirs
+            .flatten()
+            .map(|d| d.path().join("control.sock"))
+            .filter(|p| p.exists())
+            .collect();
+        sockets.sort();
+        sockets
+    }
+
     pub fn socket_path(&self) -> PathBuf {
         self.state_dir().join("control.sock")
     }

@@ -295,7 +295,7 @@ pub(super) fn sandbox_cost(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, 
         "scale": {
             "standard": scale_standard,
             "off": scale_off,
-            "reloadRatioP50": r3(p(&scale_standard, "writeToReady", "p50") / p(&scale_off, "writeToReady", "p50")),
+            "reloadRatioP50": r3(p(&scale_standard, "writeToReady", "p50Ms") / p(&scale_off, "writeToReady", "p50Ms")),
         },
     });
     let mut targets = serde_json::Map::new();
@@ -304,7 +304,7 @@ pub(super) fn sandbox_cost(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, 
         json!({"value": r1(added), "met": added <= 5.0}),
     );
     if !quick {
-        let reload = p(&scale_standard, "writeToReady", "p50");
+        let reload = p(&scale_standard, "writeToReady", "p50Ms");
         let status = p(&scale_standard, "statusDuringEdits", "p95");
         targets.insert(
             "sandboxReloadAt500P50Ms<=100".into(),

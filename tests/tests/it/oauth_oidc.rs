@@ -4,12 +4,22 @@
 //! scripted browser (tests/clients/oidc_browser.mjs) that signs in as a
 //! given account and approves. Refresh-token rotation, revocation (the
 //! server goes `AuthRequired` once, no loop), the device flow, `--paste`
-//! in a terminal, two accounts of one issuer, and where tokens and a
-//! client secret never show.
+//! in a terminal, two accounts of one issuer, where tokens and a client
+//! secret never show, and a sign-in through an agent that opens pages
+//! (URL-mode elicitation).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, CustomNotification,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, ErrorData,
+    Implementation, UrlElicitationCapability,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 
 use serde_json::{Value, json};
 use steward_schema::resource::{Reason, WorkspaceStatus};
@@ -687,4 +697,126 @@ fn tokens_and_the_client_secret_show_nowhere_but_the_stores() {
             assert_absent(&path.display().to_string(), &text, &values);
         }
     }
+}
+
+/// An agent that declares URL-mode elicitation: asked to open a page, the
+/// user (`browser`, approving) opens it while the agent accepts.
+#[derive(Clone)]
+struct PageOpener {
+    browser: String,
+    asked: Arc<Mutex<Vec<Value>>>,
+    completed: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for PageOpener {
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let asked = serde_json::to_value(&request).unwrap();
+        self.asked.lock().unwrap().push(asked.clone());
+        let url = asked["url"].as_str().unwrap_or_default().to_owned();
+        let browser = self.browser.clone();
+        // The user opens the page; the agent answers at once.
+        std::thread::spawn(move || {
+            let _ = Command::new("sh")
+                .arg("-c")
+                .arg(format!("{browser} \"$1\""))
+                .arg("sh")
+                .arg(url)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .status();
+        });
+        Ok(ElicitResult::new(ElicitationAction::Accept))
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if notification.method == "notifications/elicitation/complete" {
+            let id = notification
+                .params
+                .as_ref()
+                .and_then(|p| p["elicitationId"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            self.completed.lock().unwrap().push(id);
+        }
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation =
+            Some(ElicitationCapability::new().with_url(UrlElicitationCapability::default()));
+        ClientConfig::new(capabilities, Implementation::new("page-opener", "1.0"))
+    }
+}
+
+#[test]
+fn an_agent_that_opens_pages_signs_the_user_in_and_the_call_goes_on() {
+    let env = Env::new();
+    let oidc = Oidc::start(&env, 3600);
+    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
+    let c = start(&env);
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    // Signed in once (its tools are known), then out: it waits again.
+    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    let out = env.steward(&["auth", "logout", "oidc"]);
+    assert!(out.status.success(), "{out:?}");
+    c.wait_for("oidc needs a sign-in again", |s| auth_required(s, "oidc"));
+
+    // An agent that cannot open a page is told the command.
+    let (ok, answer) = whoami(&env, "oidc__whoami");
+    assert!(
+        !ok && answer.contains("steward auth login oidc"),
+        "{answer}"
+    );
+
+    // One that can is asked to open the authorization page; the user
+    // signs in there (as bob), and the same call completes.
+    let agent = PageOpener {
+        browser: browser("bob"),
+        asked: Arc::default(),
+        completed: Arc::default(),
+    };
+    let (ok, answer) = runtime().block_on(async {
+        let stream = tokio::net::UnixStream::connect(env.paths().mcp_socket_path())
+            .await
+            .unwrap();
+        let client = agent.clone().serve(stream.into_split()).await.unwrap();
+        let result = call_any(&client, "oidc__whoami").await;
+        client.cancel().await.unwrap();
+        (result.is_error != Some(true), text(&result))
+    });
+    assert!(ok, "{answer}");
+    assert_eq!(answer, "bob");
+    let asked = agent.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["mode"], "url", "{asked:?}");
+    let url = asked[0]["url"].as_str().unwrap();
+    assert!(url.starts_with(&oidc.issuer), "{url}");
+    assert!(url.contains("code_challenge_method=S256"), "{url}");
+    let id = asked[0]["elicitationId"].as_str().unwrap().to_owned();
+    wait_until("the agent is told the sign-in completed", || {
+        agent.completed.lock().unwrap().contains(&id)
+    });
+    c.wait_for("oidc Ready again", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "bob".to_owned()));
+    assert_eq!(stored_tokens(&env).len(), 1);
+}
+
+async fn call_any<H: ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    name: &str,
+) -> CallToolResult {
+    client
+        .call_tool(CallToolRequestParams::new(name.to_owned()))
+        .await
+        .unwrap_or_else(|e| panic!("call {name}: {e}"))
 }
