@@ -75,7 +75,7 @@ pub enum AuthAction {
         /// Use the device authorization grant: enter a code on any device
         #[arg(long)]
         device: bool,
-        /// How long to wait for the browser or the device
+        /// How long to wait for the browser, the device or the pasted address
         #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
         timeout: Duration,
     },
@@ -191,7 +191,7 @@ fn login(
                  the browser then goes to {} (it will not load here); copy that address from its address bar and paste it below",
                 prepared.authorization_url, prepared.redirect.uri
             )?;
-            let pasted = read_pasted(io)?;
+            let pasted = read_pasted(io, timeout)?;
             match prepared.read_redirect(&pasted).map_err(sign_in_failed)? {
                 Redirected::NotOurs => return Err(sign_in_failed(SignInError::WrongState)),
                 Redirected::Code(callback) => rt
@@ -235,22 +235,41 @@ fn login(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The address pasted on stdin (the first non-empty line).
-fn read_pasted(io: &mut Io<'_>) -> Result<String, CommandError> {
-    let stdin = io::stdin();
-    if stdin.is_terminal() {
+/// The address pasted on stdin (the first non-empty line), within `timeout`.
+fn read_pasted(io: &mut Io<'_>, timeout: Duration) -> Result<String, CommandError> {
+    if io::stdin().is_terminal() {
         write!(io.err, "redirected address: ")?;
         io.err.flush()?;
     }
-    for line in stdin.lock().lines() {
-        let line = line?;
-        if !line.trim().is_empty() {
-            return Ok(line.trim().to_owned());
+    // Read on a thread of its own: a terminal left alone does not hold the
+    // command past its --timeout.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in io::stdin().lock().lines() {
+            match line {
+                Ok(line) if line.trim().is_empty() => continue,
+                Ok(line) => {
+                    let _ = tx.send(Ok(line.trim().to_owned()));
+                    return;
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            }
         }
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(line)) => Ok(line),
+        Ok(Err(e)) => Err(e.into()),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(failed(format!(
+            "sign in: nothing was pasted within {} (--timeout)",
+            humantime::format_duration(timeout)
+        ))),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(failed(
+            "sign in: nothing was pasted (stdin ended before an address)",
+        )),
     }
-    Err(failed(
-        "sign in: nothing was pasted (stdin ended before an address)",
-    ))
 }
 
 fn report(

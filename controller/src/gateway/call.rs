@@ -100,6 +100,14 @@ pub fn passed_meta(client: &RequestMetaObject, native: bool) -> Option<RequestMe
     (!meta.0.0.is_empty()).then_some(meta)
 }
 
+/// Whether the agent of `origin` can be asked to sign the user in (open a
+/// page): it declared URL-mode elicitation, and the request is not one of
+/// 2026-07-28, which takes no server request (its bridge asks for input
+/// instead, which a sign-in does not fit).
+fn can_ask(origin: &Origin) -> bool {
+    origin.asks.is_none() && super::sign_in::opens_pages(&origin.peer)
+}
+
 /// The refusal of a retry whose `requestState` names nothing waiting.
 pub fn stale_state() -> ErrorData {
     ErrorData::invalid_params(
@@ -226,15 +234,14 @@ impl Gateway {
             let (up, original) = match gateway.resolve(Kind::Tool, exposed, naming).await {
                 Ok(found) => found,
                 Err(Refusal::Unavailable { server, mut why }) => {
-                    if gateway.waits_for_sign_in(&server)
-                        && waits < 2
-                        && super::sign_in::can_ask(origin)
-                    {
+                    if gateway.waits_for_sign_in(&server) && waits < 2 && can_ask(origin) {
                         waits += 1;
                         let signing = if signed_in {
                             Ok(())
                         } else {
-                            gateway.sign_in_through_agent(&server, origin).await
+                            gateway
+                                .sign_in_through_agent(&server, &origin.peer, &origin.ct)
+                                .await
                         };
                         match signing {
                             Ok(()) => {
@@ -355,10 +362,13 @@ impl Gateway {
                 // else with the command, then calls again.
                 Err(CallError::SignIn(need)) => {
                     let needed = super::sign_in::needed(server, &need);
-                    if signed_in || !super::sign_in::can_ask(origin) {
+                    if signed_in || !can_ask(origin) {
                         return Ok(tool_error(needed));
                     }
-                    match gateway.sign_in_through_agent(server, origin).await {
+                    match gateway
+                        .sign_in_through_agent(server, &origin.peer, &origin.ct)
+                        .await
+                    {
                         Ok(()) => {
                             signed_in = true;
                             counted = Some(guard);

@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use rmcp::model::{CustomNotification, ElicitationAction, ServerNotification};
 use rmcp::service::ElicitationMode;
+use rmcp::{Peer, RoleServer};
 use steward_schema::resource::McpTransport;
+use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
-use super::call::Origin;
 use crate::control::client;
 use crate::desired::snapshot::{Desired, Key};
 use crate::runtime::mcp::remote::SignInNeed;
@@ -64,30 +65,27 @@ impl AgentSignIns {
     }
 }
 
-/// Whether the agent of `origin` can be asked to open a page.
-pub fn can_ask(origin: &Origin) -> bool {
-    // A request of 2026-07-28 takes no server request (its bridge asks
-    // for input instead, which a sign-in does not fit).
-    origin.asks.is_none()
-        && origin
-            .peer
-            .supported_elicitation_modes()
-            .contains(&ElicitationMode::Url)
+/// Whether the agent of `peer` declared URL-mode elicitation: it can be
+/// asked to open a page.
+pub fn opens_pages(peer: &Peer<RoleServer>) -> bool {
+    peer.supported_elicitation_modes()
+        .contains(&ElicitationMode::Url)
 }
 
 impl Gateway {
-    /// Signs the user in to `server` through the agent of `origin`: `Ok`
-    /// once a token is kept (by this sign-in or one the call waited for),
-    /// else what to tell the agent.
+    /// Signs the user in to `server` through the agent of `peer` (whose
+    /// call `ct` cancels): `Ok` once a token is kept (by this sign-in or
+    /// one the call waited for), else what to tell the agent.
     pub(super) async fn sign_in_through_agent(
         &self,
         server: &str,
-        origin: &Origin,
+        peer: &Peer<RoleServer>,
+        ct: &CancellationToken,
     ) -> Result<(), String> {
         let before = self.sign_ins.done(server);
         let _one = tokio::select! {
             one = self.sign_ins.one_at_a_time.lock() => one,
-            () = origin.ct.cancelled() => return Err("the call was cancelled".to_owned()),
+            () = ct.cancelled() => return Err("the call was cancelled".to_owned()),
         };
         if self.sign_ins.done(server) != before {
             return Ok(());
@@ -109,15 +107,11 @@ impl Gateway {
             "Server \"{server}\" needs you to sign in at {} to run this call. Open the page, approve, and the call goes on.",
             prepared.issuer
         );
-        let asked = origin.peer.elicit_url_with_timeout(
-            message,
-            url,
-            elicitation_id.clone(),
-            Some(SIGN_IN_TIME),
-        );
+        let asked =
+            peer.elicit_url_with_timeout(message, url, elicitation_id.clone(), Some(SIGN_IN_TIME));
         let action = tokio::select! {
             action = asked => action.map_err(|e| format!("ask the agent to open the sign-in page: {e}"))?,
-            () = origin.ct.cancelled() => return Err("the call was cancelled".to_owned()),
+            () = ct.cancelled() => return Err("the call was cancelled".to_owned()),
         };
         match action {
             ElicitationAction::Accept => {}
@@ -129,14 +123,14 @@ impl Gateway {
         let deadline = tokio::time::Instant::now() + SIGN_IN_TIME;
         let record = tokio::select! {
             r = flow::complete_on(&prepared, &store, &mut listener, deadline) => r.map_err(|e| e.to_string())?,
-            () = origin.ct.cancelled() => return Err("the call was cancelled".to_owned()),
+            () = ct.cancelled() => return Err("the call was cancelled".to_owned()),
         };
         tracing::info!(server, issuer = %record.issuer, "signed in through the agent");
         let complete = ServerNotification::CustomNotification(CustomNotification::new(
             "notifications/elicitation/complete",
             Some(serde_json::json!({ "elicitationId": elicitation_id })),
         ));
-        let _ = origin.peer.send_notification(complete).await;
+        let _ = peer.send_notification(complete).await;
         *lock(&self.sign_ins.done)
             .entry(server.to_owned())
             .or_default() += 1;

@@ -230,6 +230,60 @@ fn agents_attached_to_one_controller_share_its_server_processes() {
     );
 }
 
+/// How many `notifications/roots/list_changed` fake server `name` heard.
+fn roots_changes(env: &Env, name: &str) -> usize {
+    read_record(&env.record(name))
+        .unwrap()
+        .iter()
+        .filter(|e| e.event == "recv" && e.method() == Some("notifications/roots/list_changed"))
+        .count()
+}
+
+#[test]
+fn an_agents_roots_change_reaches_the_servers_it_sees() {
+    let env = Env::new();
+    env.user_mcp_servers(&[
+        ("alpha", env.fake_mcp("alpha", tools(&["t1"]))),
+        ("beta", env.fake_mcp("beta", tools(&["t1"]))),
+    ]);
+    let c = env.start(&[]);
+    c.wait_for("alpha and beta Ready", |s| {
+        ready(s, "alpha") && ready(s, "beta")
+    });
+    runtime().block_on(async {
+        // The union: every server hears it.
+        let all = attach(&env, Agent::default()).await;
+        all.notify_roots_list_changed().await.unwrap();
+        wait_until_async("alpha and beta heard the roots change", async || {
+            roots_changes(&env, "alpha") == 1 && roots_changes(&env, "beta") == 1
+        })
+        .await;
+        // The one-server view of alpha: alpha only.
+        let command = tokio::process::Command::from(env.command(&["mcp", "--server", "alpha"]));
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn steward mcp --server alpha");
+        let one = Agent::default().serve(transport).await.expect("initialize");
+        one.notify_roots_list_changed().await.unwrap();
+        wait_until_async("alpha heard the second change", async || {
+            roots_changes(&env, "alpha") == 2
+        })
+        .await;
+        // A request after the notification, on the same path: when it is
+        // answered, the notification was long handled.
+        call(&all, "beta__t1", json!({})).await;
+        assert_eq!(
+            roots_changes(&env, "beta"),
+            1,
+            "beta is not in alpha's view"
+        );
+        for client in [all, one] {
+            client.cancel().await.unwrap();
+        }
+    });
+}
+
 #[test]
 fn an_edit_sends_list_changed_and_a_formatting_edit_sends_nothing() {
     let env = Env::new();

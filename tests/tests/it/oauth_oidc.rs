@@ -519,6 +519,24 @@ fn paste_signs_in_from_a_terminal_with_the_address_the_browser_was_sent_to() {
     env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
     let c = start(&env);
     c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    // A user who never pastes: the command ends at its --timeout.
+    let mut idle = Reaped(
+        env.command(&["auth", "login", "oidc", "--paste", "--timeout", "1s"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run steward auth login --paste"),
+    );
+    let _open = idle.0.stdin.take();
+    let told = gather(idle.0.stderr.take().unwrap());
+    let ended = idle.0.wait().unwrap();
+    assert!(!ended.success());
+    wait_until("the timeout is said", || {
+        told.lock()
+            .unwrap()
+            .contains("nothing was pasted within 1s (--timeout)")
+    });
     // `script` (util-linux, in every Debian) gives the command a terminal,
     // as over SSH; what the test writes to it is what the user types.
     let line = format!(
