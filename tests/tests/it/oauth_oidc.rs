@@ -28,7 +28,9 @@ use steward_tests::harness::{Controller, Env, base_env, bin, mcp, ready, wait_un
 use crate::common::{conformance_suite, peer, peers_dir};
 use crate::gateway::{Agent, attach, call, runtime, text};
 use crate::metrics::{http_get, metrics_addr};
-use crate::secret_refs::{assert_absent, environ, files_under, otlp_receiver, scrape, set_secret};
+use crate::secret_refs::{
+    Keyring, assert_absent, environ, files_under, otlp_receiver, scrape, set_secret,
+};
 
 /// `oidc-provider` and an MCP server it protects, on Node 22 (killed on drop).
 struct Oidc {
@@ -837,4 +839,36 @@ async fn call_any<H: ClientHandler>(
         .call_tool(CallToolRequestParams::new(name.to_owned()))
         .await
         .unwrap_or_else(|e| panic!("call {name}: {e}"))
+}
+
+#[test]
+fn with_a_secret_service_on_the_session_bus_tokens_are_kept_in_the_keyring() {
+    let env = Env::new();
+    let keyring = Keyring::start(&env);
+    env.set_var("DBUS_SESSION_BUS_ADDRESS", &keyring.address);
+    let oidc = Oidc::start(&env, 3600);
+    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
+    let c = start(&env);
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("kept in the Secret Service (the desktop keyring)"),
+        "{out}"
+    );
+    c.wait_for("oidc Ready after the sign-in", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
+    // The token is an item of the keyring, and in no file of Steward's.
+    let found = keyring.secret_tool(&["search", "--all", "service", "steward-oauth"], None);
+    let items = String::from_utf8_lossy(&found.stdout).into_owned()
+        + &String::from_utf8_lossy(&found.stderr);
+    assert!(
+        items.contains("accessToken"),
+        "no token item in the keyring: {items}"
+    );
+    assert!(!env.home.join("steward").join("oauth.json").exists());
+    let status = env.steward(&["auth", "status", "-o", "json"]);
+    let listed = String::from_utf8_lossy(&status.stdout);
+    assert!(listed.contains("\"keptIn\": \"keyring\""), "{listed}");
+    assert!(!listed.contains("accessToken"), "{listed}");
 }

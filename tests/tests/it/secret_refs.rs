@@ -626,10 +626,10 @@ fn export_writes_one_secret_stub_per_secret_and_reads_its_value_from_the_keyring
 
 /// A private D-Bus session (no service activation) with a real GNOME
 /// Keyring on it, its login keyring unlocked; both killed on drop.
-struct Keyring {
+pub(crate) struct Keyring {
     dbus: Child,
     daemon: Child,
-    address: String,
+    pub(crate) address: String,
     /// HOME of the keyring daemon and of `secret-tool`.
     home: PathBuf,
 }
@@ -649,7 +649,7 @@ const BUS_CONFIG: &str = r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bu
 "#;
 
 impl Keyring {
-    fn start(env: &Env) -> Keyring {
+    pub(crate) fn start(env: &Env) -> Keyring {
         use crate::metrics::on_path;
         let dbus_daemon = on_path("dbus-daemon", "dbus");
         let keyring_daemon = on_path("gnome-keyring-daemon", "gnome-keyring");
@@ -733,7 +733,7 @@ impl Keyring {
     }
 
     /// `secret-tool ARGS` on this session, `stdin` given as its input.
-    fn secret_tool(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    pub(crate) fn secret_tool(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
         let mut child = Command::new("secret-tool")
             .args(args)
             .env("HOME", &self.home)
