@@ -6,7 +6,9 @@
 //! - `interpreted`: one Python fake (`assets/fake_mcp.py`, standard library
 //!   only, started through its `#!/usr/bin/env python3` line) restarted
 //!   [`STARTS`] times with `steward restart`, under `standard` and under
-//!   `off` (one controller each): p50/p95 and the added p50.
+//!   `off` (one controller each): p50/p95 and the added p50;
+//!   `interpretedNode`: the same with its Node twin (`assets/fake_mcp.mjs`,
+//!   `#!/usr/bin/env node`).
 //! - `scale`: N Python fakes (500; quick 20), under `standard` then `off`:
 //!   the cold start to all Ready, then [`EDITS`] edits (write → the edited
 //!   server Ready under a new pid, p50/p95) while another thread runs
@@ -141,7 +143,16 @@ fn python_fake(dir: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// `ctx` with the Python fake as every server's command.
+/// The Node fake, written to `dir` and made executable.
+fn node_fake(dir: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("fake_mcp.mjs");
+    std::fs::write(&path, include_str!("assets/fake_mcp.mjs"))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    Ok(path)
+}
+
+/// `ctx` with `fake` (an interpreter's script) as every server's command.
 fn with_fake(ctx: &Ctx, fake: &Path) -> Ctx {
     Ctx {
         opts: ctx.opts.clone(),
@@ -272,6 +283,13 @@ pub(super) fn sandbox_cost(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, 
     let (standard, _) = super::sandbox::restarts(&py, &[], runs)?;
     let (plain, _) = super::sandbox::restarts(&py, &off_vars, runs)?;
     let added = summarize(&standard).p50 - summarize(&plain).p50;
+    progress(format!(
+        "sandbox-cost: {runs} restarts of a Node server under standard, then off"
+    ));
+    let node = with_fake(ctx, &node_fake(scratch.env.root.path())?);
+    let (node_standard, _) = super::sandbox::restarts(&node, &[], runs)?;
+    let (node_plain, _) = super::sandbox::restarts(&node, &off_vars, runs)?;
+    let node_added = summarize(&node_standard).p50 - summarize(&node_plain).p50;
 
     let n = if quick { 20 } else { 500 };
     let edits = if quick { 4 } else { EDITS };
@@ -291,6 +309,13 @@ pub(super) fn sandbox_cost(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, 
             "off": summary_ms(&plain),
             "addedP50Ms": r1(added),
         },
+        "interpretedNode": {
+            "server": "node (standard library), through its #! line",
+            "restarts": runs,
+            "standard": summary_ms(&node_standard),
+            "off": summary_ms(&node_plain),
+            "addedP50Ms": r1(node_added),
+        },
         "firstStart": first,
         "scale": {
             "standard": scale_standard,
@@ -302,6 +327,10 @@ pub(super) fn sandbox_cost(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, 
     targets.insert(
         "sandboxPythonStartAddedP50Ms<=5".into(),
         json!({"value": r1(added), "met": added <= 5.0}),
+    );
+    targets.insert(
+        "sandboxNodeStartAddedP50Ms<=5".into(),
+        json!({"value": r1(node_added), "met": node_added <= 5.0}),
     );
     if !quick {
         let reload = p(&scale_standard, "writeToReady", "p50Ms");

@@ -872,3 +872,50 @@ fn with_a_secret_service_on_the_session_bus_tokens_are_kept_in_the_keyring() {
     assert!(listed.contains("\"keptIn\": \"keyring\""), "{listed}");
     assert!(!listed.contains("accessToken"), "{listed}");
 }
+
+#[test]
+fn a_call_refused_mid_session_signs_in_through_the_agent_and_goes_on() {
+    let env = Env::new();
+    // Access tokens live 8 s: the grant is revoked meanwhile, and the first
+    // call after they expire meets the refused refresh.
+    let oidc = Oidc::start(&env, 8);
+    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
+    let c = start(&env);
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    let first = stored_tokens(&env).remove(0);
+    let revoked = post_form(
+        &format!("{}/token/revocation", oidc.issuer),
+        &[
+            ("token", first["refreshToken"].as_str().unwrap()),
+            ("token_type_hint", "refresh_token"),
+            ("client_id", first["clientId"].as_str().unwrap()),
+        ],
+    );
+    assert_eq!(revoked, 200);
+    let expires = first["expiresAt"].as_u64().unwrap();
+    wait_until("the access token expired", || now() >= expires);
+
+    // The call meets the refused refresh: not run; the agent is asked to
+    // open the page, the user signs in (as bob), and the call goes on (it had not run).
+    let agent = PageOpener {
+        browser: browser("bob"),
+        asked: Arc::default(),
+        completed: Arc::default(),
+    };
+    let (ok, answer) = runtime().block_on(async {
+        let stream = tokio::net::UnixStream::connect(env.paths().mcp_socket_path())
+            .await
+            .unwrap();
+        let client = agent.clone().serve(stream.into_split()).await.unwrap();
+        let result = call_any(&client, "oidc__whoami").await;
+        client.cancel().await.unwrap();
+        (result.is_error != Some(true), text(&result))
+    });
+    assert!(ok, "{answer}");
+    assert_eq!(answer, "bob");
+    assert_eq!(agent.asked.lock().unwrap().len(), 1);
+    assert_eq!(oidc.refreshes(), [false], "one refused refresh, no loop");
+}
