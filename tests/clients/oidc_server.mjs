@@ -15,6 +15,7 @@
 // Writes STATE_DIR/ports.json ({issuer, mcp}) once listening, and appends
 // one JSON line per token request to STATE_DIR/tokens.jsonl ({grant_type,
 // account, ok}). Access tokens live $ACCESS_TTL seconds (default 3600).
+// While STATE_DIR/token-down exists, the token endpoint answers 503.
 // With $STATIC_CLIENT_SECRET and $STATIC_REDIRECT it also knows a client
 // registered by hand: `steward-static`, that secret (client_secret_basic),
 // that redirect URI.
@@ -96,6 +97,13 @@ const body = (req) =>
 
 const callback = provider.callback();
 asServer.on('request', async (req, res) => {
+  // While STATE_DIR/token-down exists the token endpoint is down (503): a
+  // transient failure, not a refusal.
+  if (req.url === '/token' && fs.existsSync(path.join(stateDir, 'token-down'))) {
+    record({ grant_type: null, unavailable: true, ok: false });
+    res.statusCode = 503;
+    return res.end('down for maintenance');
+  }
   if (!req.url.startsWith('/interaction/')) return callback(req, res);
   try {
     const details = await provider.interactionDetails(req, res);

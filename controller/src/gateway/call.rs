@@ -357,6 +357,12 @@ impl Gateway {
                 Err(CallError::Other(e)) => Ok(tool_error(format!(
                     "forward the call to server \"{server}\": {e}"
                 ))),
+                // Refused before it ran, while the token could not be
+                // refreshed for now: no sign-in; the connection is tried
+                // again.
+                Err(CallError::Unrefreshed(why)) => Ok(tool_error(format!(
+                    "server \"{server}\" did not run this call: its access token expired and could not be refreshed for now ({why}); Steward tries again — call again later, see `steward describe {server}`"
+                ))),
                 // Refused before it ran: the user signs in — through the
                 // agent when it can open a page, and the call goes on —
                 // else with the command, then calls again.

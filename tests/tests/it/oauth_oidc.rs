@@ -919,3 +919,62 @@ fn a_call_refused_mid_session_signs_in_through_the_agent_and_goes_on() {
     assert_eq!(agent.asked.lock().unwrap().len(), 1);
     assert_eq!(oidc.refreshes(), [false], "one refused refresh, no loop");
 }
+
+#[test]
+fn a_refresh_that_fails_for_a_while_is_tried_again_and_needs_no_sign_in() {
+    let env = Env::new();
+    let oidc = Oidc::start(&env, 8);
+    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
+    let c = start(&env);
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    // The authorization server's token endpoint goes down (503) and the
+    // access token expires: the refresh fails, for now.
+    let down = oidc.state.join("token-down");
+    std::fs::write(&down, "").unwrap();
+    let first = stored_tokens(&env).remove(0);
+    let expires = first["expiresAt"].as_u64().unwrap();
+    wait_until("the access token expired", || now() >= expires);
+    let (ok, answer) = whoami(&env, "oidc__whoami");
+    assert!(!ok, "{answer}");
+    wait_until("the failed refresh is an event", || {
+        events(&env, "oidc", "TokenRefreshFailed") >= 1
+    });
+    let unavailable = || {
+        std::fs::read_to_string(oidc.state.join("tokens.jsonl"))
+            .unwrap_or_default()
+            .matches("\"unavailable\":true")
+            .count()
+    };
+    assert!(unavailable() >= 1);
+    // The call did not run, and nobody is told to sign in: it is tried again.
+    assert!(
+        answer.contains("did not run this call")
+            && answer.contains("could not be refreshed for now")
+            && !answer.contains("auth login"),
+        "{answer}"
+    );
+    let s = c.wait_for("oidc retried, not waiting for a sign-in", |s| {
+        mcp(s, "oidc").is_some_and(|m| m.status.reason == Some(Reason::StartFailed))
+    });
+    let message = mcp(&s, "oidc")
+        .unwrap()
+        .status
+        .message
+        .clone()
+        .unwrap_or_default();
+    assert!(message.contains("HTTP 503"), "{message}");
+    // Back up: the server is connected again with the refresh token — no
+    // sign-in, the same account, and the grant was not thrown away.
+    std::fs::remove_file(&down).unwrap();
+    c.wait_for("oidc Ready again without a sign-in", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
+    assert!(
+        oidc.refreshes().contains(&true),
+        "{:?}",
+        oidc.token_requests()
+    );
+    assert_eq!(events(&env, "oidc", "SignedIn"), 1, "signed in again");
+}

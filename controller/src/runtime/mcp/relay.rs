@@ -130,6 +130,11 @@ pub enum CallError {
     /// The server refused the request's credentials (it never ran it).
     #[error("{0}")]
     SignIn(crate::runtime::mcp::remote::SignInNeed),
+    /// Refused (HTTP 401) while the token could not be refreshed for now
+    /// (the authorization server unreachable, a 5xx): not run; no sign-in
+    /// needed, the connection is tried again.
+    #[error("the access token expired and could not be refreshed for now: {0}")]
+    Unrefreshed(String),
     #[error("{0}")]
     Other(String),
 }
@@ -689,13 +694,22 @@ impl McpHandle {
                         self.relay.progress_relayed(id).await;
                         Ok(result)
                     }
-                    Ok(Err(e)) => Err(upstream_error(e)),
+                    // Refused while the token could not be refreshed for
+                    // now: said so, whichever way the refusal came back.
+                    Ok(Err(e)) => match self.peer.refused().why(&request_id) {
+                        Some(Some(why)) => Err(CallError::Unrefreshed(why)),
+                        _ => Err(upstream_error(e)),
+                    },
                     // Closed because the server refused it (and so the
-                    // session): it did not run.
-                    Err(_) if self.peer.refused().holds(&request_id) => Err(CallError::SignIn(
-                        crate::runtime::mcp::remote::SignInNeed::SignIn,
-                    )),
-                    Err(_) => Err(CallError::Closed),
+                    // session): it did not run. A sign-in helps, unless
+                    // the token only could not be refreshed for now.
+                    Err(_) => match self.peer.refused().why(&request_id) {
+                        Some(None) => Err(CallError::SignIn(
+                            crate::runtime::mcp::remote::SignInNeed::SignIn,
+                        )),
+                        Some(Some(why)) => Err(CallError::Unrefreshed(why)),
+                        None => Err(CallError::Closed),
+                    },
                 },
                 () = tokio::time::sleep_until(wake) => {
                     let now = tokio::time::Instant::now();

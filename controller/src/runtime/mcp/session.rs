@@ -89,17 +89,20 @@ impl Pending {
 /// The requests of a session the server refused before acting on them (a
 /// remote server's 401, which also ends the session): the transport notes
 /// them, so that such a request, closed by the session's end, is known not
-/// to have run.
+/// to have run — and why: for want of a sign-in (`None`), or because the
+/// token could not be refreshed for now (the reason).
 #[derive(Clone, Default)]
-pub(crate) struct Refused(Arc<Mutex<std::collections::HashSet<RequestId>>>);
+pub(crate) struct Refused(Arc<Mutex<std::collections::HashMap<RequestId, Option<String>>>>);
 
 impl Refused {
-    pub(crate) fn note(&self, id: RequestId) {
-        lock(&self.0).insert(id);
+    pub(crate) fn note(&self, id: RequestId, transient: Option<String>) {
+        lock(&self.0).insert(id, transient);
     }
 
-    pub(crate) fn holds(&self, id: &RequestId) -> bool {
-        lock(&self.0).contains(id)
+    /// `None`: not refused; `Some(None)`: refused, a sign-in helps;
+    /// `Some(Some(why))`: refused while a refresh failed for now.
+    pub(crate) fn why(&self, id: &RequestId) -> Option<Option<String>> {
+        lock(&self.0).get(id).cloned()
     }
 }
 

@@ -476,9 +476,9 @@ impl SessionWatch {
 
     /// The server refused request `id` (HTTP 401) before acting on it:
     /// noted before the loss it brings is reported.
-    pub fn refused(&self, id: RequestId) {
+    pub fn refused(&self, id: RequestId, transient: Option<String>) {
         if let Some(refused) = &*crate::support::sync::lock(&self.inner.refused) {
-            refused.note(id);
+            refused.note(id, transient);
         }
     }
 

@@ -170,7 +170,7 @@ impl WatchedClient {
                 // Noted before the loss is reported: the session's end then
                 // closes a request known not to have run.
                 if let (Some(id), Some(Refusal::Unauthorized(_))) = (work, refusal_of(error)) {
-                    self.watch.refused(id);
+                    self.watch.refused(id, source.transient());
                 }
             }
         }

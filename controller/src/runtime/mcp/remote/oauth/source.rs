@@ -123,6 +123,9 @@ pub struct Problem {
     pub what: String,
     /// Whether a sign-in can help (not once step-ups hit their limit).
     pub sign_in_helps: bool,
+    /// A refresh failed for now (the authorization server unreachable, a
+    /// 5xx): tried again, the user need not sign in.
+    pub transient: bool,
 }
 
 impl Problem {
@@ -130,6 +133,14 @@ impl Problem {
         Problem {
             what: what.into(),
             sign_in_helps: true,
+            transient: false,
+        }
+    }
+
+    fn for_now(what: impl Into<String>) -> Problem {
+        Problem {
+            transient: true,
+            ..Problem::sign_in(what)
         }
     }
 }
@@ -241,6 +252,14 @@ impl TokenSource {
         lock(&self.problem).clone()
     }
 
+    /// Why the last refresh failed, when it failed only for now.
+    pub fn transient(&self) -> Option<String> {
+        lock(&self.problem)
+            .as_ref()
+            .filter(|p| p.transient)
+            .map(|p| p.what.clone())
+    }
+
     /// Whether the connection holds a token at all.
     pub async fn has_token(&self) -> bool {
         self.held.lock().await.access().is_some()
@@ -305,8 +324,12 @@ impl TokenSource {
                 *self.held.lock().await = Held::Steward(record);
                 Some(token)
             }
-            Refreshed::NeedsUser(why) | Refreshed::Failed(why) => {
+            Refreshed::NeedsUser(why) => {
                 *lock(&self.problem) = Some(Problem::sign_in(why));
+                None
+            }
+            Refreshed::Failed(why) => {
+                *lock(&self.problem) = Some(Problem::for_now(why));
                 None
             }
         }
@@ -351,6 +374,7 @@ impl TokenSource {
                     record.step_ups, self.server
                 ),
                 sign_in_helps: false,
+                transient: false,
             });
             return None;
         } else if asked.iter().all(|s| record.scopes.contains(s)) {
@@ -416,7 +440,10 @@ impl TokenSource {
             }
             Refreshed::NeedsUser(why) | Refreshed::Failed(why) => {
                 tracing::warn!(server = %self.server, error = %why, "could not refresh the oauth access token");
-                *lock(&self.problem) = Some(Problem::sign_in(why.clone()));
+                *lock(&self.problem) = Some(match outcome {
+                    Refreshed::Failed(_) => Problem::for_now(why.clone()),
+                    _ => Problem::sign_in(why.clone()),
+                });
                 notify(Notice::RefreshFailed {
                     server: self.server.clone(),
                     message: why.clone(),
