@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, CustomNotification,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, CustomNotification,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, ErrorData,
     Implementation, UrlElicitationCapability,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 
 use serde_json::{Value, json};
@@ -134,6 +134,20 @@ impl Oidc {
                 )
             })
             .collect()
+    }
+
+    /// The user revokes the grant of stored token `record` at the
+    /// authorization server (its refresh token).
+    fn revoke(&self, record: &Value) {
+        let revoked = post_form(
+            &format!("{}/token/revocation", self.issuer),
+            &[
+                ("token", record["refreshToken"].as_str().unwrap()),
+                ("token_type_hint", "refresh_token"),
+                ("client_id", record["clientId"].as_str().unwrap()),
+            ],
+        );
+        assert_eq!(revoked, 200);
     }
 
     fn refreshes(&self) -> Vec<bool> {
@@ -275,15 +289,7 @@ fn a_sign_in_refreshes_with_rotation_and_a_revoked_one_asks_for_a_sign_in_once()
     assert_eq!(oidc.refreshes(), [true]);
 
     // The user revokes the grant at the authorization server.
-    let revoked = post_form(
-        &format!("{}/token/revocation", oidc.issuer),
-        &[
-            ("token", second["refreshToken"].as_str().unwrap()),
-            ("token_type_hint", "refresh_token"),
-            ("client_id", second["clientId"].as_str().unwrap()),
-        ],
-    );
-    assert_eq!(revoked, 200);
+    oidc.revoke(&second);
     // Once the access token expires, the refresh is refused: the call
     // that meets it says it did not run and how to sign in, and the server
     // needs a sign-in.
@@ -719,6 +725,19 @@ fn tokens_and_the_client_secret_show_nowhere_but_the_stores() {
     }
 }
 
+/// The provider (access tokens living `ttl` s), the workspace's `oidc`
+/// entry, a controller, and alice signed in with `auth login`: oidc Ready.
+fn alice_signed_in(env: &Env, ttl: u64) -> (Oidc, Controller) {
+    let oidc = Oidc::start(env, ttl);
+    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
+    let c = start(env);
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let (ok, out, err) = login(env, &["oidc"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    (oidc, c)
+}
+
 /// An agent that declares URL-mode elicitation: asked to open a page, the
 /// user (`browser`, approving) opens it while the agent accepts.
 #[derive(Clone)]
@@ -726,6 +745,33 @@ struct PageOpener {
     browser: String,
     asked: Arc<Mutex<Vec<Value>>>,
     completed: Arc<Mutex<Vec<String>>>,
+}
+
+impl PageOpener {
+    /// An agent whose user signs in as `account` and approves.
+    fn signing_in_as(account: &str) -> PageOpener {
+        PageOpener {
+            browser: browser(account),
+            asked: Arc::default(),
+            completed: Arc::default(),
+        }
+    }
+
+    /// Calls `oidc__whoami` as this agent: whether it succeeded, its text.
+    fn whoami(&self, env: &Env) -> (bool, String) {
+        runtime().block_on(async {
+            let stream = tokio::net::UnixStream::connect(env.paths().mcp_socket_path())
+                .await
+                .unwrap();
+            let client = self.clone().serve(stream.into_split()).await.unwrap();
+            let result = client
+                .call_tool(CallToolRequestParams::new("oidc__whoami"))
+                .await
+                .unwrap_or_else(|e| panic!("call oidc__whoami: {e}"));
+            client.cancel().await.unwrap();
+            (result.is_error != Some(true), text(&result))
+        })
+    }
 }
 
 impl ClientHandler for PageOpener {
@@ -800,20 +846,8 @@ fn an_agent_that_opens_pages_signs_the_user_in_and_the_call_goes_on() {
 
     // One that can is asked to open the authorization page; the user
     // signs in there (as bob), and the same call completes.
-    let agent = PageOpener {
-        browser: browser("bob"),
-        asked: Arc::default(),
-        completed: Arc::default(),
-    };
-    let (ok, answer) = runtime().block_on(async {
-        let stream = tokio::net::UnixStream::connect(env.paths().mcp_socket_path())
-            .await
-            .unwrap();
-        let client = agent.clone().serve(stream.into_split()).await.unwrap();
-        let result = call_any(&client, "oidc__whoami").await;
-        client.cancel().await.unwrap();
-        (result.is_error != Some(true), text(&result))
-    });
+    let agent = PageOpener::signing_in_as("bob");
+    let (ok, answer) = agent.whoami(&env);
     assert!(ok, "{answer}");
     assert_eq!(answer, "bob");
     let asked = agent.asked.lock().unwrap().clone();
@@ -829,16 +863,6 @@ fn an_agent_that_opens_pages_signs_the_user_in_and_the_call_goes_on() {
     c.wait_for("oidc Ready again", |s| ready(s, "oidc"));
     assert_eq!(whoami(&env, "oidc__whoami"), (true, "bob".to_owned()));
     assert_eq!(stored_tokens(&env).len(), 1);
-}
-
-async fn call_any<H: ClientHandler>(
-    client: &RunningService<RoleClient, H>,
-    name: &str,
-) -> CallToolResult {
-    client
-        .call_tool(CallToolRequestParams::new(name.to_owned()))
-        .await
-        .unwrap_or_else(|e| panic!("call {name}: {e}"))
 }
 
 #[test]
@@ -878,42 +902,16 @@ fn a_call_refused_mid_session_signs_in_through_the_agent_and_goes_on() {
     let env = Env::new();
     // Access tokens live 8 s: the grant is revoked meanwhile, and the first
     // call after they expire meets the refused refresh.
-    let oidc = Oidc::start(&env, 8);
-    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
-    let c = start(&env);
-    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
-    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
-    assert!(ok, "{out}{err}");
-    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    let (oidc, _c) = alice_signed_in(&env, 8);
     let first = stored_tokens(&env).remove(0);
-    let revoked = post_form(
-        &format!("{}/token/revocation", oidc.issuer),
-        &[
-            ("token", first["refreshToken"].as_str().unwrap()),
-            ("token_type_hint", "refresh_token"),
-            ("client_id", first["clientId"].as_str().unwrap()),
-        ],
-    );
-    assert_eq!(revoked, 200);
+    oidc.revoke(&first);
     let expires = first["expiresAt"].as_u64().unwrap();
     wait_until("the access token expired", || now() >= expires);
 
     // The call meets the refused refresh: not run; the agent is asked to
-    // open the page, the user signs in (as bob), and the call goes on (it had not run).
-    let agent = PageOpener {
-        browser: browser("bob"),
-        asked: Arc::default(),
-        completed: Arc::default(),
-    };
-    let (ok, answer) = runtime().block_on(async {
-        let stream = tokio::net::UnixStream::connect(env.paths().mcp_socket_path())
-            .await
-            .unwrap();
-        let client = agent.clone().serve(stream.into_split()).await.unwrap();
-        let result = call_any(&client, "oidc__whoami").await;
-        client.cancel().await.unwrap();
-        (result.is_error != Some(true), text(&result))
-    });
+    // open the page, the user signs in (as bob), and the call goes on.
+    let agent = PageOpener::signing_in_as("bob");
+    let (ok, answer) = agent.whoami(&env);
     assert!(ok, "{answer}");
     assert_eq!(answer, "bob");
     assert_eq!(agent.asked.lock().unwrap().len(), 1);
@@ -923,13 +921,7 @@ fn a_call_refused_mid_session_signs_in_through_the_agent_and_goes_on() {
 #[test]
 fn a_refresh_that_fails_for_a_while_is_tried_again_and_needs_no_sign_in() {
     let env = Env::new();
-    let oidc = Oidc::start(&env, 8);
-    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
-    let c = start(&env);
-    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
-    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
-    assert!(ok, "{out}{err}");
-    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    let (oidc, c) = alice_signed_in(&env, 8);
     // The authorization server's token endpoint goes down (503) and the
     // access token expires: the refresh fails, for now.
     let down = oidc.state.join("token-down");
