@@ -4,23 +4,19 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use steward_schema::load::LoadMode;
 use steward_schema::resource::{McpServerSpec, McpTransport};
 use steward_schema::secrets as refs;
 
 use super::{CommandError, Io};
-use crate::control::client;
+use crate::control::{Request, client};
 use crate::desired::offline::{Inputs, load_desired};
 use crate::runtime::mcp::remote::oauth::OAuthEntry;
 use crate::runtime::mcp::remote::oauth::store::OAuthStore;
 use crate::runtime::mcp::remote::url_of;
 use crate::runtime::secrets::{self, BackendKind};
 use crate::support::paths::Paths;
-
-/// How long telling a controller may take.
-const NOTIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(super) fn failed(message: impl Into<String>) -> CommandError {
     CommandError::Controller(message.into())
@@ -131,21 +127,17 @@ pub(super) fn tell_controllers(
     signed_out: bool,
     io: &mut Io<'_>,
 ) -> Result<(), CommandError> {
-    for socket in paths.controller_sockets() {
-        // A socket left by a killed controller answers nothing: skipped.
-        if let Ok(answer) = rt.block_on(client::auth_changed(
-            &socket,
-            resource,
-            account,
-            signed_out,
-            NOTIFY_TIMEOUT,
-        )) {
-            writeln!(
-                io.out,
-                "controller {}: {answer}",
-                super::secret::controller_id(&socket)
-            )?;
-        }
+    let asked = Request::AuthChanged {
+        resource: resource.to_owned(),
+        account: account.to_owned(),
+        signed_out,
+    };
+    for (socket, answer) in rt.block_on(client::tell_every_controller(paths, &asked)) {
+        writeln!(
+            io.out,
+            "controller {}: {answer}",
+            super::secret::controller_id(&socket)
+        )?;
     }
     Ok(())
 }

@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufRead as _, IsTerminal as _, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde::Serialize;
@@ -51,9 +50,6 @@ Examples:
   steward secret list -o json
   steward secret move .mcp.json github env.GITHUB_TOKEN --name github-token
   steward secret rm github-token";
-
-/// How long telling a controller may take.
-const NOTIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `steward secret`.
 #[derive(Debug, Args)]
@@ -210,12 +206,11 @@ fn tell_controllers(
     name: &str,
     io: &mut Io<'_>,
 ) -> Result<(), CommandError> {
-    for socket in paths.controller_sockets() {
-        let names = [name.to_owned()];
-        // A socket left by a killed controller answers nothing: skipped.
-        if let Ok(answer) = rt.block_on(client::secrets_changed(&socket, &names, NOTIFY_TIMEOUT)) {
-            writeln!(io.out, "controller {}: {answer}", controller_id(&socket))?;
-        }
+    let asked = Request::SecretsChanged {
+        names: vec![name.to_owned()],
+    };
+    for (socket, answer) in rt.block_on(client::tell_every_controller(paths, &asked)) {
+        writeln!(io.out, "controller {}: {answer}", controller_id(&socket))?;
     }
     Ok(())
 }
@@ -389,7 +384,7 @@ fn move_literal(
     match rt.block_on(client::secret_move(
         &ws.socket_path(),
         asked,
-        NOTIFY_TIMEOUT,
+        client::NOTIFY_TIMEOUT,
     )) {
         Ok(message) => writeln!(io.out, "{message}")?,
         Err(crate::control::ControlError::Connect { .. }) => {

@@ -18,6 +18,7 @@ use super::protocol::{LogsQuery, Reply, Request, read_answer, read_status_text, 
 use crate::gateway::lsp::LspQuery;
 use crate::observe::events::Event;
 use crate::observe::logs::LogChunk;
+use crate::support::paths::Paths;
 
 /// Why the controller could not be asked, or did not answer what was asked.
 /// Messages read after "failed to".
@@ -87,12 +88,16 @@ pub async fn status(
     show_secrets: bool,
     timeout: Duration,
 ) -> Result<WorkspaceStatus, ControlError> {
-    let asked = if show_secrets {
+    status_of(request(path, &status_request(show_secrets), timeout).await?)
+}
+
+/// The one-shot status request, with the servers' secrets or not.
+fn status_request(show_secrets: bool) -> Request {
+    if show_secrets {
         Request::StatusWithSecrets { watch: false }
     } else {
         Request::Status
-    };
-    status_of(request(path, &asked, timeout).await?)
+    }
 }
 
 /// The current `WorkspaceStatus` as JSON indented as `serde_json` indents
@@ -102,12 +107,7 @@ pub async fn status_pretty_json(
     show_secrets: bool,
     timeout: Duration,
 ) -> Result<String, ControlError> {
-    let asked = if show_secrets {
-        Request::StatusWithSecrets { watch: false }
-    } else {
-        Request::Status
-    };
-    let line = answer_line(path, &asked, timeout)
+    let line = answer_line(path, &status_request(show_secrets), timeout)
         .await?
         .ok_or(ControlError::Closed)?;
     let text = read_status_text(&line)?.map_err(ControlError::Refused)?;
@@ -192,34 +192,27 @@ pub async fn accept_tools(
     message_of(request(path, &asked, timeout).await?)
 }
 
-/// `steward secret set|rm`: tell the controller which secrets changed;
-/// answers which servers restart.
-pub async fn secrets_changed(
-    path: &Path,
-    names: &[String],
-    timeout: Duration,
-) -> Result<String, ControlError> {
-    let asked = Request::SecretsChanged {
-        names: names.to_vec(),
-    };
-    message_of(request(path, &asked, timeout).await?)
-}
+/// How long telling one controller of a change may take.
+pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `steward auth login|logout`: tell the controller a sign-in changed;
-/// answers which servers connect again.
-pub async fn auth_changed(
-    path: &Path,
-    resource: &str,
-    account: &str,
-    signed_out: bool,
-    timeout: Duration,
-) -> Result<String, ControlError> {
-    let asked = Request::AuthChanged {
-        resource: resource.to_owned(),
-        account: account.to_owned(),
-        signed_out,
-    };
-    message_of(request(path, &asked, timeout).await?)
+/// Sends `asked` (a change that concerns every controller of the user: a
+/// secret, a sign-in) to each controller of `paths`' HOME_DIR; the socket
+/// and answer of each that answered (a socket left by a killed controller
+/// answers nothing: skipped).
+pub async fn tell_every_controller(paths: &Paths, asked: &Request) -> Vec<(PathBuf, String)> {
+    let mut answers = Vec::new();
+    for socket in paths.controller_sockets() {
+        match request(&socket, asked, NOTIFY_TIMEOUT)
+            .await
+            .and_then(message_of)
+        {
+            Ok(answer) => answers.push((socket, answer)),
+            Err(e) => {
+                tracing::debug!(socket = %socket.display(), error = %e, "a controller was not told")
+            }
+        }
+    }
+    answers
 }
 
 /// `steward secret move` through the running controller (see

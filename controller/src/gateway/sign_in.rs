@@ -18,7 +18,7 @@ use steward_schema::resource::McpTransport;
 use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
-use crate::control::client;
+use crate::control::{Request, client};
 use crate::desired::snapshot::{Desired, Key};
 use crate::runtime::mcp::remote::SignInNeed;
 use crate::runtime::mcp::remote::oauth::store::OAuthStore;
@@ -30,8 +30,6 @@ use crate::support::sync::lock;
 
 /// How long the user has to finish signing in once the agent accepted.
 const SIGN_IN_TIME: Duration = Duration::from_secs(300);
-/// How long telling a controller may take.
-const NOTIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The tool error's text for a call to `server` refused for `need`.
 pub fn needed(server: &str, need: &SignInNeed) -> String {
@@ -102,7 +100,7 @@ impl Gateway {
             .map_err(|e| e.to_string())?;
         let url = url::Url::parse(&prepared.authorization_url)
             .map_err(|e| format!("read the authorization URL: {e}"))?;
-        let elicitation_id = format!("steward-sign-in-{}", uuid_like());
+        let elicitation_id = format!("steward-sign-in-{}", next_elicitation_id());
         let message = format!(
             "Server \"{server}\" needs you to sign in at {} to run this call. Open the page, approve, and the call goes on.",
             prepared.issuer
@@ -136,18 +134,12 @@ impl Gateway {
             .or_default() += 1;
         // Every controller of this user, this one too: the servers that
         // waited for this sign-in connect at once, as after `auth login`.
-        for socket in self.store.paths().controller_sockets() {
-            let told = client::auth_changed(
-                &socket,
-                &record.resource,
-                &record.account,
-                false,
-                NOTIFY_TIMEOUT,
-            );
-            if let Err(e) = told.await {
-                tracing::debug!(socket = %socket.display(), error = %e, "a controller was not told of the sign-in");
-            }
-        }
+        let asked = Request::AuthChanged {
+            resource: record.resource.clone(),
+            account: record.account.clone(),
+            signed_out: false,
+        };
+        client::tell_every_controller(self.store.paths(), &asked).await;
         Ok(())
     }
 
@@ -182,7 +174,7 @@ impl Gateway {
 }
 
 /// An id no other elicitation of this process has.
-fn uuid_like() -> String {
+fn next_elicitation_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!(

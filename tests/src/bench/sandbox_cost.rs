@@ -134,22 +134,39 @@ fn first_starts(ctx: &Ctx, off_vars: &[(&str, &str)]) -> Result<Value> {
     Ok(Value::Object(out))
 }
 
-/// The Python fake, written into `dir` (executable).
-fn python_fake(dir: &Path) -> Result<PathBuf> {
+/// An interpreter's fake server (`text`, with its `#!` line) written to
+/// `dir` as `name` and made executable.
+fn script_fake(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let path = dir.join("fake_mcp.py");
-    std::fs::write(&path, include_str!("assets/fake_mcp.py"))?;
+    let path = dir.join(name);
+    std::fs::write(&path, text)?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
     Ok(path)
 }
 
-/// The Node fake, written to `dir` and made executable.
-fn node_fake(dir: &Path) -> Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join("fake_mcp.mjs");
-    std::fs::write(&path, include_str!("assets/fake_mcp.mjs"))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
-    Ok(path)
+/// `runs` restarts of `fake`'s one server (run by `server`, the
+/// interpreter) under `standard`, then under
+/// `off` (`off_vars`): the JSON of both and the p50 `standard` adds.
+fn interpreted(
+    fake: &Ctx,
+    server: &str,
+    off_vars: &[(&str, &str)],
+    runs: usize,
+) -> Result<(Value, f64)> {
+    progress(format!(
+        "sandbox-cost: {runs} restarts of a {server} server under standard, then off"
+    ));
+    let (standard, _) = super::sandbox::restarts(fake, &[], runs)?;
+    let (plain, _) = super::sandbox::restarts(fake, off_vars, runs)?;
+    let added = summarize(&standard).p50 - summarize(&plain).p50;
+    let json = json!({
+        "server": format!("{server} (standard library), through its #! line"),
+        "restarts": runs,
+        "standard": summary_ms(&standard),
+        "off": summary_ms(&plain),
+        "addedP50Ms": r1(added),
+    });
+    Ok((json, added))
 }
 
 /// `ctx` with `fake` (an interpreter's script) as every server's command.
@@ -274,22 +291,18 @@ pub(super) fn sandbox_cost(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, 
     let off = super::sandbox::off_defaults(scratch.env.root.path())?;
     let off_path = off.to_string_lossy().into_owned();
     let off_vars = [("QWEN_CODE_SYSTEM_DEFAULTS_PATH", off_path.as_str())];
-    let py = with_fake(ctx, &python_fake(scratch.env.root.path())?);
-
+    let dir = scratch.env.root.path();
+    let py = with_fake(
+        ctx,
+        &script_fake(dir, "fake_mcp.py", include_str!("assets/fake_mcp.py"))?,
+    );
+    let node = with_fake(
+        ctx,
+        &script_fake(dir, "fake_mcp.mjs", include_str!("assets/fake_mcp.mjs"))?,
+    );
     let runs = if quick { 8 } else { STARTS };
-    progress(format!(
-        "sandbox-cost: {runs} restarts of a Python server under standard, then off"
-    ));
-    let (standard, _) = super::sandbox::restarts(&py, &[], runs)?;
-    let (plain, _) = super::sandbox::restarts(&py, &off_vars, runs)?;
-    let added = summarize(&standard).p50 - summarize(&plain).p50;
-    progress(format!(
-        "sandbox-cost: {runs} restarts of a Node server under standard, then off"
-    ));
-    let node = with_fake(ctx, &node_fake(scratch.env.root.path())?);
-    let (node_standard, _) = super::sandbox::restarts(&node, &[], runs)?;
-    let (node_plain, _) = super::sandbox::restarts(&node, &off_vars, runs)?;
-    let node_added = summarize(&node_standard).p50 - summarize(&node_plain).p50;
+    let (python_json, added) = interpreted(&py, "python3", &off_vars, runs)?;
+    let (node_json, node_added) = interpreted(&node, "node", &off_vars, runs)?;
 
     let n = if quick { 20 } else { 500 };
     let edits = if quick { 4 } else { EDITS };
@@ -302,20 +315,8 @@ pub(super) fn sandbox_cost(ctx: &Ctx) -> Result<(Value, serde_json::Map<String, 
     };
     let p = |v: &Value, k: &str, q: &str| v[k][q].as_f64().unwrap_or(f64::NAN);
     let json = json!({
-        "interpreted": {
-            "server": "python3 (standard library), through its #! line",
-            "restarts": runs,
-            "standard": summary_ms(&standard),
-            "off": summary_ms(&plain),
-            "addedP50Ms": r1(added),
-        },
-        "interpretedNode": {
-            "server": "node (standard library), through its #! line",
-            "restarts": runs,
-            "standard": summary_ms(&node_standard),
-            "off": summary_ms(&node_plain),
-            "addedP50Ms": r1(node_added),
-        },
+        "interpreted": python_json,
+        "interpretedNode": node_json,
         "firstStart": first,
         "scale": {
             "standard": scale_standard,

@@ -162,6 +162,17 @@ enum Refreshed {
     Failed(String),
 }
 
+impl Refreshed {
+    /// What a refresh that did not give a token leaves the server needing.
+    fn problem(&self) -> Option<Problem> {
+        match self {
+            Refreshed::Fresh(_) => None,
+            Refreshed::NeedsUser(why) => Some(Problem::sign_in(why.clone())),
+            Refreshed::Failed(why) => Some(Problem::for_now(why.clone())),
+        }
+    }
+}
+
 impl TokenSource {
     /// The source of server `name` (a resolved remote spec), with the token
     /// to connect with: Steward's stored one (refreshed if it is about to
@@ -324,12 +335,8 @@ impl TokenSource {
                 *self.held.lock().await = Held::Steward(record);
                 Some(token)
             }
-            Refreshed::NeedsUser(why) => {
-                *lock(&self.problem) = Some(Problem::sign_in(why));
-                None
-            }
-            Refreshed::Failed(why) => {
-                *lock(&self.problem) = Some(Problem::for_now(why));
+            failed => {
+                *lock(&self.problem) = failed.problem();
                 None
             }
         }
@@ -440,10 +447,7 @@ impl TokenSource {
             }
             Refreshed::NeedsUser(why) | Refreshed::Failed(why) => {
                 tracing::warn!(server = %self.server, error = %why, "could not refresh the oauth access token");
-                *lock(&self.problem) = Some(match outcome {
-                    Refreshed::Failed(_) => Problem::for_now(why.clone()),
-                    _ => Problem::sign_in(why.clone()),
-                });
+                *lock(&self.problem) = outcome.problem();
                 notify(Notice::RefreshFailed {
                     server: self.server.clone(),
                     message: why.clone(),
