@@ -10,7 +10,9 @@ notification).
 `--elicitation` declares it and accepts every form with `{"name": "Agent"}`;
 `--name=NAME` makes the agent answer as NAME instead of "the agent"/"Agent"
 (so that a test tells agents apart); `--roots=URI,...` declares roots and
-answers `roots/list` with those URIs.
+answers `roots/list` with those URIs; `--open-pages=COMMAND` declares
+elicitation (form and URL mode) and, asked to open a page (URL mode), runs
+`COMMAND URL` in the background — the user opening it — and accepts.
 
 Each stdin line is one JSON command; each answer is one stdout line,
 `{"ok": ...}` or `{"error": "..."}`. Commands (`op`):
@@ -31,7 +33,9 @@ session the way an agent does (stdin close, or DELETE for HTTP).
 
 import json
 import os
+import subprocess
 import sys
+import threading
 
 import anyio
 import mcp_types as types
@@ -147,8 +151,17 @@ def sampler(who):
     return sample
 
 
-def elicitor(name):
+def elicitor(name, open_pages=None):
     async def elicit(context, params):
+        url = getattr(params, "url", None)
+        if url is not None and open_pages:
+            opened = subprocess.Popen(
+                ["sh", "-c", f'{open_pages} "$1"', "sh", url],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+            )
+            threading.Thread(target=opened.wait, daemon=True).start()
+            return types.ElicitResult(action="accept")
         return types.ElicitResult(action="accept", content={"name": name})
 
     return elicit
@@ -171,8 +184,9 @@ async def serve(read, write, options):
     name = option(options, "name")
     if "--sampling" in options:
         callbacks["sampling_callback"] = sampler(name or "the agent")
-    if "--elicitation" in options:
-        callbacks["elicitation_callback"] = elicitor(name or "Agent")
+    open_pages = option(options, "open-pages")
+    if "--elicitation" in options or open_pages:
+        callbacks["elicitation_callback"] = elicitor(name or "Agent", open_pages)
     roots = option(options, "roots")
     if roots:
         callbacks["list_roots_callback"] = rooter(roots.split(","))
