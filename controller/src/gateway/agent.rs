@@ -20,8 +20,8 @@ use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use rmcp::model::{
     ClientCapabilities, ClientResult, CreateMessageRequestParams, ElicitRequestParams, ErrorCode,
-    ErrorData, LoggingLevel, ProgressNotificationParam, ProtocolVersion, RequestMetaObject,
-    ServerNotification, ServerRequest,
+    ErrorData, GetExtensions as _, LoggingLevel, ProgressNotificationParam, ProtocolVersion,
+    RequestId, RequestMetaObject, ServerNotification, ServerRequest,
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleServer};
@@ -93,15 +93,20 @@ pub struct AgentCaller {
     /// A request of 2026-07-28 through the bridge: where the server's
     /// requests go ([`super::bridge`]).
     pub asks: Option<super::bridge::Asks>,
+    /// The agent's request: over streamable HTTP, the server's requests go
+    /// out on its response stream (SEP-2260), not on the standalone one.
+    pub originating: RequestId,
 }
 
 impl AgentCaller {
-    /// The caller of a request of `agent` with `meta`, over `peer`.
+    /// The caller of request `originating` of `agent` with `meta`, over
+    /// `peer`.
     pub fn new(
         agent: std::sync::Arc<Agent>,
         peer: Peer<RoleServer>,
         meta: &RequestMetaObject,
         asks: Option<super::bridge::Asks>,
+        originating: RequestId,
     ) -> AgentCaller {
         let (capabilities, per_request) = if modern(meta) {
             (
@@ -118,6 +123,7 @@ impl AgentCaller {
             capabilities,
             per_request,
             asks,
+            originating,
         }
     }
 
@@ -221,6 +227,7 @@ impl Caller for AgentCaller {
         cancel: CancellationToken,
     ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
         let peer = self.peer.clone();
+        let originating = self.originating.clone();
         let missing = undeclared(&self.capabilities, &request);
         let modern = self.per_request.is_some();
         let asks = self.asks.clone();
@@ -273,6 +280,10 @@ impl Caller for AgentCaller {
                     }
                 };
             }
+            let mut request = request;
+            request
+                .extensions_mut()
+                .insert(rmcp::service::OriginatingRequestId(originating));
             let handle = peer
                 .send_cancellable_request(request, PeerRequestOptions::no_options())
                 .await

@@ -46,6 +46,9 @@ pub struct Origin {
     /// A request of 2026-07-28 through the bridge: where the server's
     /// requests go ([`super::bridge`]).
     pub asks: Option<super::bridge::Asks>,
+    /// The agent takes tasks for this request ([`super::tasks`]): a
+    /// server may answer it with a task handle.
+    pub tasks: bool,
 }
 
 impl Origin {
@@ -60,6 +63,7 @@ impl Origin {
             via,
             parent: None,
             asks: None,
+            tasks: super::task_handles::declared(context),
         }
     }
 }
@@ -98,6 +102,18 @@ pub fn passed_meta(client: &RequestMetaObject, native: bool) -> Option<RequestMe
     let mut meta = client.clone();
     meta.0.0.retain(|key, _| !owned(key, native));
     (!meta.0.0.is_empty()).then_some(meta)
+}
+
+/// The `_meta` of a request of `origin`'s that goes on to a server,
+/// `native`ly or on the server's session: the client's (but for what
+/// Steward owns), and, on a session, the agent's tasks opt-in
+/// ([`super::task_handles::opt_in`]).
+pub fn upstream_meta(origin: &Origin, native: bool) -> Option<RequestMetaObject> {
+    let mut meta = passed_meta(&origin.meta, native);
+    if origin.tasks && !native {
+        super::task_handles::opt_in(&mut meta);
+    }
+    meta
 }
 
 /// Whether the agent of `origin` can be asked to sign the user in (open a
@@ -286,7 +302,7 @@ impl Gateway {
             params.name = original.into();
             // The client's `_meta` goes on; the call's trace context (or,
             // not traced, its client's) with it.
-            params.meta = passed_meta(&origin.meta, native(&origin.meta, &up));
+            params.meta = upstream_meta(origin, native(&origin.meta, &up));
             trace::pass_on(&tracing::Span::current(), &origin.meta, &mut params.meta);
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             let idle = gateway
@@ -306,7 +322,12 @@ impl Gateway {
             });
             return match answer {
                 Ok(result) => match as_call_tool_result(result) {
-                    Some(response) => {
+                    Some(mut response) => {
+                        if let CallToolResponse::Task(handle) = response {
+                            response = CallToolResponse::Task(super::task_handles::exposed(
+                                server, handle,
+                            ));
+                        }
                         if let CallToolResponse::Complete(r) = &response {
                             gateway.remember_links(server, r);
                         }
@@ -406,6 +427,7 @@ pub async fn forward(
         origin.peer.clone(),
         &origin.meta,
         origin.asks.clone(),
+        origin.id.clone(),
     ));
     up.handle
         .call(request, caller, progress, up.timeout, idle, &origin.ct)
@@ -422,6 +444,9 @@ fn hoist_meta(request: &mut ClientRequest) {
         ClientRequest::GetPromptRequest(r) => r.params.meta.take(),
         ClientRequest::ReadResourceRequest(r) => r.params.meta.take(),
         ClientRequest::CompleteRequest(r) => r.params.meta.take(),
+        ClientRequest::GetTaskRequest(r) => r.params.meta.take(),
+        ClientRequest::UpdateTaskRequest(r) => r.params.meta.take(),
+        ClientRequest::CancelTaskRequest(r) => r.params.meta.take(),
         _ => None,
     };
     if let Some(meta) = taken {

@@ -23,7 +23,9 @@
 //! - [`agent`]: who a client is to the servers' requests and log lines
 //!   (capabilities per agent, routing of what a server sends for a call);
 //!   [`logging`]: log levels per agent; [`subscriptions`]: resource
-//!   subscriptions per agent, resource links; [`bridge`]: requests of
+//!   subscriptions per agent, resource links; [`task_handles`]: task
+//!   ids per server; [`tasks`]: `tasks/*`, routed by them; [`bridge`]:
+//!   requests of
 //!   2026-07-28 agents to servers of the initialize lifecycle
 //!   (`input_required`); [`reads`]: `prompts/get` and `resources/read`.
 //! - [`route`]: which live connection serves a name, waiting while its
@@ -97,6 +99,8 @@ pub mod serve;
 pub mod session;
 pub mod sign_in;
 pub mod subscriptions;
+pub mod task_handles;
+pub mod tasks;
 pub mod view;
 
 use cache::{CachedCatalog, CatalogCache};

@@ -200,16 +200,9 @@ impl Gateway {
                 // An idle server starts for it; one starting goes on.
                 self.demand(&server);
             }
-            let waited = tokio::time::timeout_at(deadline, changes.changed()).await;
-            let why = match waited {
-                Ok(Ok(())) => continue,
-                Ok(Err(_)) => "the controller is shutting down".to_owned(),
-                Err(_) => format!(
-                    "server \"{server}\" did not become ready within {}; see `steward describe {server}`",
-                    humantime::format_duration(self.config.start_wait)
-                ),
-            };
-            return Err(Refusal::Unavailable { server, why });
+            if let Err(why) = self.wait_for_change(&server, deadline, &mut changes).await {
+                return Err(Refusal::Unavailable { server, why });
+            }
         }
     }
 
@@ -248,15 +241,48 @@ impl Gateway {
             if !std::mem::replace(&mut demanded, true) {
                 self.demand(server);
             }
-            let why = match tokio::time::timeout_at(deadline, changes.changed()).await {
-                Ok(Ok(())) => continue,
-                Ok(Err(_)) => "the controller is shutting down".to_owned(),
-                Err(_) => format!(
-                    "server \"{server}\" did not become ready within {}; see `steward describe {server}`",
-                    humantime::format_duration(self.config.start_wait)
-                ),
-            };
-            return Err(ErrorData::resource_not_found(why, None));
+            if let Err(why) = self.wait_for_change(server, deadline, &mut changes).await {
+                return Err(ErrorData::resource_not_found(why, None));
+            }
+        }
+    }
+
+    /// The live upstream of `server`, waiting (up to the start wait) while
+    /// it starts or restarts; why not when it cannot serve.
+    pub async fn upstream_of(&self, server: &str) -> Result<Arc<Upstream>, String> {
+        let deadline = Instant::now() + self.config.start_wait;
+        let mut changes = self.registry.subscribe();
+        let mut demanded = false;
+        loop {
+            changes.borrow_and_update();
+            if let Some(up) = self.registry.live(server) {
+                return Ok(up);
+            }
+            if let Availability::Down(why) = self.availability(server) {
+                return Err(why);
+            }
+            if !std::mem::replace(&mut demanded, true) {
+                self.demand(server);
+            }
+            self.wait_for_change(server, deadline, &mut changes).await?;
+        }
+    }
+
+    /// Wait for the registry to change, until `deadline`: why not, when it
+    /// will not (`server` is what a caller waits for).
+    async fn wait_for_change<T>(
+        &self,
+        server: &str,
+        deadline: Instant,
+        changes: &mut tokio::sync::watch::Receiver<T>,
+    ) -> Result<(), String> {
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err("the controller is shutting down".to_owned()),
+            Err(_) => Err(format!(
+                "server \"{server}\" did not become ready within {}; see `steward describe {server}`",
+                humantime::format_duration(self.config.start_wait)
+            )),
         }
     }
 }

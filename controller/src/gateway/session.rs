@@ -16,13 +16,14 @@
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
-    CompleteResult, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, InputResponses, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Reference, ResourceContents, ServerCapabilities, ServerConfig, ServerResult,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientRequest, CompleteRequest,
+    CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequestParams, GetPromptResponse,
+    GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams, InitializeResult,
+    InputResponses, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Reference, ResourceContents, ServerCapabilities,
+    ServerConfig, ServerResult, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler};
@@ -34,6 +35,7 @@ use super::call::{
 use super::profile::Profile;
 use super::registry::Union;
 use super::subscriptions::{self, Holder};
+use super::tasks::{self, TaskRequest};
 use super::{Gateway, Ticket, code, finder, instructions, lsp_tool, view};
 use crate::observe::metrics::Via;
 use crate::support::sync::lock;
@@ -203,6 +205,19 @@ impl Session {
         as_call_tool_result(answer).ok_or_else(|| unexpected("the server", "tools/call"))
     }
 
+    /// A task method, to the server the task id names.
+    async fn task(
+        &self,
+        request: TaskRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        self.admitted(&context.extensions)?;
+        let origin = Origin::of(context, Via::Direct, &self.agent);
+        self.gateway
+            .task_request(request, self.profile().naming(), &origin)
+            .await
+    }
+
     /// Run `work` for `context`'s request `what`: for a 2026-07-28 agent
     /// through the bridge (a retry that names a call it parked resumes
     /// that call), else as it is.
@@ -277,6 +292,8 @@ impl ServerHandler for Session {
             .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
+            // Task handles of servers that give them pass through.
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("steward", env!("CARGO_PKG_VERSION")))
@@ -627,6 +644,34 @@ impl ServerHandler for Session {
         self.agent.set_level(request.level);
         self.gateway.relevel(None);
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        tasks::got(self.task(TaskRequest::Get(request), &context).await?)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.task(TaskRequest::Update(request), &context)
+            .await
+            .map(drop)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.task(TaskRequest::Cancel(request), &context)
+            .await
+            .map(drop)
     }
 
     async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {

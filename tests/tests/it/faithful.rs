@@ -371,3 +371,109 @@ fn a_2026_client_answers_a_legacy_servers_elicitation_through_input_required() {
     );
     assert!(answer["rounds"].as_u64() >= Some(1), "{answer}");
 }
+
+/// The JSON-RPC messages of the complete `data:` lines of an SSE body read
+/// so far (or of a plain JSON body).
+fn messages(body: &str) -> Vec<Value> {
+    let complete = &body[..body.rfind('\n').map_or(0, |end| end + 1)];
+    complete
+        .lines()
+        .chain(std::iter::once(body).filter(|b| b.trim_start().starts_with('{')))
+        .filter_map(|line| {
+            serde_json::from_str(line.strip_prefix("data:").unwrap_or(line).trim()).ok()
+        })
+        .collect()
+}
+
+/// A raw streamable-HTTP agent that never opens the standalone GET stream:
+/// what the server asks during its call must come on the call's own
+/// response stream (SEP-2260), or nowhere it listens.
+#[test]
+fn a_servers_request_comes_on_the_response_stream_of_the_call_that_caused_it() {
+    use futures::StreamExt as _;
+
+    let env = Env::new();
+    let (_c, url, _remote) = conformance_workspace(&env);
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    for server in ["cs", "ch"] {
+        let view = format!("{url}/{server}");
+        runtime.block_on(async {
+            let http = reqwest::Client::new();
+            let post = |body: Value, session: Option<&str>| {
+                let mut request = http
+                    .post(&view)
+                    .header("Accept", "application/json, text/event-stream")
+                    .header("Content-Type", "application/json")
+                    .body(body.to_string());
+                if let Some(session) = session {
+                    request = request
+                        .header("Mcp-Session-Id", session)
+                        .header("MCP-Protocol-Version", "2025-11-25");
+                }
+                request.send()
+            };
+            let init = post(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"elicitation": {"form": {}}},
+                    "clientInfo": {"name": "raw-stream", "version": "1"}}}),
+                None,
+            )
+            .await
+            .expect("initialize");
+            let session = init.headers()["mcp-session-id"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            let _ = init.text().await;
+            post(
+                json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                Some(&session),
+            )
+            .await
+            .expect("initialized");
+            let call = post(
+                json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                    "name": "test_elicitation", "arguments": {"message": "Who streams?"}}}),
+                Some(&session),
+            )
+            .await
+            .expect("the call");
+            let mut stream = call.bytes_stream();
+            let mut body = String::new();
+            let mut answered = false;
+            let deadline = tokio::time::Instant::now() + CLIENT_DEADLINE;
+            let result = loop {
+                let chunk = tokio::time::timeout_at(deadline, stream.next())
+                    .await
+                    .unwrap_or_else(|_| {
+                        panic!("{server}: nothing more came on the call's stream: {body}")
+                    })
+                    .unwrap_or_else(|| panic!("{server}: the call's stream ended: {body}"))
+                    .expect("a chunk");
+                body.push_str(&String::from_utf8_lossy(&chunk));
+                let seen = messages(&body);
+                if let Some(done) = seen.iter().find(|m| m["id"] == 2) {
+                    break done.clone();
+                }
+                let Some(asked) = seen.iter().find(|m| m["method"] == "elicitation/create") else {
+                    continue;
+                };
+                if !std::mem::replace(&mut answered, true) {
+                    let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {
+                        "action": "accept",
+                        "content": {"username": "streamer", "email": "s@example.com"}}});
+                    let sent = post(answer, Some(&session)).await.expect("the answer");
+                    assert!(sent.status().is_success(), "{server}: {}", sent.status());
+                }
+            };
+            assert!(
+                answered,
+                "{server}: the elicitation came on the call's stream"
+            );
+            let text = text_of(&result["result"]);
+            assert!(text.contains("streamer"), "{server}: {result}");
+        });
+    }
+}

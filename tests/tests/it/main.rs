@@ -63,6 +63,7 @@ mod sandbox_home;
 mod sandbox_persist;
 mod secret_refs;
 mod sessions_survive;
+mod tasks;
 mod traces;
 
 // The runtime tests.

@@ -16,18 +16,24 @@ use crate::real_clients::{PyClient, http_url, steward_mcp_argv, text_of};
 /// POST `body` to `url` (an `http://127.0.0.1:PORT/...` URL) and return the
 /// status code and the body (the connection closes after the answer).
 pub fn post(url: &str, body: &Value) -> (u16, String) {
+    post_with(url, &[], body)
+}
+
+/// [`post`] with more `headers` (`Name: value`).
+pub fn post_with(url: &str, headers: &[String], body: &Value) -> (u16, String) {
     let rest = url.trim_start_matches("http://");
     let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let body = body.to_string();
+    let more: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
     let request = format!(
         "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+         Accept: application/json, text/event-stream\r\n{more}Content-Length: {}\r\n\
          Connection: close\r\n\r\n{body}",
         body.len()
     );
     let mut stream = TcpStream::connect(authority).expect("connect to the endpoint");
     stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
+        .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     stream.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();

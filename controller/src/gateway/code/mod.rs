@@ -345,6 +345,8 @@ pub async fn run(
         via: Via::Code,
         parent: Some(span.clone()),
         asks: None,
+        // A program takes results, not task handles.
+        tasks: false,
     };
     let host = Arc::new(RunHost::new(gateway.clone(), max_name_len, origin));
     let began = std::time::Instant::now();

@@ -293,18 +293,24 @@ impl Client {
     /// What the session's `initialize` says of Steward: what some agent
     /// may answer (see the module doc).
     pub(super) fn info() -> ClientConfig {
-        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
-            "roots": {"listChanged": true},
-            "sampling": {"tools": {}, "context": {}},
-            "elicitation": {"form": {}, "url": {}},
-        }))
-        .expect("the client capabilities parse");
         ClientConfig::new(
-            capabilities,
+            session_capabilities(),
             Implementation::new("steward", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
+}
+
+/// What Steward declares for a session with a server: what some agent may
+/// answer (see the module doc). A request that needs more (an agent's tasks
+/// extension) says so in its own `_meta`.
+pub fn session_capabilities() -> ClientCapabilities {
+    serde_json::from_value(serde_json::json!({
+        "roots": {"listChanged": true},
+        "sampling": {"tools": {}, "context": {}},
+        "elicitation": {"form": {}, "url": {}},
+    }))
+    .expect("the client capabilities parse")
 }
 
 impl Handler for Client {

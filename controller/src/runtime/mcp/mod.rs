@@ -77,6 +77,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use self::client::session_capabilities;
 pub use self::connection::McpConnection;
 pub use self::lists::McpLists;
 pub use self::liveness::PING_BUDGET;

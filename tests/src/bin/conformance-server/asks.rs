@@ -66,7 +66,7 @@ pub enum Asked {
     Answered(String),
 }
 
-fn elicit(message: &str, schema: Value) -> Value {
+pub fn elicit(message: &str, schema: Value) -> Value {
     json!({"method": "elicitation/create", "params": {"message": message, "requestedSchema": schema}})
 }
 
@@ -399,7 +399,7 @@ impl Ask {
 }
 
 /// An `input_required` result asking `questions`.
-fn requests(
+pub fn requests(
     questions: &[&Question],
     state: Option<String>,
 ) -> Result<InputRequiredResult, ErrorData> {

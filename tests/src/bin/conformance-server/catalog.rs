@@ -66,6 +66,44 @@ fn string_arg(name: &str, description: &str) -> Value {
 pub fn tools(extra: bool) -> Vec<Tool> {
     let mut tools = vec![
         tool("test_simple_text", "Answers with one text block", no_args()),
+        tool(
+            "greet",
+            "Greets by name, at once (no task)",
+            string_arg("name", "Whom to greet"),
+        ),
+        tool(
+            "slow_compute",
+            "Computes for `seconds` seconds; a task for a client of the tasks extension",
+            json!({"type": "object", "properties": {
+                "seconds": {"type": "integer", "minimum": 0},
+                "label": {"type": "string"}
+            }}),
+        ),
+        tool(
+            "failing_job",
+            "A task (required) that ends in a tool error after a second",
+            no_args(),
+        ),
+        tool(
+            "protocol_error_job",
+            "A task that ends in a protocol error",
+            no_args(),
+        ),
+        tool(
+            "confirm_delete",
+            "A task (required) that asks to confirm before it deletes",
+            string_arg("filename", "What to delete"),
+        ),
+        tool(
+            "multi_input",
+            "A task (required) that asks two questions at once",
+            no_args(),
+        ),
+        tool(
+            "test_tool_with_task",
+            "Asks for a name (input_required), then greets in a task (required)",
+            no_args(),
+        ),
         tool("test_image_content", "Answers with a PNG image", no_args()),
         tool("test_audio_content", "Answers with a WAV clip", no_args()),
         tool(

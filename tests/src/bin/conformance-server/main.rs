@@ -22,19 +22,21 @@
 
 mod asks;
 mod catalog;
+mod tasks;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    CompletionInfo, ContentBlock, ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Reference, ResourceContents,
-    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock, ErrorCode, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams, GetTaskResult,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Reference, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{Peer, RoleServer, ServerHandler};
@@ -57,6 +59,8 @@ struct Shared {
     /// How many times test://watched-resource changed.
     watched: AtomicU64,
     next_session: AtomicU64,
+    /// The tasks extension's tasks (SEP-2663).
+    tasks: Arc<tasks::Tasks>,
 }
 
 /// One session (a handler per session over HTTP; one over stdio).
@@ -79,6 +83,17 @@ fn text(text: impl Into<String>) -> ContentBlock {
 
 fn content(value: Value) -> Vec<ContentBlock> {
     serde_json::from_value(value).expect("content blocks")
+}
+
+/// A call's string argument `name` ("" when absent).
+fn string_arg(request: &CallToolRequestParams, name: &str) -> String {
+    request
+        .arguments
+        .as_ref()
+        .and_then(|args| args.get(name))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn severity(level: LoggingLevel) -> u8 {
@@ -145,16 +160,14 @@ impl Conformance {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(answer) = self.shared.tasks.call(&request, &context).await {
+            return answer;
+        }
         let done = |blocks: Vec<ContentBlock>| {
             Ok(CallToolResponse::Complete(CallToolResult::success(blocks)))
         };
         let args = request.arguments.clone().unwrap_or_default();
-        let arg = |name: &str| {
-            args.get(name)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
+        let arg = |name: &str| string_arg(&request, name);
         match request.name.as_ref() {
             "test_simple_text" => done(vec![text("This is a simple text response for testing.")]),
             "test_image_content" => done(vec![ContentBlock::image(catalog::PNG, "image/png")]),
@@ -250,6 +263,7 @@ impl Conformance {
                 }
                 done(vec![text("x".repeat(bytes))])
             }
+            "greet" => done(vec![text(format!("Hello, {}!", arg("name")))]),
             "test_custom_headers" => done(vec![text(format!("region: {}", arg("region")))]),
             "test_resource_link" => done(content(json!([{
                 "type": "resource_link", "uri": "test://linked/1", "name": "linked",
@@ -362,6 +376,7 @@ impl ServerHandler for Conformance {
             .enable_resources_list_changed()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(
@@ -412,6 +427,30 @@ impl ServerHandler for Conformance {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.call(request, context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.shared.tasks.get(request)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared.tasks.update(request)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared.tasks.cancel(request)
     }
 
     async fn list_prompts(

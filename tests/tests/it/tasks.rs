@@ -1,0 +1,164 @@
+//! Tasks through the union (SEP-2663, product.md §15): a server's task
+//! handle reaches the agent under an id namespaced by its server, `tasks/*`
+//! go to the server the id names (not to another server that has a task
+//! of the same id), the task outlives the reload of an unrelated server,
+//! and a server hears that an agent takes tasks only when that agent said
+//! so. The agent here is a 2026-07-28 client over HTTP, each request its
+//! own (stateless), so that its capabilities are per request; the suite's
+//! `tasks-*` scenarios run through the one-server view in conformance.rs.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use steward_tests::harness::{Env, fake_tools, mcp, ready};
+
+use crate::faithful::conformance_stdio;
+use crate::one_server::post_with;
+use crate::real_clients::http_url;
+
+/// A request of 2026-07-28 to `url`, on its own: the protocol's headers,
+/// `_meta` saying who asks and what it takes (`tasks`: the extension).
+fn modern(url: &str, method: &str, name: Option<&str>, mut params: Value, tasks: bool) -> Value {
+    let mut capabilities = json!({});
+    if tasks {
+        capabilities = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    }
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut headers = vec![
+        "MCP-Protocol-Version: 2026-07-28".to_owned(),
+        format!("Mcp-Method: {method}"),
+    ];
+    headers.extend(name.map(|n| format!("Mcp-Name: {n}")));
+    let (_, body) = post_with(url, &headers, &body);
+    // JSON, or one SSE event (possibly chunked): the line that is the answer.
+    body.lines()
+        .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|v| v.get("jsonrpc").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC answer to {method}: {body}"))
+}
+
+fn call(url: &str, tool: &str, arguments: Value, tasks: bool) -> Value {
+    modern(
+        url,
+        "tools/call",
+        Some(tool),
+        json!({"name": tool, "arguments": arguments}),
+        tasks,
+    )
+}
+
+fn get(url: &str, id: &str) -> Value {
+    modern(url, "tasks/get", Some(id), json!({"taskId": id}), true)
+}
+
+/// Poll `tasks/get` of `id` until it ends (a minute at most).
+fn ended(url: &str, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = get(url, id);
+        let status = answer["result"]["status"].as_str().unwrap_or_default();
+        if ["completed", "failed", "cancelled"].contains(&status) {
+            return answer["result"].clone();
+        }
+        assert!(answer.get("error").is_none(), "{answer}");
+        assert!(Instant::now() < deadline, "task {id} did not end: {answer}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_task_is_routed_by_its_server_and_outlives_an_unrelated_reload() {
+    let env = Env::new();
+    let remote = crate::faithful::HttpConformance::start(&env, "ch");
+    let other = |tools: &[&str]| env.fake_mcp("other", fake_tools(tools));
+    env.user_mcp_servers(&[
+        ("cs", conformance_stdio()),
+        ("ch", json!({"httpUrl": remote.url})),
+        ("other", other(&["o1"])),
+    ]);
+    let c = env.start(&["--mcp-listen", "127.0.0.1:0", "--pin-tools", "gated"]);
+    let s = c.wait_for("cs, ch and other Ready", |s| {
+        ready(s, "cs") && ready(s, "ch") && ready(s, "other")
+    });
+    let url = http_url(&s);
+
+    // An agent that takes tasks gets a handle, its id namespaced by server.
+    let created = call(
+        &url,
+        "cs__slow_compute",
+        json!({"seconds": 3, "label": "long"}),
+        true,
+    );
+    let handle = &created["result"];
+    assert_eq!(handle["resultType"], "task", "{created}");
+    let id = handle["taskId"].as_str().expect("a task id").to_owned();
+    assert!(id.starts_with("cs/"), "namespaced by its server: {id}");
+    let own = id.trim_start_matches("cs/");
+
+    // The same server-side id at another server is that server's, not cs's.
+    let elsewhere = get(&url, &format!("ch/{own}"));
+    assert_eq!(elsewhere["error"]["code"], -32602, "{elsewhere}");
+    let nowhere = get(&url, own);
+    assert_eq!(nowhere["error"]["code"], -32602, "{nowhere}");
+
+    // An unrelated server reloads while the task runs.
+    env.user_mcp_servers(&[
+        ("cs", conformance_stdio()),
+        ("ch", json!({"httpUrl": remote.url})),
+        ("other", other(&["o1", "o2"])),
+    ]);
+    c.wait_for("other reloaded with o2", |s| {
+        mcp(s, "other").is_some_and(|o| {
+            o.status
+                .tools
+                .as_ref()
+                .is_some_and(|t| t.iter().any(|t| t == "o2"))
+        })
+    });
+    let working = get(&url, &id);
+    assert_eq!(working["result"]["taskId"], id, "{working}");
+    let done = ended(&url, &id);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "computed long in 3s",
+        "{done}"
+    );
+    let s = c.status();
+    assert_eq!(
+        mcp(&s, "cs").map(|o| o.status.restarts),
+        Some(0),
+        "cs ran on"
+    );
+
+    // Cancelled through Steward: the server's task ends cancelled.
+    let long = call(&url, "cs__slow_compute", json!({"seconds": 60}), true);
+    let long_id = long["result"]["taskId"].as_str().expect("a task id");
+    let ack = modern(
+        &url,
+        "tasks/cancel",
+        Some(long_id),
+        json!({"taskId": long_id}),
+        true,
+    );
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    assert_eq!(ended(&url, long_id)["status"], "cancelled");
+
+    // An agent that does not take tasks: the server is not told it does.
+    let plain = call(&url, "cs__slow_compute", json!({"seconds": 0}), false);
+    assert_eq!(
+        plain["result"]["content"][0]["text"], "computed  in 0s",
+        "{plain}"
+    );
+    assert!(plain["result"].get("taskId").is_none(), "{plain}");
+    let required = call(&url, "cs__failing_job", json!({}), false);
+    assert_eq!(required["error"]["code"], -32021, "{required}");
+    // Nor may it poll.
+    let refused = modern(&url, "tasks/get", Some(&id), json!({"taskId": id}), false);
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+}
