@@ -9,8 +9,7 @@ use rmcp::service::RequestContext;
 
 use crate::runtime::mcp::session_capabilities;
 
-/// Between the server and its own id in an exposed task id. Server names
-/// never hold it (they are file keys made of name characters).
+/// Between the server and its own id in an exposed task id.
 const SEPARATOR: char = '/';
 
 /// The id an agent sees for `server`'s task `id`.
@@ -18,11 +17,20 @@ pub fn exposed_id(server: &str, id: &str) -> String {
     format!("{server}{SEPARATOR}{id}")
 }
 
-/// The server and its own id behind an exposed task id.
-pub fn parse(exposed: &str) -> Option<(&str, &str)> {
-    exposed
-        .split_once(SEPARATOR)
-        .filter(|(server, id)| !server.is_empty() && !id.is_empty())
+/// The server (of `servers`) and its own id behind an exposed task id: the
+/// longest server name that prefixes it, so that a name holding the
+/// separator still routes right.
+pub fn owner<'a, 's>(
+    exposed: &'a str,
+    servers: impl IntoIterator<Item = &'s str>,
+) -> Option<(&'s str, &'a str)> {
+    servers
+        .into_iter()
+        .filter_map(|server| {
+            let id = exposed.strip_prefix(server)?.strip_prefix(SEPARATOR)?;
+            (!server.is_empty() && !id.is_empty()).then_some((server, id))
+        })
+        .max_by_key(|(server, _)| server.len())
 }
 
 /// Whether the agent of `context`'s request takes tasks (for its session,
@@ -57,13 +65,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn exposed_ids_name_their_server_and_parse_back() {
+    fn exposed_ids_name_their_server_and_lead_back_to_it() {
         let id = exposed_id("github", "task/7");
         assert_eq!(id, "github/task/7");
-        assert_eq!(parse(&id), Some(("github", "task/7")));
-        assert_eq!(parse("no-separator"), None);
-        assert_eq!(parse("/7"), None);
-        assert_eq!(parse("github/"), None);
+        assert_eq!(owner(&id, ["git", "github"]), Some(("github", "task/7")));
+        // A name holding the separator: the longest name wins.
+        let nested = exposed_id("team/tools", "1");
+        assert_eq!(
+            owner(&nested, ["team", "team/tools"]),
+            Some(("team/tools", "1"))
+        );
+        assert_eq!(
+            owner(&exposed_id("team", "x/1"), ["team", "team/tools"]),
+            Some(("team", "x/1"))
+        );
+        assert_eq!(owner("no-separator", ["no-separator"]), None);
+        assert_eq!(owner("github/", ["github"]), None);
+        assert_eq!(owner("other/7", ["github"]), None);
     }
 
     #[test]

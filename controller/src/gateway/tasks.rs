@@ -23,7 +23,7 @@ use rmcp::model::{
 use super::Gateway;
 use super::call::{Origin, call_error, forward, native, unexpected, upstream_meta};
 use super::profile::Naming;
-use super::task_handles::parse;
+use super::task_handles::owner;
 
 fn unknown(exposed: &str) -> ErrorData {
     ErrorData::invalid_params(
@@ -79,14 +79,15 @@ impl Gateway {
         origin: &Origin,
     ) -> Result<ServerResult, ErrorData> {
         let exposed = request.task_id().clone();
-        let Some((server, id)) = parse(&exposed) else {
+        // Its server: in a one-server view only that one; else any server
+        // of the configuration.
+        let servers: Vec<String> = match naming {
+            Naming::Own(server) => vec![server.to_owned()],
+            Naming::Prefixed(_) => self.store.snapshot().desired.mcp.keys().cloned().collect(),
+        };
+        let Some((server, id)) = owner(&exposed, servers.iter().map(String::as_str)) else {
             return Err(unknown(&exposed));
         };
-        if let Naming::Own(own) = naming
-            && own != server
-        {
-            return Err(unknown(&exposed));
-        }
         let up = self
             .upstream_of(server)
             .await
