@@ -21,13 +21,13 @@ use futures::future::BoxFuture;
 use rmcp::model::{
     ClientCapabilities, ClientResult, CreateMessageRequestParams, ElicitRequestParams, ErrorCode,
     ErrorData, GetExtensions as _, LoggingLevel, ProgressNotificationParam, ProtocolVersion,
-    RequestId, RequestMetaObject, ServerNotification, ServerRequest,
+    RequestId, RequestMetaObject, ServerNotification, ServerRequest, TASKS_EXTENSION_ID,
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::mcp::Caller;
+use crate::runtime::mcp::{Caller, session_capabilities};
 use crate::support::sync::lock;
 
 /// One agent (a client session of the endpoint).
@@ -79,6 +79,26 @@ pub fn admits(asked: Option<LoggingLevel>, line: LoggingLevel) -> bool {
 pub fn modern(meta: &RequestMetaObject) -> bool {
     meta.protocol_version()
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// What a server is told, per request on its one session (SEP-2575
+/// `_meta` capabilities), that the agent of the request can answer: the
+/// sampling, elicitation and tasks that agent declared — nothing another
+/// agent declared — and roots always (Steward answers for an agent that
+/// declared none with the workspace).
+pub fn told(declared: &ClientCapabilities) -> ClientCapabilities {
+    let mut told = ClientCapabilities::default();
+    told.roots = session_capabilities().roots;
+    told.sampling.clone_from(&declared.sampling);
+    told.elicitation.clone_from(&declared.elicitation);
+    if declared.supports_tasks() {
+        told.extensions = Some(
+            [(TASKS_EXTENSION_ID.to_owned(), Default::default())]
+                .into_iter()
+                .collect(),
+        );
+    }
+    told
 }
 
 /// The agent of one forwarded request, for the relay.

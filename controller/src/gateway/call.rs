@@ -10,9 +10,9 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
-    CompleteResult, ContentBlock, ErrorCode, ErrorData, GetPromptResult, ReadResourceResult,
-    RequestId, RequestMetaObject, ResultType, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
+    ClientRequest, CompleteResult, ContentBlock, ErrorCode, ErrorData, GetPromptResult,
+    ReadResourceResult, RequestId, RequestMetaObject, ResultType, ServerResult, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
@@ -46,9 +46,10 @@ pub struct Origin {
     /// A request of 2026-07-28 through the bridge: where the server's
     /// requests go ([`super::bridge`]).
     pub asks: Option<super::bridge::Asks>,
-    /// The agent takes tasks for this request ([`super::tasks`]): a
-    /// server may answer it with a task handle.
-    pub tasks: bool,
+    /// What the agent declared for this request (for its session, or in
+    /// the request's `_meta`): what the server is told it can answer
+    /// ([`upstream_meta`]), task handles included ([`super::tasks`]).
+    pub capabilities: ClientCapabilities,
 }
 
 impl Origin {
@@ -63,7 +64,7 @@ impl Origin {
             via,
             parent: None,
             asks: None,
-            tasks: super::task_handles::declared(context),
+            capabilities: context.client_capabilities().unwrap_or_default(),
         }
     }
 }
@@ -106,12 +107,14 @@ pub fn passed_meta(client: &RequestMetaObject, native: bool) -> Option<RequestMe
 
 /// The `_meta` of a request of `origin`'s that goes on to a server,
 /// `native`ly or on the server's session: the client's (but for what
-/// Steward owns), and, on a session, the agent's tasks opt-in
-/// ([`super::task_handles::opt_in`]).
+/// Steward owns) and, on the session, what the agent of this request can
+/// answer ([`super::agent::told`]: the session's `initialize` said what
+/// any agent may).
 pub fn upstream_meta(origin: &Origin, native: bool) -> Option<RequestMetaObject> {
     let mut meta = passed_meta(&origin.meta, native);
-    if origin.tasks && !native {
-        super::task_handles::opt_in(&mut meta);
+    if !native {
+        meta.get_or_insert_with(RequestMetaObject::default)
+            .set_client_capabilities(super::agent::told(&origin.capabilities));
     }
     meta
 }

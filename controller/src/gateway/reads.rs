@@ -14,7 +14,7 @@ use rmcp::model::{
 };
 
 use super::Gateway;
-use super::call::{Origin, call_error, forward, native, passed_meta, stale_state, unexpected};
+use super::call::{Origin, call_error, forward, native, stale_state, unexpected, upstream_meta};
 use super::profile::Profile;
 use super::registry::Upstream;
 use super::route::{Kind, Refusal};
@@ -30,13 +30,13 @@ impl Gateway {
         origin: Origin,
     ) -> Result<ServerResult, ErrorData> {
         let gateway = self.clone();
-        let meta = origin.meta.clone();
+        let who = origin.clone();
         let resolve = move || {
-            let (gateway, request, profile, meta) = (
+            let (gateway, request, profile, who) = (
                 gateway.clone(),
                 request.clone(),
                 profile.clone(),
-                meta.clone(),
+                who.clone(),
             );
             async move {
                 let (up, original) = gateway
@@ -47,12 +47,12 @@ impl Gateway {
                             ErrorData::invalid_params(why, None)
                         },
                     )?;
-                if request.request_state.is_some() && !native(&meta, &up) {
+                if request.request_state.is_some() && !native(&who.meta, &up) {
                     return Err(stale_state());
                 }
                 let mut upstream = request;
                 upstream.name = original;
-                upstream.meta = passed_meta(&meta, native(&meta, &up));
+                upstream.meta = upstream_meta(&who, native(&who.meta, &up));
                 let upstream = ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream));
                 Ok((up, upstream))
             }
@@ -77,23 +77,23 @@ impl Gateway {
         origin: Origin,
     ) -> Result<ServerResult, ErrorData> {
         let gateway = self.clone();
-        let meta = origin.meta.clone();
+        let who = origin.clone();
         let resolve = move || {
-            let (gateway, request, profile, meta) = (
+            let (gateway, request, profile, who) = (
                 gateway.clone(),
                 request.clone(),
                 profile.clone(),
-                meta.clone(),
+                who.clone(),
             );
             async move {
                 let up = gateway
                     .resource_upstream(&request.uri, profile.naming())
                     .await?;
-                if request.request_state.is_some() && !native(&meta, &up) {
+                if request.request_state.is_some() && !native(&who.meta, &up) {
                     return Err(stale_state());
                 }
                 let mut upstream = request;
-                upstream.meta = passed_meta(&meta, native(&meta, &up));
+                upstream.meta = upstream_meta(&who, native(&who.meta, &up));
                 let upstream =
                     ClientRequest::ReadResourceRequest(ReadResourceRequest::new(upstream));
                 Ok((up, upstream))

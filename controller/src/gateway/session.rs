@@ -30,7 +30,7 @@ use rmcp::{Peer, RoleServer, ServerHandler};
 
 use super::agent::{self, Agent};
 use super::call::{
-    Origin, as_call_tool_result, call_error, complete, forward, native, passed_meta, unexpected,
+    Origin, as_call_tool_result, call_error, complete, forward, native, unexpected, upstream_meta,
 };
 use super::profile::Profile;
 use super::registry::Union;
@@ -624,9 +624,9 @@ impl ServerHandler for Session {
         let Some(up) = server.and_then(|s| self.gateway.registry.live(&s)) else {
             return Ok(CompleteResult::default());
         };
-        request.meta = passed_meta(&context.meta, native(&context.meta, &up));
-        let request = ClientRequest::CompleteRequest(CompleteRequest::new(request));
         let origin = Origin::of(&context, Via::Direct, &self.agent);
+        request.meta = upstream_meta(&origin, native(&context.meta, &up));
+        let request = ClientRequest::CompleteRequest(CompleteRequest::new(request));
         match forward(&up, request, &origin, None, None).await {
             Ok(ServerResult::CompleteResult(r)) => Ok(complete(r)),
             Ok(_) => Ok(CompleteResult::default()),

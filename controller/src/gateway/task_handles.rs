@@ -1,13 +1,9 @@
 //! Task handles (SEP-2663) as agents see them: ids namespaced per server
-//! (`SERVER/ID`), whether an agent takes tasks, and how a request on a
-//! server's session says so for itself. [`super::tasks`] routes the task
-//! methods by these ids.
+//! (`SERVER/ID`). [`super::tasks`] routes the task methods by these ids;
+//! a server hears per request whether the agent takes tasks
+//! ([`super::agent::told`]).
 
-use rmcp::RoleServer;
-use rmcp::model::{CreateTaskResult, RequestMetaObject, TASKS_EXTENSION_ID};
-use rmcp::service::RequestContext;
-
-use crate::runtime::mcp::session_capabilities;
+use rmcp::model::{ClientCapabilities, CreateTaskResult, TASKS_EXTENSION_ID};
 
 /// Between the server and its own id in an exposed task id.
 const SEPARATOR: char = '/';
@@ -33,25 +29,13 @@ pub fn owner<'a, 's>(
         .max_by_key(|(server, _)| server.len())
 }
 
-/// Whether the agent of `context`'s request takes tasks (for its session,
-/// or for this request in its `_meta`).
-pub fn declared(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .client_capabilities()
-        .is_some_and(|c| c.supports_tasks())
-}
-
-/// The `_meta` a request forwarded on a session of the initialize
-/// lifecycle carries to say, for this request only, that its agent takes
-/// tasks: what the session declared, and the extension.
-pub fn opt_in(meta: &mut Option<RequestMetaObject>) {
-    let mut capabilities = session_capabilities();
-    capabilities
-        .extensions
-        .get_or_insert_with(Default::default)
-        .insert(TASKS_EXTENSION_ID.to_owned(), Default::default());
-    meta.get_or_insert_with(RequestMetaObject::default)
-        .set_client_capabilities(capabilities);
+/// `declared` without the tasks extension (a program of code mode takes
+/// results, not task handles).
+pub fn without_tasks(mut declared: ClientCapabilities) -> ClientCapabilities {
+    if let Some(extensions) = &mut declared.extensions {
+        extensions.remove(TASKS_EXTENSION_ID);
+    }
+    declared
 }
 
 /// A task handle of `server`'s as the agent sees it.
@@ -85,13 +69,9 @@ mod tests {
     }
 
     #[test]
-    fn an_opt_in_keeps_what_the_session_declared_and_adds_tasks() {
-        let mut meta = None;
-        opt_in(&mut meta);
-        let caps = meta
-            .and_then(|m| m.client_capabilities())
-            .expect("declared");
-        assert!(caps.supports_tasks());
-        assert!(caps.elicitation.is_some() && caps.sampling.is_some() && caps.roots.is_some());
+    fn code_mode_takes_no_tasks() {
+        let declared = ClientCapabilities::builder().enable_tasks().build();
+        assert!(declared.supports_tasks());
+        assert!(!without_tasks(declared).supports_tasks());
     }
 }

@@ -189,12 +189,12 @@ fn server_requests_reach_the_agent_whose_call_asked_on_stdio_and_http_servers() 
         );
         assert_eq!(answered(&mut b, "B's roots"), "Roots: file:///B");
     }
-    // An agent that declared nothing is told so, and nobody else is asked.
-    // (The server turns the refusal into the call's error.)
+    // An agent that declared nothing: the server hears so for its call
+    // (and refuses it as it would directly), and nobody else is asked.
     let mut plain = PyClient::http(&env, &format!("{url}/ch"), &[]);
     let refused = plain.try_run(call("test_sampling", json!({"prompt": "x"})));
     assert!(
-        matches!(&refused, Err(e) if e.contains("did not declare sampling")),
+        matches!(&refused, Err(e) if e.contains("did not declare the capability sampling")),
         "{refused:?}"
     );
 }
@@ -222,11 +222,23 @@ fn a_clients_meta_reaches_the_server_but_for_what_steward_owns() {
         assert_eq!(seen["traceparent"], json!(traceparent), "{seen}");
         // The progress token is Steward's own (mapped back to the client's).
         assert!(seen["progressToken"].is_number(), "{seen}");
-        assert!(
-            seen.as_object()
-                .unwrap()
-                .keys()
-                .all(|k| !k.starts_with("io.modelcontextprotocol/")),
+        // Of the protocol's own keys, the server hears only what Steward
+        // says of this agent on the server's session: that it declared
+        // nothing (roots are Steward's to answer for it).
+        let protocol: Vec<&String> = seen
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| k.starts_with("io.modelcontextprotocol/"))
+            .collect();
+        assert_eq!(
+            protocol,
+            ["io.modelcontextprotocol/clientCapabilities"],
+            "{seen}"
+        );
+        assert_eq!(
+            seen["io.modelcontextprotocol/clientCapabilities"],
+            json!({"roots": {"listChanged": true}}),
             "{seen}"
         );
     }
@@ -475,5 +487,38 @@ fn a_servers_request_comes_on_the_response_stream_of_the_call_that_caused_it() {
             let text = text_of(&result["result"]);
             assert!(text.contains("streamer"), "{server}: {result}");
         });
+    }
+}
+
+/// A server that reads the capabilities of each request (SEP-2575) hears,
+/// on its one session, exactly what the asking agent declared — not all
+/// that Steward could relay: the conformance server refuses
+/// `test_missing_capability` itself to an agent without sampling, as it
+/// would directly, and asks one with sampling.
+#[test]
+fn a_server_is_told_per_request_what_the_asking_agent_declared() {
+    let env = Env::new();
+    let (_c, url, remote) = conformance_workspace(&env);
+    let refusal = "test_missing_capability needs the client's sampling capability";
+    let mut direct = PyClient::http_with(&env, &["--name=plain"], &remote.url, &[]);
+    let refused = direct.try_run(call("test_missing_capability", json!({})));
+    assert!(
+        matches!(&refused, Err(e) if e.contains(refusal)),
+        "directly: {refused:?}"
+    );
+    for server in ["cs", "ch"] {
+        let view = format!("{url}/{server}");
+        let mut plain = PyClient::http_with(&env, &["--name=plain"], &view, &[]);
+        let refused = plain.try_run(call("test_missing_capability", json!({})));
+        assert!(
+            matches!(&refused, Err(e) if e.contains(refusal)),
+            "{server}: the server itself refused, as directly: {refused:?}"
+        );
+        let mut sampler = agent(&env, &url, server, "S");
+        let (answer, _) = sampler.call("test_missing_capability", json!({}));
+        assert!(
+            text_of(&answer).contains("sampled by S"),
+            "{server}: an agent with sampling is asked: {answer}"
+        );
     }
 }

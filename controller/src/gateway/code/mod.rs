@@ -345,8 +345,9 @@ pub async fn run(
         via: Via::Code,
         parent: Some(span.clone()),
         asks: None,
-        // A program takes results, not task handles.
-        tasks: false,
+        capabilities: super::task_handles::without_tasks(
+            context.client_capabilities().unwrap_or_default(),
+        ),
     };
     let host = Arc::new(RunHost::new(gateway.clone(), max_name_len, origin));
     let began = std::time::Instant::now();
