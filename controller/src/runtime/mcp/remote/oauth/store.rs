@@ -94,6 +94,12 @@ pub struct TokenRecord {
     pub auth_method: AuthMethod,
     /// Where refreshes go.
     pub token_endpoint: String,
+    /// The authorization server's authorization and registration
+    /// endpoints at the sign-in (for `export`; none in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registration_endpoint: Option<String>,
     pub access_token: String,
     #[serde(default = "bearer")]
     pub token_type: String,
@@ -525,6 +531,8 @@ mod tests {
             client_secret: None,
             auth_method: AuthMethod::None,
             token_endpoint: format!("{issuer}/token"),
+            authorization_endpoint: None,
+            registration_endpoint: None,
             access_token: format!("access-{at}"),
             token_type: "Bearer".to_owned(),
             refresh_token: Some("refresh".to_owned()),
