@@ -184,6 +184,10 @@ pub struct ClientRecord {
     /// The grant types registered.
     #[serde(default)]
     pub grant_types: Vec<String>,
+    /// The scopes the registration asked for (RFC 7591 `scope`; none: the
+    /// server's default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
     pub registered_at: u64,
 }
 
@@ -635,6 +639,7 @@ mod tests {
             client_secret: Some("shh".into()),
             auth_method: AuthMethod::ClientSecretBasic,
             grant_types: vec!["authorization_code".into()],
+            scopes: vec![],
             registered_at: 1,
         };
         store.save_client(&client).await.unwrap();
