@@ -1022,6 +1022,65 @@ fn a_call_that_needs_more_scope_steps_up_through_the_agent_and_runs_once() {
 }
 
 #[test]
+fn a_legacy_sse_call_refused_mid_session_says_it_did_not_run() {
+    let env = Env::new();
+    // A `url` (HTTP+SSE) entry; access tokens live 8 s.
+    let oidc = Oidc::start(&env, 8);
+    env.user_mcp_servers(&[("oidc", json!({"url": format!("{}/sse", oidc.mcp)}))]);
+    let c = start(&env);
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
+    let ran = || runs(&oidc).len();
+    assert_eq!(ran(), 1);
+
+    // The token endpoint is down when the token expires: the call is
+    // refused before it runs, and says so, without asking for a sign-in.
+    let down = oidc.state.join("token-down");
+    std::fs::write(&down, "").unwrap();
+    let expires = stored_tokens(&env)[0]["expiresAt"].as_u64().unwrap();
+    wait_until("the access token expired", || now() >= expires);
+    let (ok, answer) = whoami(&env, "oidc__whoami");
+    assert!(!ok, "{answer}");
+    assert!(
+        answer.starts_with("server \"oidc\" did not run this call")
+            && answer.contains("could not be refreshed for now")
+            && !answer.contains("auth login"),
+        "{answer}"
+    );
+    assert_eq!(ran(), 1, "the refused call did not run");
+
+    // Back up: refreshed, Ready again without a sign-in.
+    std::fs::remove_file(&down).unwrap();
+    c.wait_for("oidc Ready again without a sign-in", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
+    assert_eq!(ran(), 2);
+
+    // The grant is revoked and the token expires: the refresh is refused,
+    // the call did not run, and the answer names the command.
+    let current = stored_tokens(&env).remove(0);
+    oidc.revoke(&current);
+    let expires = current["expiresAt"].as_u64().unwrap();
+    wait_until("the access token expired", || now() >= expires);
+    let (ok, answer) = whoami(&env, "oidc__whoami");
+    assert!(!ok, "{answer}");
+    assert!(
+        answer.starts_with("server \"oidc\" did not run this call")
+            && answer.contains("`steward auth login oidc`"),
+        "{answer}"
+    );
+    assert_eq!(ran(), 2, "the refused call did not run");
+    assert_eq!(
+        oidc.refreshes().last(),
+        Some(&false),
+        "{:?}",
+        oidc.token_requests()
+    );
+}
+
+#[test]
 fn a_refresh_that_fails_for_a_while_is_tried_again_and_needs_no_sign_in() {
     let env = Env::new();
     let (oidc, c) = alice_signed_in(&env, 8);
