@@ -39,6 +39,19 @@ pub struct AuthServer {
     pub scopes: Vec<String>,
 }
 
+/// The `oauth` keys the mapping reads; any other is noted as dropped.
+const MAPPED: [&str; 9] = [
+    "enabled",
+    "clientId",
+    "clientSecret",
+    "authorizationUrl",
+    "tokenUrl",
+    "registrationUrl",
+    "scopes",
+    "redirectUri",
+    "account",
+];
+
 /// Whether `spec` signs in with OAuth: an `oauth` object not switched off.
 pub fn signs_in(spec: &McpServerSpec) -> bool {
     spec.oauth
@@ -223,6 +236,11 @@ pub(super) fn upstream(
             "Dropped: `oauth.account` {account:?} (it picks one of this user's stored sign-ins; in the cluster every user signs in for themselves)."
         ));
     }
+    for key in oauth.keys().filter(|k| !MAPPED.contains(&k.as_str())) {
+        notes.push(format!(
+            "Dropped: `oauth.{key}` (ToolHive's upstream provider has no field for it)."
+        ));
+    }
     let name = dns_label(workload, 63);
     Ok(Some(Upstream {
         provider: json!({ "name": name, "type": "oauth2", "oauth2Config": config }),
@@ -348,6 +366,7 @@ mod tests {
             "tokenUrl": "https://github.com/login/oauth/access_token",
             "scopes": ["repo", "read:org"],
             "redirectUri": "http://127.0.0.1:61234/callback", "account": "work",
+            "audiences": ["https://mcp.example.com"],
         }));
         let (up, lines) = map(&spec, None, &options());
         let up = up.unwrap().unwrap();
@@ -370,6 +389,8 @@ mod tests {
             notes.contains("Dropped: `oauth.account` \"work\""),
             "{notes}"
         );
+        assert!(notes.contains("Dropped: `oauth.audiences`"), "{notes}");
+        assert!(!notes.contains("`oauth.scopes`"), "{notes}");
         assert_eq!(lines.len(), 1);
         assert!(lines[0].contains("secret-tool lookup service steward name gh-oauth"));
     }
