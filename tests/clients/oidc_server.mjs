@@ -19,6 +19,14 @@
 // With $STATIC_CLIENT_SECRET and $STATIC_REDIRECT it also knows a client
 // registered by hand: `steward-static`, that secret (client_secret_basic),
 // that redirect URI.
+// With $STEP_UP_TOOL and $STEP_UP_SCOPE the server offers one more tool of
+// that name, which needs that scope too: a call to it with a token without
+// it is refused before it runs (403, `insufficient_scope` naming that scope
+// alone), as is any request with a token without `mcp:read`. Every run of
+// a tool is appended to STATE_DIR/runs.jsonl ({tool, account, scope}).
+// The same server speaks the legacy HTTP+SSE transport too (a `url`
+// entry): GET /mcp/sse opens a session's stream, whose messages are POSTed
+// to /mcp/messages; every request's token is checked as for /mcp.
 
 import http from 'node:http';
 import fs from 'node:fs';
@@ -31,8 +39,12 @@ const sdk = (rel) => from(process.env.STEWARD_SDK_DIR, rel);
 const { default: Provider } = await from(process.env.OIDC_PROVIDER_DIR, 'lib/index.js');
 const { McpServer } = await sdk('dist/esm/server/mcp.js');
 const { StreamableHTTPServerTransport } = await sdk('dist/esm/server/streamableHttp.js');
+const { SSEServerTransport } = await sdk('dist/esm/server/sse.js');
 
 const accessTtl = Number(process.env.ACCESS_TTL || 3600);
+const stepUpTool = process.env.STEP_UP_TOOL;
+const stepUpScope = process.env.STEP_UP_SCOPE;
+const resourceScopes = ['mcp:read', ...(stepUpScope ? [stepUpScope] : [])].join(' ');
 const listen = (server) =>
   new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server.address().port)));
 
@@ -57,7 +69,7 @@ const clients = process.env.STATIC_CLIENT_SECRET
 const provider = new Provider(issuer, {
   clients,
   findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
-  scopes: ['openid', 'offline_access', 'mcp:read'],
+  scopes: ['openid', 'offline_access', ...resourceScopes.split(' ')],
   features: {
     devInteractions: { enabled: false },
     registration: { enabled: true },
@@ -69,7 +81,7 @@ const provider = new Provider(issuer, {
       useGrantedResource: () => true,
       getResourceServerInfo: (_ctx, indicator) => {
         if (indicator !== resource) throw new Provider.errors.InvalidTarget();
-        return { scope: 'mcp:read', accessTokenTTL: accessTtl, accessTokenFormat: 'opaque' };
+        return { scope: resourceScopes, accessTokenTTL: accessTtl, accessTokenFormat: 'opaque' };
       },
     },
   },
@@ -162,19 +174,74 @@ mcpServer.on('request', async (req, res) => {
     res.setHeader('www-authenticate', challenge());
     return res.end(JSON.stringify({ error: 'invalid_token' }));
   }
-  const server = new McpServer({ name: 'oidc-protected', version: '1.0.0' });
-  server.registerTool('whoami', { description: 'The signed-in account' }, async () => ({
-    content: [{ type: 'text', text: token.accountId }],
-  }));
+  const parsed = req.method === 'POST' ? JSON.parse((await body(req)) || 'null') : undefined;
+  if (stepUpTool) {
+    const granted = (token.scope ?? '').split(' ');
+    const calls = [].concat(parsed ?? []).some(
+      (m) => m?.method === 'tools/call' && m.params?.name === stepUpTool);
+    const needed = !granted.includes('mcp:read') ? 'mcp:read'
+      : calls && !granted.includes(stepUpScope) ? stepUpScope : undefined;
+    if (needed) {
+      res.statusCode = 403;
+      res.setHeader('www-authenticate',
+        `Bearer error="insufficient_scope", scope="${needed}", resource_metadata="http://127.0.0.1:${mcpPort}${metadataPath}"`);
+      return res.end(JSON.stringify({ error: 'insufficient_scope' }));
+    }
+  }
+  if (req.url.startsWith('/mcp/sse') || req.url.startsWith('/mcp/messages')) {
+    return sse(req, res, token, parsed);
+  }
+  const server = tools(() => token);
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
   res.on('close', () => {
     transport.close();
     server.close();
   });
   await server.connect(transport);
-  const parsed = req.method === 'POST' ? JSON.parse((await body(req)) || 'null') : undefined;
   await transport.handleRequest(req, res, parsed);
 });
+
+// The server's tools, run with the token `current()` gives.
+function tools(current) {
+  const ran = (tool, token) => fs.appendFileSync(path.join(stateDir, 'runs.jsonl'),
+    JSON.stringify({ tool, account: token.accountId, scope: token.scope ?? '' }) + '\n');
+  const server = new McpServer({ name: 'oidc-protected', version: '1.0.0' });
+  server.registerTool('whoami', { description: 'The signed-in account' }, async () => {
+    const token = current();
+    ran('whoami', token);
+    return { content: [{ type: 'text', text: token.accountId }] };
+  });
+  if (stepUpTool) {
+    server.registerTool(stepUpTool, { description: 'Needs more scope' }, async () => {
+      const token = current();
+      ran(stepUpTool, token);
+      return { content: [{ type: 'text', text: `${token.accountId} ${token.scope ?? ''}` }] };
+    });
+  }
+  return server;
+}
+
+// HTTP+SSE sessions by id; a session's tools run with the token of the
+// message that asked.
+const sseSessions = new Map();
+async function sse(req, res, token, parsed) {
+  if (req.method === 'GET') {
+    const transport = new SSEServerTransport('/mcp/messages', res);
+    const session = { token, transport };
+    sseSessions.set(transport.sessionId, session);
+    res.on('close', () => sseSessions.delete(transport.sessionId));
+    await tools(() => session.token).connect(transport);
+    return;
+  }
+  const id = new URL(req.url, 'http://127.0.0.1').searchParams.get('sessionId');
+  const session = sseSessions.get(id);
+  if (!session) {
+    res.statusCode = 404;
+    return res.end();
+  }
+  session.token = token;
+  await session.transport.handlePostMessage(req, res, parsed);
+}
 
 // Whole or not at all: written aside, then renamed into place.
 fs.writeFileSync(path.join(stateDir, 'ports.json.new'), JSON.stringify({ issuer, mcp: resource }));

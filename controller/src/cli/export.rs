@@ -21,8 +21,11 @@ use crate::cli::args::ExportArgs;
 use crate::control::{ControlError, client};
 use crate::desired::offline::load_desired;
 use crate::export::check::{CheckError, Crds, TOOLHIVE_VERSION};
-use crate::export::toolhive::{self, Options, Server, ToolList, ToolSource};
+use crate::export::toolhive::{self, AuthServer, Options, Server, ToolList, ToolSource};
 use crate::gateway::cache::CatalogCache;
+use crate::runtime::mcp::remote::oauth::OAuthEntry;
+use crate::runtime::mcp::remote::oauth::store::OAuthStore;
+use crate::runtime::mcp::remote::url_of;
 use crate::support::paths::Paths;
 
 pub fn run(
@@ -64,6 +67,7 @@ pub fn run(
         (None, BTreeMap::new())
     };
 
+    let signed_in = auth_servers(paths, &state.mcp)?;
     let servers: Vec<Server<'_>> = state
         .mcp
         .iter()
@@ -72,6 +76,7 @@ pub fn run(
             spec: &d.spec,
             blocked: blocked[name.as_str()].as_ref(),
             tools: lists.get(name),
+            auth_server: signed_in.get(name),
         })
         .collect();
     let group = args.group.clone().unwrap_or_else(|| {
@@ -110,6 +115,49 @@ pub fn run(
     } else {
         ExitCode::from(1)
     })
+}
+
+/// What the user's last sign-in recorded of the authorization server of
+/// each entry that signs in with OAuth (the store `steward auth login`
+/// writes): its issuer, endpoints, resource and granted scopes — never a
+/// token or a client. The store is opened only when such an entry is there.
+fn auth_servers(
+    paths: &Paths,
+    mcp: &BTreeMap<String, steward_schema::desired::DesiredMcp>,
+) -> Result<BTreeMap<String, AuthServer>, CommandError> {
+    let wanted: Vec<(&String, &str, String)> = mcp
+        .iter()
+        .filter(|(_, d)| toolhive::signs_in(&d.spec))
+        .filter_map(|(name, d)| {
+            let url = url_of(&d.spec).ok()?;
+            Some((name, url, OAuthEntry::of(&d.spec).account))
+        })
+        .collect();
+    let mut out = BTreeMap::new();
+    if wanted.is_empty() {
+        return Ok(out);
+    }
+    let rt = runtime()?;
+    let store = rt.block_on(OAuthStore::open(&paths.home_dir));
+    for (name, url, account) in wanted {
+        let record = rt
+            .block_on(store.token_for(url, &account))
+            .map_err(|e| CommandError::Controller(format!("read the sign-in of {name}: {e}")))?;
+        if let Some(r) = record {
+            out.insert(
+                name.clone(),
+                AuthServer {
+                    issuer: r.issuer,
+                    authorization_endpoint: r.authorization_endpoint,
+                    token_endpoint: r.token_endpoint,
+                    registration_endpoint: r.registration_endpoint,
+                    resource: r.resource,
+                    scopes: r.scopes,
+                },
+            );
+        }
+    }
+    Ok(out)
 }
 
 /// Every server's tool list, from the first source that answers, and

@@ -29,6 +29,11 @@ fn crds() -> &'static Crds {
 /// Every secret value the fixtures hold, expanded from a variable or
 /// written literally: none may appear in any output.
 const SECRETS: &[&str] = &[
+    "at-of-this-machine",
+    "rt-of-this-machine",
+    "dcr-secret-of-this-machine",
+    "dcr-client-of-this-machine",
+    "cs-in-keyring",
     "ghp-expanded-secret",
     "tok-expanded-secret",
     "sk-literal-env",
@@ -154,8 +159,7 @@ fn representative() -> Env {
                 "events",
                 json!({
                     "url": "https://sse.example.com/sse",
-                    "headers": { "X-Tenant": "tenant-literal-value" },
-                    "oauth": { "enabled": true, "clientId": "steward" }
+                    "headers": { "X-Tenant": "tenant-literal-value" }
                 }),
             ),
         ]),
@@ -294,7 +298,7 @@ fn representative_workspace_exports_valid_resources() {
     );
     let events = &doc(&docs, "MCPServerEntry", "events")["spec"];
     assert_eq!(events["transport"], "sse");
-    assert!(run.stdout.contains("Dropped: `oauth`"));
+    assert!(vmcp["spec"].get("authServerConfig").is_none(), "{vmcp}");
 
     // Secret stubs carry no data; each names the server it came from.
     let secrets: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Secret").collect();
@@ -365,6 +369,223 @@ fn remote_proxies_and_anonymous_access_export_valid_resources() {
     );
     common::insta_settings(&sb)
         .bind(|| insta::assert_snapshot!("export_toolhive_remote_proxy", run.stdout));
+}
+
+/// Remote entries that sign in with OAuth: `linear` with a client
+/// registered by hand (its secret in the keyring) and its endpoints written
+/// as Qwen Code writes them; `notes` (SSE) with no client, its
+/// authorization server known from the user's last sign-in (the store holds
+/// this machine's tokens and registration, which must never be exported);
+/// `plain` needs none.
+fn oauth_workspace() -> Env {
+    let sb = Env::new();
+    sb.write_home(
+        "settings.json",
+        &mcp_servers(&[
+            (
+                "linear",
+                json!({
+                    "httpUrl": "https://mcp.linear.example/mcp",
+                    "oauth": { "enabled": true, "clientId": "steward-cluster",
+                               "clientSecret": "${secret:linear-oauth}",
+                               "authorizationUrl": "https://linear.example/oauth/authorize",
+                               "tokenUrl": "https://api.linear.example/oauth/token",
+                               "scopes": ["read", "write"],
+                               "redirectUri": "http://127.0.0.1:61234/callback",
+                               "account": "work" }
+                }),
+            ),
+            (
+                "notes",
+                json!({ "url": "https://notes.example.com/sse", "oauth": { "enabled": true } }),
+            ),
+            (
+                "plain",
+                json!({ "httpUrl": "https://plain.example.com/mcp" }),
+            ),
+        ]),
+    );
+    let record = json!({
+        "issuer": "https://auth.notes.example.com", "resource": "https://notes.example.com/",
+        "account": "", "clientId": "dcr-client-of-this-machine",
+        "clientSecret": "dcr-secret-of-this-machine", "authMethod": "client_secret_basic",
+        "tokenEndpoint": "https://auth.notes.example.com/token",
+        "authorizationEndpoint": "https://auth.notes.example.com/authorize",
+        "registrationEndpoint": "https://auth.notes.example.com/register",
+        "accessToken": "at-of-this-machine", "tokenType": "Bearer",
+        "refreshToken": "rt-of-this-machine", "scopes": ["notes:read", "offline_access"],
+        "obtainedAt": 1,
+    });
+    let key = "token https://auth.notes.example.com https://notes.example.com/";
+    let store = json!({ "version": 1, "secrets": { key: record.to_string() } });
+    write_private(&sb.home.join("steward/oauth.json"), &store.to_string());
+    let secrets = json!({ "version": 1, "secrets": { "linear-oauth": "cs-in-keyring" } });
+    write_private(&sb.home.join("steward/secrets.json"), &secrets.to_string());
+    sb
+}
+
+/// `text` in a 0600 file in a 0700 directory (as Steward's file stores are).
+fn write_private(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.parent().unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+#[test]
+fn oauth_entries_sign_in_through_toolhives_embedded_authorization_server() {
+    let sb = oauth_workspace();
+    let run = export(&sb, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_no_secret("export of OAuth entries", &run);
+    assert_valid("export of OAuth entries", &run.stdout);
+    let docs = documents(&run.stdout);
+
+    // Behind the VirtualMCPServer: one upstream provider per entry in its
+    // embedded authorization server, whose token upstreamInject puts on
+    // that entry's requests.
+    let vmcp = &doc(&docs, "VirtualMCPServer", "ws")["spec"];
+    let auth = &vmcp["authServerConfig"];
+    assert_eq!(auth["issuer"], "https://ws.example.invalid");
+    assert_eq!(
+        auth["upstreamProviders"],
+        json!([
+            { "name": "linear", "type": "oauth2", "oauth2Config": {
+                "authorizationEndpoint": "https://linear.example/oauth/authorize",
+                "tokenEndpoint": "https://api.linear.example/oauth/token",
+                "clientId": "steward-cluster",
+                "clientSecretRef": { "name": "linear-oauth", "key": "value" },
+                "scopes": ["read", "write"],
+                "additionalAuthorizationParams": { "resource": "https://mcp.linear.example/mcp" } } },
+            { "name": "notes", "type": "oauth2", "oauth2Config": {
+                "authorizationEndpoint": "https://auth.notes.example.com/authorize",
+                "tokenEndpoint": "https://auth.notes.example.com/token",
+                "dcrConfig": { "registrationEndpoint": "https://auth.notes.example.com/register" },
+                "scopes": ["notes:read", "offline_access"],
+                "additionalAuthorizationParams": { "resource": "https://notes.example.com/" } } },
+        ])
+    );
+    // Its users' tokens are the embedded server's, for its own URL.
+    assert_eq!(
+        vmcp["incomingAuth"]["oidcConfigRef"],
+        json!({ "name": "ws-oidc", "audience": "https://ws.example.invalid/mcp",
+                "resourceUrl": "https://ws.example.invalid/mcp" })
+    );
+    assert!(
+        run.stdout
+            .contains("PLACEHOLDER issuer https://ws.example.invalid")
+    );
+    for (entry, transport) in [("linear", "streamable-http"), ("notes", "sse")] {
+        let spec = &doc(&docs, "MCPServerEntry", entry)["spec"];
+        assert_eq!(spec["transport"], transport);
+        assert_eq!(
+            spec["externalAuthConfigRef"]["name"],
+            format!("{entry}-oauth")
+        );
+        assert_eq!(
+            doc(&docs, "MCPExternalAuthConfig", &format!("{entry}-oauth"))["spec"],
+            json!({ "type": "upstreamInject", "upstreamInject": { "providerName": entry } })
+        );
+    }
+    assert!(
+        doc(&docs, "MCPServerEntry", "plain")["spec"]
+            .get("externalAuthConfigRef")
+            .is_none()
+    );
+    // The client secret: a stub named after the keyring secret, filled
+    // from the keyring, never shown.
+    let stub = doc(&docs, "Secret", "linear-oauth");
+    assert!(stub.get("data").is_none() && stub.get("stringData").is_none());
+    assert!(run.stdout.contains(
+        "kubectl create secret generic linear-oauth --from-literal=value=\"$(secret-tool lookup service steward name linear-oauth)\""
+    ));
+    // What stays on this machine is said, field by field.
+    assert!(
+        run.stdout
+            .contains("Dropped: `oauth.redirectUri` http://127.0.0.1:61234/callback")
+    );
+    assert!(run.stdout.contains("Dropped: `oauth.account` \"work\""));
+    assert!(
+        run.stdout
+            .contains("The client steward-cluster must allow ToolHive's redirect URI")
+    );
+
+    // As remote proxies: each its own embedded authorization server, named
+    // by authServerRef; its users' tokens checked against its own issuer.
+    let run = export(&sb, &["--remote-proxy"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_no_secret("export --remote-proxy of OAuth entries", &run);
+    assert_valid("export --remote-proxy of OAuth entries", &run.stdout);
+    let docs = documents(&run.stdout);
+    let notes = &doc(&docs, "MCPRemoteProxy", "notes")["spec"];
+    assert_eq!(
+        notes["authServerRef"],
+        json!({ "kind": "MCPExternalAuthConfig", "name": "notes-oauth" })
+    );
+    assert!(notes.get("externalAuthConfigRef").is_none());
+    assert_eq!(
+        notes["oidcConfigRef"],
+        json!({ "name": "notes-oidc", "audience": "https://notes.example.invalid/mcp",
+                "resourceUrl": "https://notes.example.invalid/mcp" })
+    );
+    let embedded = &doc(&docs, "MCPExternalAuthConfig", "notes-oauth")["spec"];
+    assert_eq!(embedded["type"], "embeddedAuthServer");
+    assert_eq!(
+        embedded["embeddedAuthServer"]["issuer"],
+        "https://notes.example.invalid"
+    );
+    assert_eq!(
+        embedded["embeddedAuthServer"]["upstreamProviders"][0]["oauth2Config"]["dcrConfig"],
+        json!({ "registrationEndpoint": "https://auth.notes.example.com/register" })
+    );
+    assert!(
+        doc(&docs, "VirtualMCPServer", "ws")["spec"]
+            .get("authServerConfig")
+            .is_none()
+    );
+    assert_eq!(
+        doc(&docs, "MCPRemoteProxy", "plain")["spec"]["oidcConfigRef"]["name"],
+        "ws-oidc"
+    );
+
+    // --anonymous cannot carry a user's sign-in: those two are refused,
+    // the rest is written.
+    let run = export(&sb, &["--anonymous"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_no_secret("export --anonymous of OAuth entries", &run);
+    let refused: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(refused.len(), 2, "{}", run.stderr);
+    for (line, entry) in refused.iter().zip(["linear", "notes"]) {
+        assert!(
+            line.starts_with(&format!("steward: refused {entry}: it signs in with OAuth")),
+            "{line}"
+        );
+        assert!(line.contains("--anonymous"), "{line}");
+    }
+    assert_valid("export --anonymous of OAuth entries", &run.stdout);
+    doc(&documents(&run.stdout), "MCPServerEntry", "plain");
+}
+
+#[test]
+fn an_oauth_entry_whose_authorization_server_is_unknown_is_refused_with_the_fix() {
+    let sb = Env::new();
+    sb.write_home(
+        "settings.json",
+        &mcp_servers(&[(
+            "hosted",
+            json!({ "httpUrl": "https://hosted.example.com/mcp",
+                    "oauth": { "enabled": true, "clientId": "c" } }),
+        )]),
+    );
+    let run = export(&sb, &[]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(
+        run.stderr.trim(),
+        "steward: refused hosted: it signs in with OAuth, and its authorization server's endpoints are unknown here (the entry names none and Steward has no sign-in to it that recorded them); sign in once with `steward auth login hosted` and export again, or write oauth.authorizationUrl and oauth.tokenUrl"
+    );
+    assert!(!run.stdout.contains("kind: MCPServerEntry"));
 }
 
 #[test]

@@ -760,15 +760,20 @@ impl PageOpener {
 
     /// Calls `oidc__whoami` as this agent: whether it succeeded, its text.
     fn whoami(&self, env: &Env) -> (bool, String) {
+        self.call(env, "oidc__whoami")
+    }
+
+    /// Calls `tool` as this agent: whether it succeeded, its text.
+    fn call(&self, env: &Env, tool: &'static str) -> (bool, String) {
         runtime().block_on(async {
             let stream = tokio::net::UnixStream::connect(env.paths().mcp_socket_path())
                 .await
                 .unwrap();
             let client = self.clone().serve(stream.into_split()).await.unwrap();
             let result = client
-                .call_tool(CallToolRequestParams::new("oidc__whoami"))
+                .call_tool(CallToolRequestParams::new(tool))
                 .await
-                .unwrap_or_else(|e| panic!("call oidc__whoami: {e}"));
+                .unwrap_or_else(|e| panic!("call {tool}: {e}"));
             client.cancel().await.unwrap();
             (result.is_error != Some(true), text(&result))
         })
@@ -917,6 +922,162 @@ fn a_call_refused_mid_session_signs_in_through_the_agent_and_goes_on() {
     assert_eq!(answer, "bob");
     assert_eq!(agent.asked.lock().unwrap().len(), 1);
     assert_eq!(oidc.refreshes(), [false], "one refused refresh, no loop");
+}
+
+/// The runs of tools the MCP server recorded: `(tool, scope)`.
+fn runs(oidc: &Oidc) -> Vec<(String, String)> {
+    std::fs::read_to_string(oidc.state.join("runs.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|r| {
+            (
+                r["tool"].as_str().unwrap().to_owned(),
+                r["scope"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn scopes_of(record: &Value) -> Vec<String> {
+    record["scopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_call_that_needs_more_scope_steps_up_through_the_agent_and_runs_once() {
+    let env = Env::new();
+    // `admin` needs `mcp:admin` besides `mcp:read`; the server's 403 names
+    // `mcp:admin` alone, and refuses any request whose token lacks
+    // `mcp:read`: only a step-up to the union lets the call go on.
+    let oidc = Oidc::start_with(
+        &env,
+        3600,
+        &[("STEP_UP_TOOL", "admin"), ("STEP_UP_SCOPE", "mcp:admin")],
+    );
+    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
+    let c = start(&env);
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    let first = scopes_of(&stored_tokens(&env)[0]);
+    assert!(
+        first.contains(&"mcp:read".to_owned()) && !first.contains(&"mcp:admin".to_owned()),
+        "{first:?}"
+    );
+
+    // The call is refused with 403 before it runs; the agent is asked once
+    // to open the page, alice approves the wider grant, and the same call
+    // goes on — with a token of both scopes — and runs once.
+    let agent = PageOpener::signing_in_as("alice");
+    let (ok, answer) = agent.call(&env, "oidc__admin");
+    assert!(ok, "{answer}");
+    let mut words = answer.split_whitespace();
+    assert_eq!(words.next(), Some("alice"), "{answer}");
+    let used: Vec<&str> = words.collect();
+    assert!(
+        used.contains(&"mcp:read") && used.contains(&"mcp:admin"),
+        "the call ran with {used:?}"
+    );
+    let asked = agent.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let url = asked[0]["url"].as_str().unwrap();
+    let scope = url::Url::parse(url)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "scope")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    let scope: Vec<&str> = scope.split(' ').collect();
+    assert!(
+        scope.contains(&"mcp:read") && scope.contains(&"mcp:admin"),
+        "asked for {scope:?}"
+    );
+    let admin_runs: Vec<_> = runs(&oidc)
+        .into_iter()
+        .filter(|(tool, _)| tool == "admin")
+        .collect();
+    assert_eq!(admin_runs.len(), 1, "{admin_runs:?}");
+    assert!(admin_runs[0].1.contains("mcp:admin"), "{admin_runs:?}");
+
+    // One token kept, for both scopes; nothing more wanted; the first
+    // grant's tools still work with it.
+    let stored = stored_tokens(&env);
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    let scopes = scopes_of(&stored[0]);
+    assert!(
+        scopes.contains(&"mcp:read".to_owned()) && scopes.contains(&"mcp:admin".to_owned()),
+        "{scopes:?}"
+    );
+    assert!(stored[0].get("wantedScopes").is_none(), "{:?}", stored[0]);
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
+    // The wider grant serves the next call without asking anyone.
+    let (ok, answer) = whoami(&env, "oidc__admin");
+    assert!(ok, "{answer}");
+}
+
+#[test]
+fn a_legacy_sse_call_refused_mid_session_says_it_did_not_run() {
+    let env = Env::new();
+    // A `url` (HTTP+SSE) entry; access tokens live 8 s.
+    let oidc = Oidc::start(&env, 8);
+    env.user_mcp_servers(&[("oidc", json!({"url": format!("{}/sse", oidc.mcp)}))]);
+    let c = start(&env);
+    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
+    assert!(ok, "{out}{err}");
+    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
+    let ran = || runs(&oidc).len();
+    assert_eq!(ran(), 1);
+
+    // The token endpoint is down when the token expires: the call is
+    // refused before it runs, and says so, without asking for a sign-in.
+    let down = oidc.state.join("token-down");
+    std::fs::write(&down, "").unwrap();
+    let expires = stored_tokens(&env)[0]["expiresAt"].as_u64().unwrap();
+    wait_until("the access token expired", || now() >= expires);
+    let (ok, answer) = whoami(&env, "oidc__whoami");
+    assert!(!ok, "{answer}");
+    assert!(
+        answer.starts_with("server \"oidc\" did not run this call")
+            && answer.contains("could not be refreshed for now")
+            && !answer.contains("auth login"),
+        "{answer}"
+    );
+    assert_eq!(ran(), 1, "the refused call did not run");
+
+    // Back up: refreshed, Ready again without a sign-in.
+    std::fs::remove_file(&down).unwrap();
+    c.wait_for("oidc Ready again without a sign-in", |s| ready(s, "oidc"));
+    assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
+    assert_eq!(ran(), 2);
+
+    // The grant is revoked and the token expires: the refresh is refused,
+    // the call did not run, and the answer names the command.
+    let current = stored_tokens(&env).remove(0);
+    oidc.revoke(&current);
+    let expires = current["expiresAt"].as_u64().unwrap();
+    wait_until("the access token expired", || now() >= expires);
+    let (ok, answer) = whoami(&env, "oidc__whoami");
+    assert!(!ok, "{answer}");
+    assert!(
+        answer.starts_with("server \"oidc\" did not run this call")
+            && answer.contains("`steward auth login oidc`"),
+        "{answer}"
+    );
+    assert_eq!(ran(), 2, "the refused call did not run");
+    assert_eq!(
+        oidc.refreshes().last(),
+        Some(&false),
+        "{:?}",
+        oidc.token_requests()
+    );
 }
 
 #[test]

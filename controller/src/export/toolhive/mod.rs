@@ -25,10 +25,12 @@ use steward_schema::admission::Blocked;
 use super::keyring;
 
 mod launch;
+mod oauth;
 mod profile;
 mod remote;
 
 use launch::*;
+pub use oauth::{AuthServer, signs_in};
 use profile::permission_profile;
 use remote::*;
 use steward_schema::redact;
@@ -100,6 +102,9 @@ pub struct Server<'a> {
     pub blocked: Option<&'a Blocked>,
     /// Its tool list, when known.
     pub tools: Option<&'a ToolList>,
+    /// Its authorization server as the user's last sign-in recorded it,
+    /// for an entry that signs in with OAuth.
+    pub auth_server: Option<&'a AuthServer>,
 }
 
 /// A server left out of the export.
@@ -270,6 +275,7 @@ pub fn export(servers: &[Server<'_>], options: &Options) -> Export {
     let mut secret_names = BTreeSet::new();
     let mut timeouts = Map::new();
     let mut aggregation_tools = Vec::new();
+    let mut upstreams = Vec::new();
     for server in &exported {
         let workload = &names[server.name];
         match convert(server, workload, options, &secret_names) {
@@ -285,6 +291,7 @@ pub fn export(servers: &[Server<'_>], options: &Options) -> Export {
                         "toolConfigRef": { "name": tool_config_name(workload) },
                     }));
                 }
+                upstreams.extend(converted.upstream);
                 workloads.extend(converted.documents);
             }
             Err(refusal) => out.refusals.push(refusal),
@@ -319,8 +326,13 @@ pub fn export(servers: &[Server<'_>], options: &Options) -> Export {
         ),
     });
     out.documents.extend(workloads);
-    out.documents
-        .push(virtual_server(group, options, timeouts, aggregation_tools));
+    out.documents.push(virtual_server(
+        group,
+        options,
+        timeouts,
+        aggregation_tools,
+        upstreams,
+    ));
     out
 }
 
@@ -366,6 +378,7 @@ fn virtual_server(
     options: &Options,
     timeouts: Map<String, Value>,
     tools: Vec<Value>,
+    upstreams: Vec<Value>,
 ) -> Document {
     let mut comments = vec![format!(
         "Agents connect here: tools are named {PREFIX_FORMAT}tool, as `steward mcp` names them."
@@ -376,7 +389,15 @@ fn virtual_server(
     } else {
         let oidc = oidc_config_name(group);
         comments.extend(oidc_placeholder(&oidc, options));
-        json!({ "type": "oidc", "oidcConfigRef": { "name": oidc, "audience": group } })
+        if upstreams.is_empty() {
+            json!({ "type": "oidc", "oidcConfigRef": { "name": oidc, "audience": group } })
+        } else {
+            // The embedded authorization server issues the tokens agents
+            // bring: for its own URL, which the OIDC check must expect.
+            let url = format!("{}/mcp", oauth::placeholder_issuer(group));
+            json!({ "type": "oidc",
+                    "oidcConfigRef": { "name": oidc, "audience": url, "resourceUrl": url } })
+        }
     };
     let mut aggregation = json!({
         "conflictResolution": "prefix",
@@ -386,24 +407,27 @@ fn virtual_server(
         aggregation["tools"] = Value::Array(tools);
     }
     let mut config = json!({ "aggregation": aggregation });
+    let mut spec = json!({
+        "groupRef": { "name": group },
+        "incomingAuth": incoming,
+        "outgoingAuth": { "source": "discovered" },
+    });
+    if !upstreams.is_empty() {
+        comments.push("authServerConfig: agents sign in here; each server that signs in with OAuth is an upstream provider, whose token its MCPExternalAuthConfig (upstreamInject) puts on its requests.".to_owned());
+        comments.push(oauth::placeholder_note(group, &oidc_config_name(group)));
+        spec["authServerConfig"] = json!({
+            "issuer": oauth::placeholder_issuer(group),
+            "upstreamProviders": upstreams,
+        });
+    }
     if !timeouts.is_empty() {
         comments.push("operational.timeouts.perWorkload: each server's `timeout`.".to_owned());
         config["operational"] = json!({ "timeouts": { "perWorkload": timeouts } });
     }
+    spec["config"] = config;
     Document {
         comments,
-        value: resource(
-            "VirtualMCPServer",
-            group,
-            None,
-            options,
-            json!({
-                "groupRef": { "name": group },
-                "incomingAuth": incoming,
-                "outgoingAuth": { "source": "discovered" },
-                "config": config,
-            }),
-        ),
+        value: resource("VirtualMCPServer", group, None, options, spec),
     }
 }
 
@@ -481,6 +505,9 @@ struct Converted {
     secret_lines: Vec<String>,
     /// An MCPServerEntry's allow-list, applied by the VirtualMCPServer.
     entry_tool_config: bool,
+    /// An MCPServerEntry's upstream provider, for the VirtualMCPServer's
+    /// embedded authorization server.
+    upstream: Option<Value>,
 }
 
 fn refuse(server: &Server<'_>, reason: impl Into<String>, fix: impl Into<String>) -> Refusal {
@@ -573,9 +600,6 @@ fn dropped_fields(spec: &McpServerSpec) -> Vec<String> {
     if spec.cwd.is_some() {
         dropped.push("`cwd` (the container's working directory is the image's)".to_owned());
     }
-    if spec.oauth.is_some() {
-        dropped.push("`oauth` (the user's sign-in stays on this machine: a ToolHive remote proxy reaches an OAuth server with tokens exchanged through an MCPExternalAuthConfig, its externalAuthConfigRef, and has no field for oauth.clientId, clientSecret, redirectUri or account)".to_owned());
-    }
     if spec.qwen.auth_provider_type.is_some() {
         dropped.push("`authProviderType` (no equivalent)".to_owned());
     }
@@ -622,6 +646,8 @@ enum Slot<'a> {
     Header(&'a str),
     /// The token of an `Authorization: Bearer` header.
     Bearer,
+    /// `oauth.clientSecret`.
+    ClientSecret,
 }
 
 impl Slot<'_> {
@@ -631,13 +657,14 @@ impl Slot<'_> {
             Slot::Env(name) => format!("env-{name}"),
             Slot::Header(name) => format!("header-{name}"),
             Slot::Bearer => "bearer".to_owned(),
+            Slot::ClientSecret => "oauth-client-secret".to_owned(),
         }
     }
 
     /// The Secret's key.
     fn key(&self) -> &'static str {
         match self {
-            Slot::Env(_) | Slot::Header(_) => "value",
+            Slot::Env(_) | Slot::Header(_) | Slot::ClientSecret => "value",
             Slot::Bearer => "token",
         }
     }
@@ -649,6 +676,7 @@ impl Slot<'_> {
             Slot::Env(name) => format!("<value of {name}>"),
             Slot::Header(name) => format!("<value of the {name} header>"),
             Slot::Bearer => "<bearer token>".to_owned(),
+            Slot::ClientSecret => "<the OAuth client secret>".to_owned(),
         }
     }
 }
@@ -840,6 +868,7 @@ fn stdio(
         secret_names: secrets.names,
         secret_lines: secrets.lines,
         entry_tool_config: false,
+        upstream: None,
     })
 }
 

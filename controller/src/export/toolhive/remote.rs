@@ -61,7 +61,7 @@ pub(super) fn remote(
     workload: &str,
     options: &Options,
     allow: Option<(Vec<String>, String)>,
-    comments: Vec<String>,
+    mut comments: Vec<String>,
     taken: &BTreeSet<String>,
 ) -> Result<Converted, Refusal> {
     let spec = server.spec;
@@ -132,6 +132,15 @@ pub(super) fn remote(
         }
     }
 
+    let upstream = oauth::upstream(server, workload, options, &mut secrets)?;
+    if upstream.is_some() && auth_ref.is_some() {
+        return Err(refuse(
+            server,
+            "it has both an Authorization: Bearer header and oauth, and ToolHive sends a server one credential",
+            "keep either the header or oauth",
+        ));
+    }
+
     let mut body = json!({
         "remoteUrl": written,
         "transport": transport,
@@ -139,6 +148,19 @@ pub(super) fn remote(
     });
     if let Some(auth) = &auth_ref {
         body["externalAuthConfigRef"] = json!({ "name": auth });
+    }
+    let mut provider = None;
+    if let Some(up) = upstream {
+        comments.extend(up.notes.iter().cloned());
+        let auth = oauth::oauth_config_name(workload);
+        if options.remote_proxy {
+            documents.push(oauth::embedded(server, workload, options, &up));
+            body["authServerRef"] = json!({ "kind": "MCPExternalAuthConfig", "name": auth });
+        } else {
+            documents.push(oauth::inject(server, workload, options, &up));
+            body["externalAuthConfigRef"] = json!({ "name": auth });
+            provider = Some(up.provider);
+        }
     }
     if !from_secret.is_empty() {
         body["headerForward"] = json!({ "addHeadersFromSecret": from_secret });
@@ -154,7 +176,13 @@ pub(super) fn remote(
         documents.push(tool_config(server, workload, options, list));
     }
     let kind = if options.remote_proxy {
-        if !options.anonymous {
+        if body.get("authServerRef").is_some() {
+            // Its users' tokens come from its own embedded authorization
+            // server, for its own URL.
+            let url = format!("{}/mcp", oauth::placeholder_issuer(workload));
+            body["oidcConfigRef"] = json!({ "name": oauth::proxy_oidc_name(workload),
+                                            "audience": url, "resourceUrl": url });
+        } else if !options.anonymous {
             body["oidcConfigRef"] =
                 json!({ "name": oidc_config_name(&options.group), "audience": workload });
         }
@@ -173,5 +201,6 @@ pub(super) fn remote(
         secret_names: secrets.names,
         secret_lines: secrets.lines,
         entry_tool_config,
+        upstream: provider,
     })
 }

@@ -197,7 +197,9 @@ pub async fn connect(
             }
         };
         return match tokio::time::timeout_at(deadline, connecting).await {
-            Ok(Ok(transport)) => Ok(RemoteTransport::Sse(transport)),
+            Ok(Ok(transport)) => Ok(RemoteTransport::Sse(
+                transport.with_source(endpoint.source.clone()),
+            )),
             Ok(Err(error)) => Err(watch
                 .auth_required(name)
                 .unwrap_or_else(|| start_failed(error_chain(&error)))),
@@ -273,6 +275,15 @@ impl std::fmt::Display for SignInNeed {
 pub fn sign_in_need(error: &(dyn std::error::Error + 'static)) -> Option<SignInNeed> {
     let mut current = Some(error);
     while let Some(error) = current {
+        // The legacy SSE transport's post refused (HTTP 401).
+        let sse = match error.downcast_ref::<RemoteTransportError>() {
+            Some(RemoteTransportError::Sse(e)) => Some(e),
+            _ => error.downcast_ref::<SseError>(),
+        };
+        if matches!(sse, Some(SseError::PostStatus(status)) if *status == reqwest::StatusCode::UNAUTHORIZED)
+        {
+            return Some(SignInNeed::SignIn);
+        }
         let streamable = match error.downcast_ref::<RemoteTransportError>() {
             Some(RemoteTransportError::Streamable(e)) => Some(e),
             _ => error.downcast_ref::<StreamableHttpError<reqwest::Error>>(),

@@ -14,18 +14,29 @@
 //! established, that is reported through the [`SessionWatch`] and reads stay
 //! pending (the controller stops the connection), so the loss is reported
 //! once, with its reason, rather than as a bare "closed".
+//!
+//! Each message is posted with the OAuth token source's current bearer
+//! (refreshed before it expires), as the streamable-HTTP transport does: a
+//! 401 is retried once with another token when the source has one, and a
+//! request still refused is noted as refused before the session's loss is
+//! reported, so its call says it did not run.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
-use reqwest::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{
+    ACCEPT, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HeaderMap, HeaderValue, WWW_AUTHENTICATE,
+};
 use reqwest::{StatusCode, Url};
 use rmcp::RoleClient;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
 use sse_stream::{Sse, SseStream};
 
+use super::oauth::source::TokenSource;
+use super::streamable::work_id;
 use super::{Loss, SessionWatch, error_chain};
 
 const EVENT_STREAM: &str = "text/event-stream";
@@ -64,6 +75,8 @@ pub struct SseTransport {
     headers: HeaderMap,
     events: Option<Events>,
     watch: SessionWatch,
+    /// Where each message's bearer comes from (OAuth).
+    source: Option<Arc<TokenSource>>,
 }
 
 impl std::fmt::Debug for SseTransport {
@@ -130,7 +143,15 @@ impl SseTransport {
             headers,
             events: Some(events),
             watch,
+            source: None,
         })
+    }
+
+    /// Each message's `Authorization` from now on: `source`'s bearer, when
+    /// it has one.
+    pub fn with_source(mut self, source: Arc<TokenSource>) -> SseTransport {
+        self.source = Some(source);
+        self
     }
 
     /// The stream ended: reported as a loss once the session is established
@@ -155,6 +176,47 @@ fn endpoint_url(base: &Url, data: &str) -> Result<Url, SseError> {
     Ok(endpoint)
 }
 
+/// How a message is posted: where, with which headers.
+struct Post {
+    client: reqwest::Client,
+    endpoint: Url,
+    headers: HeaderMap,
+}
+
+impl Post {
+    /// Posts `body` with `bearer` (when there is one) as its
+    /// `Authorization`; an unreachable server is a lost session.
+    async fn send(
+        &self,
+        body: &[u8],
+        bearer: Option<&str>,
+        watch: &SessionWatch,
+    ) -> Result<reqwest::Response, SseError> {
+        let mut headers = self.headers.clone();
+        if let Some(token) = bearer
+            && let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {token}"))
+        {
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        let sent = self
+            .client
+            .post(self.endpoint.clone())
+            .headers(headers)
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .body(body.to_vec())
+            .send()
+            .await;
+        sent.map_err(|error| {
+            let error = error.without_url();
+            if error.is_connect() {
+                watch.lost(Loss::Unreachable(error_chain(&error)));
+            }
+            SseError::Post(error)
+        })
+    }
+}
+
 impl Transport<RoleClient> for SseTransport {
     type Error = SseError;
 
@@ -162,29 +224,46 @@ impl Transport<RoleClient> for SseTransport {
         &mut self,
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), SseError>> + Send + 'static {
-        let request = serde_json::to_vec(&item).map(|body| {
-            self.client
-                .post(self.endpoint.clone())
-                .headers(self.headers.clone())
-                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .body(body)
-        });
+        let body = serde_json::to_vec(&item);
+        let work = work_id(&item);
+        let post = Post {
+            client: self.client.clone(),
+            endpoint: self.endpoint.clone(),
+            headers: self.headers.clone(),
+        };
         let watch = self.watch.clone();
+        let source = self.source.clone();
         async move {
-            let response = match request.map_err(SseError::Encode)?.send().await {
-                Ok(response) => response,
-                Err(error) => {
-                    let error = error.without_url();
-                    if error.is_connect() {
-                        watch.lost(Loss::Unreachable(error_chain(&error)));
-                    }
-                    return Err(SseError::Post(error));
-                }
+            let body = body.map_err(SseError::Encode)?;
+            let bearer = match &source {
+                Some(source) => source.bearer().await,
+                None => None,
             };
+            let mut response = post.send(&body, bearer.as_deref(), &watch).await?;
+            // Refused: once more with a token another process stored or a
+            // refreshed one, if there is one.
+            if response.status() == StatusCode::UNAUTHORIZED
+                && let Some(source) = &source
+            {
+                let challenge = response
+                    .headers()
+                    .get(WWW_AUTHENTICATE)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                if let Some(token) = source
+                    .unauthorized(bearer.as_deref(), challenge.as_deref())
+                    .await
+                {
+                    response = post.send(&body, Some(&token), &watch).await?;
+                }
+            }
             match response.status() {
                 status if status.is_success() => {
                     // Read the (short) body so the connection can be reused.
                     let _ = response.bytes().await;
+                    if let (Some(_), Some(source)) = (&work, &source) {
+                        source.succeeded().await;
+                    }
                     Ok(())
                 }
                 StatusCode::NOT_FOUND => {
@@ -192,6 +271,11 @@ impl Transport<RoleClient> for SseTransport {
                     Err(SseError::PostStatus(StatusCode::NOT_FOUND))
                 }
                 StatusCode::UNAUTHORIZED => {
+                    // Noted before the loss is reported: the session's end
+                    // then closes a request known not to have run.
+                    if let Some(id) = work {
+                        watch.refused(id, source.as_ref().and_then(|s| s.transient()));
+                    }
                     watch.lost(Loss::Unauthorized);
                     Err(SseError::PostStatus(StatusCode::UNAUTHORIZED))
                 }

@@ -82,7 +82,7 @@ fn refusal_of(error: &StreamableHttpError<reqwest::Error>) -> Option<Refusal> {
 }
 
 /// The id of `message` when it is a request other than `initialize`.
-fn work_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
+pub(super) fn work_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
     match message {
         ClientJsonRpcMessage::Request(request)
             if !matches!(

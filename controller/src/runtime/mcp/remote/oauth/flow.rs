@@ -519,6 +519,8 @@ impl Prepared {
                 .flatten(),
             auth_method: self.client.method,
             token_endpoint: self.metadata.token_endpoint.clone(),
+            authorization_endpoint: Some(self.metadata.authorization_endpoint.clone()),
+            registration_endpoint: self.metadata.registration_endpoint.clone(),
             access_token,
             token_type,
             refresh_token,

@@ -2,7 +2,11 @@
 //! 1. a pre-registered client from the entry (`oauth.clientId`, with
 //!    `oauth.clientSecret` as a `${secret:NAME}` reference);
 //! 2. the client Steward registered at this authorization server for this
-//!    redirect URI before (kept in the store: never registered twice);
+//!    redirect URI before (kept in the store: not registered again — unless
+//!    the sign-in asks for a scope that registration did not ask for, as a
+//!    step-up can: authorization servers limit a client to the scopes it
+//!    registered, RFC 7591 `scope`, so a new registration asks for them all
+//!    and replaces it);
 //! 3. a Client ID Metadata Document, when the authorization server
 //!    advertises `client_id_metadata_document_supported` and the user or
 //!    system settings name one (`steward.oauth.clientMetadataUrl`);
@@ -156,7 +160,9 @@ pub async fn choose(
             registered: false,
         });
     }
-    if let Some(kept) = store.client(need.issuer, need.redirect_uri).await? {
+    if let Some(kept) = store.client(need.issuer, need.redirect_uri).await?
+        && covers(&kept, need.scopes)
+    {
         return Ok(ChosenClient {
             client_id: kept.client_id,
             client_secret: kept.client_secret,
@@ -188,6 +194,12 @@ pub async fn choose(
         source: ClientSource::Registered,
         registered: true,
     })
+}
+
+/// Whether the kept registration `kept` asked for every scope of `scopes`
+/// (one that asked for none took the server's default: kept as it is).
+fn covers(kept: &ClientRecord, scopes: &[String]) -> bool {
+    kept.scopes.is_empty() || scopes.iter().all(|s| kept.scopes.contains(s))
 }
 
 /// Dynamic Client Registration (RFC 7591).
@@ -262,6 +274,7 @@ async fn register(http: &OAuthHttp, need: &Need<'_>) -> Result<ClientRecord, Reg
         client_secret,
         auth_method: method,
         grant_types: grant_types.iter().map(|g| (*g).to_owned()).collect(),
+        scopes: need.scopes.to_vec(),
         registered_at: now_secs(),
     })
 }
@@ -302,6 +315,28 @@ mod tests {
             method_for(&metadata(Some(&["client_secret_post"])), false),
             AuthMethod::None
         );
+    }
+
+    #[test]
+    fn a_kept_registration_serves_the_scopes_it_asked_for_only() {
+        let scopes = |s: &[&str]| s.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let kept = |asked: &[&str]| ClientRecord {
+            issuer: "https://as.example".to_owned(),
+            redirect_uri: "http://127.0.0.1:61000/callback".to_owned(),
+            client_id: "c".to_owned(),
+            client_secret: None,
+            auth_method: AuthMethod::None,
+            grant_types: vec![],
+            scopes: scopes(asked),
+            registered_at: 0,
+        };
+        let read = kept(&["mcp:read", "offline_access"]);
+        assert!(covers(&read, &scopes(&["mcp:read"])));
+        assert!(covers(&read, &scopes(&["offline_access", "mcp:read"])));
+        assert!(!covers(&read, &scopes(&["mcp:read", "mcp:admin"])));
+        // Asked for none (or kept before Steward noted it): the server's
+        // default, reused as it is.
+        assert!(covers(&kept(&[]), &scopes(&["mcp:admin"])));
     }
 
     #[test]

@@ -94,6 +94,12 @@ pub struct TokenRecord {
     pub auth_method: AuthMethod,
     /// Where refreshes go.
     pub token_endpoint: String,
+    /// The authorization server's authorization and registration
+    /// endpoints at the sign-in (for `export`; none in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registration_endpoint: Option<String>,
     pub access_token: String,
     #[serde(default = "bearer")]
     pub token_type: String,
@@ -178,6 +184,10 @@ pub struct ClientRecord {
     /// The grant types registered.
     #[serde(default)]
     pub grant_types: Vec<String>,
+    /// The scopes the registration asked for (RFC 7591 `scope`; none: the
+    /// server's default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
     pub registered_at: u64,
 }
 
@@ -525,6 +535,8 @@ mod tests {
             client_secret: None,
             auth_method: AuthMethod::None,
             token_endpoint: format!("{issuer}/token"),
+            authorization_endpoint: None,
+            registration_endpoint: None,
             access_token: format!("access-{at}"),
             token_type: "Bearer".to_owned(),
             refresh_token: Some("refresh".to_owned()),
@@ -627,6 +639,7 @@ mod tests {
             client_secret: Some("shh".into()),
             auth_method: AuthMethod::ClientSecretBasic,
             grant_types: vec!["authorization_code".into()],
+            scopes: vec![],
             registered_at: 1,
         };
         store.save_client(&client).await.unwrap();
