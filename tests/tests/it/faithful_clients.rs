@@ -1,0 +1,220 @@
+//! The faithful path (product.md §15) with agents of different real SDKs
+//! on one server: the TypeScript SDK beside the PyPI SDK's 2.x and 1.x.
+//! What a server asks during a call (elicitation, sampling, roots) reaches
+//! the agent whose call caused it, whichever SDK that agent is and in both
+//! call orders, on the conformance test server over stdio (`cs`) and over
+//! HTTP (`ch`); the `_meta` each SDK sends on a call reaches the server.
+//! The agents come over Steward's HTTP endpoint and, for the TypeScript
+//! SDK, over `steward mcp --server` too (stdio). A missing peer fails the
+//! test.
+
+use serde_json::{Value, json};
+use steward_tests::harness::{Controller, Env, wait_until};
+
+use crate::faithful::{answered, call, conformance_workspace, in_flight};
+use crate::real_clients::{PyClient, Sdk, steward_mcp_argv, text_of};
+
+/// How an agent reaches Steward's one-server view of a server.
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    /// `http://…/mcp/SERVER`.
+    Http,
+    /// `steward mcp --workspace WS --server SERVER`, spawned by the client.
+    Stdio,
+}
+
+/// An agent of `sdk` on the one-server view of `server`, declaring
+/// elicitation, sampling and roots, answering each as `name` (roots:
+/// `file:///NAME`).
+fn agent(env: &Env, url: &str, sdk: Sdk, via: Via, server: &str, name: &str) -> PyClient {
+    let options = [
+        "--sampling".to_owned(),
+        "--elicitation".to_owned(),
+        format!("--name={name}"),
+        format!("--roots=file:///{name}"),
+    ];
+    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+    PyClient::of(sdk, env, &options, &target(env, url, via, server))
+}
+
+/// The driver's target for the one-server view of `server`.
+fn target(env: &Env, url: &str, via: Via, server: &str) -> Vec<String> {
+    match via {
+        Via::Http => vec!["http".to_owned(), format!("{url}/{server}")],
+        Via::Stdio => {
+            let mut argv = vec!["stdio".to_owned()];
+            argv.extend(steward_mcp_argv(env));
+            argv.extend(["--server".to_owned(), server.to_owned()]);
+            argv
+        }
+    }
+}
+
+/// One kind of server request: the tool that makes it, its arguments for
+/// the caller `name`, and the answer that says `name`'s agent answered.
+struct Ask {
+    what: &'static str,
+    tool: &'static str,
+    arguments: fn(&str) -> Value,
+    answer: fn(&str) -> String,
+}
+
+const ASKS: [Ask; 3] = [
+    Ask {
+        what: "elicitation",
+        tool: "test_input_required_result_elicitation",
+        arguments: |_| json!({}),
+        answer: |name| format!("Hello, {name}!"),
+    },
+    Ask {
+        what: "sampling",
+        tool: "test_sampling",
+        arguments: |name| json!({"prompt": format!("for {name}")}),
+        answer: |name| format!("LLM response: sampled by {name}: for {name}"),
+    },
+    Ask {
+        what: "roots",
+        tool: "test_input_required_result_list_roots",
+        arguments: |_| json!({}),
+        answer: |name| format!("Roots: file:///{name}"),
+    },
+];
+
+/// `ask`'s arguments for `name`'s call, asking after `delay_ms`.
+fn arguments(ask: &Ask, name: &str, delay_ms: u64) -> Value {
+    let mut arguments = (ask.arguments)(name);
+    if delay_ms > 0 {
+        arguments["delayMs"] = json!(delay_ms);
+    }
+    arguments
+}
+
+/// What each of two agents' calls to `server` asks (elicitation, sampling,
+/// roots) reaches that agent, in both orders: the first calls, asking only
+/// after a while; the second calls and asks at once while the first call
+/// is in flight. `a` answers as "A", `b` as "B" (as `faithful::both_orders`
+/// does with agents of one SDK).
+fn each_answers_its_own(c: &Controller, server: &str, a: &mut PyClient, b: &mut PyClient) {
+    for ask in &ASKS {
+        for flip in [false, true] {
+            let (first, second, first_name, second_name) = if flip {
+                (&mut *b, &mut *a, "B", "A")
+            } else {
+                (&mut *a, &mut *b, "A", "B")
+            };
+            first.send(&call(ask.tool, arguments(ask, first_name, 1500)));
+            wait_until("the first call reached the server", || {
+                in_flight(c, server) >= 1
+            });
+            let (second_answer, _) = second.call(ask.tool, arguments(ask, second_name, 0));
+            assert_eq!(
+                text_of(&second_answer),
+                (ask.answer)(second_name),
+                "{server}, {}: the second call's request went to its own agent ({second_name})",
+                ask.what
+            );
+            assert_eq!(
+                answered(first, "the first call"),
+                (ask.answer)(first_name),
+                "{server}, {}: the first call's request went to its own agent ({first_name})",
+                ask.what
+            );
+        }
+    }
+}
+
+/// A's call asks while B's, which asks nothing, is in flight: the request
+/// is A's. Over HTTP the stream it comes on says so; on stdio, where the
+/// wire does not, it waits until B's call is done (never a guess), and from
+/// then on calls of different agents to that server are serialized, so each
+/// later request has one agent to go to. (Had B's call asked too, neither
+/// call could end while its request waited: Steward would refuse both
+/// after its wait, saying it cannot tell whose they are.)
+fn the_first_request_waits_for_one_agents_calls(
+    c: &Controller,
+    server: &str,
+    a: &mut PyClient,
+    b: &mut PyClient,
+) {
+    b.send(&call("test_sleep", json!({"ms": 1500})));
+    wait_until("B's call reached the server", || in_flight(c, server) >= 1);
+    let (asked, _) = a.call("test_input_required_result_elicitation", json!({}));
+    assert_eq!(text_of(&asked), "Hello, A!", "{server}");
+    assert_eq!(answered(b, "B's call"), "xx", "{server}");
+}
+
+/// Agents `a` (as "A") and `b` (as "B") of two SDKs on each of `ch` and
+/// `cs`: each gets what its own calls ask; both then leave cleanly.
+fn two_sdks_on_one_server(a: (Sdk, Via), b: (Sdk, Via)) {
+    let env = Env::new();
+    let (c, url, _remote) = conformance_workspace(&env);
+    for server in ["ch", "cs"] {
+        let mut first = agent(&env, &url, a.0, a.1, server, "A");
+        let mut second = agent(&env, &url, b.0, b.1, server, "B");
+        the_first_request_waits_for_one_agents_calls(&c, server, &mut first, &mut second);
+        each_answers_its_own(&c, server, &mut first, &mut second);
+        first.close();
+        second.close();
+    }
+}
+
+#[test]
+fn a_typescript_and_a_pypi_2x_agent_on_one_server_each_answer_what_their_own_calls_ask() {
+    two_sdks_on_one_server((Sdk::TypeScript, Via::Http), (Sdk::PyPi2, Via::Http));
+}
+
+#[test]
+fn a_typescript_agent_over_stdio_and_a_pypi_1x_agent_on_one_server_each_answer_what_their_own_calls_ask()
+ {
+    two_sdks_on_one_server((Sdk::TypeScript, Via::Stdio), (Sdk::PyPi1, Via::Http));
+}
+
+#[test]
+fn the_meta_each_sdk_sends_on_a_call_reaches_the_server_but_for_what_steward_owns() {
+    let env = Env::new();
+    let (_c, url, _remote) = conformance_workspace(&env);
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let agents = [
+        (Sdk::TypeScript, Via::Http),
+        (Sdk::TypeScript, Via::Stdio),
+        (Sdk::PyPi1, Via::Http),
+        (Sdk::PyPi2, Via::Http),
+    ];
+    for server in ["cs", "ch"] {
+        for (sdk, via) in agents {
+            let mut client = PyClient::of(sdk, &env, &[], &target(&env, &url, via, server));
+            let meta = json!({
+                "claudecode/toolUseId": "toolu_01",
+                "qwen-code/invocation": {"version": 1, "sessionId": "s-1", "promptId": "p-1"},
+                "threadId": "t-1",
+                "example.com/sdk": format!("{sdk:?}"),
+                "traceparent": traceparent,
+            });
+            let answer = client.run(json!({
+                "op": "call_tool", "name": "test_echo_meta", "arguments": {},
+                "meta": meta, "progress": true,
+            }));
+            let seen = &answer["result"]["structuredContent"]["meta"];
+            let who = format!("{server}, {sdk:?} over {via:?}");
+            for key in [
+                "claudecode/toolUseId",
+                "qwen-code/invocation",
+                "threadId",
+                "example.com/sdk",
+            ] {
+                assert_eq!(seen[key], meta[key], "{who}: {key} arrived: {seen}");
+            }
+            assert_eq!(seen["traceparent"], json!(traceparent), "{who}: {seen}");
+            // The progress token is Steward's own (mapped back to the client's).
+            assert!(seen["progressToken"].is_number(), "{who}: {seen}");
+            assert!(
+                seen.as_object()
+                    .unwrap()
+                    .keys()
+                    .all(|k| !k.starts_with("io.modelcontextprotocol/")),
+                "{who}: {seen}"
+            );
+            client.close();
+        }
+    }
+}
