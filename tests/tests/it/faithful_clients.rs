@@ -5,14 +5,19 @@
 //! call orders, on the conformance test server over stdio (`cs`) and over
 //! HTTP (`ch`); the `_meta` each SDK sends on a call reaches the server.
 //! The agents come over Steward's HTTP endpoint and, for the TypeScript
-//! SDK, over `steward mcp --server` too (stdio). A missing peer fails the
-//! test.
+//! SDK, over `steward mcp --server` too (stdio). And Qwen Code, a real
+//! agent driven headless by a scripted model, calls through Steward with
+//! its roots and its `_meta`. A missing peer fails the test.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use steward_tests::harness::{Controller, Env, wait_until};
+use steward_tests::harness::{Controller, Env, mcp, ready, wait_until};
 
 use crate::faithful::{answered, call, conformance_workspace, in_flight};
-use crate::real_clients::{PyClient, Sdk, steward_mcp_argv, text_of};
+use crate::real_clients::{PyClient, Sdk, output_within, python, steward_mcp_argv, text_of};
 
 /// How an agent reaches Steward's one-server view of a server.
 #[derive(Debug, Clone, Copy)]
@@ -164,8 +169,7 @@ fn a_typescript_and_a_pypi_2x_agent_on_one_server_each_answer_what_their_own_cal
 }
 
 #[test]
-fn a_typescript_agent_over_stdio_and_a_pypi_1x_agent_on_one_server_each_answer_what_their_own_calls_ask()
- {
+fn a_typescript_agent_over_stdio_and_a_pypi_1x_agent_each_answer_what_their_own_calls_ask() {
     two_sdks_on_one_server((Sdk::TypeScript, Via::Stdio), (Sdk::PyPi1, Via::Http));
 }
 
@@ -217,4 +221,160 @@ fn the_meta_each_sdk_sends_on_a_call_reaches_the_server_but_for_what_steward_own
             client.close();
         }
     }
+}
+
+/// `tests/clients/fake_model.py`: an OpenAI-compatible endpoint that asks
+/// for `tools` one after the other (its own process, ended with the test).
+struct FakeModel {
+    child: Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl FakeModel {
+    fn start(env: &Env, tools: &[&str]) -> FakeModel {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/fake_model.py");
+        let port_file = env.root.path().join("model.port");
+        let log = env.root.path().join("model.jsonl");
+        let child = Command::new(python())
+            .arg("-B")
+            .arg(script)
+            .arg(&port_file)
+            .arg(&log)
+            .arg(tools.join(","))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the fake model");
+        wait_until("the fake model listens", || port_file.exists());
+        let port = std::fs::read_to_string(&port_file).unwrap();
+        FakeModel {
+            child,
+            url: format!("http://127.0.0.1:{}/v1", port.trim()),
+            log,
+        }
+    }
+
+    /// The texts of the tool results the agent sent back, in order (from
+    /// its request that carried the most of them).
+    fn tool_results(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let results = |request: &Value| -> Vec<String> {
+            let messages = request["body"]["messages"].as_array().cloned();
+            messages
+                .unwrap_or_default()
+                .iter()
+                .filter(|m| m["role"] == "tool")
+                .map(|m| match &m["content"] {
+                    Value::String(text) => text.clone(),
+                    parts => text_of(&json!({ "content": parts })),
+                })
+                .collect()
+        };
+        log.lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .map(|request| results(&request))
+            .max_by_key(Vec::len)
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Qwen Code 0.24 (the real agent, headless: `qwen -p`, its model the fake
+/// one) registered with `steward mcp --server cs` as the README says: the
+/// tools its model calls reach the server through Steward; the server's
+/// `roots/list` is answered by Qwen Code (it declares roots, never
+/// elicitation nor sampling) with every directory of its workspace — the
+/// one `--include-directories` adds too, which Steward alone would not
+/// know —; and the `_meta` it sends on a call reaches the server: headless,
+/// that is the progress token only (Steward's own there). Qwen Code sends
+/// `qwen-code/invocation` only inside an ACP session of a trusted parent
+/// process, and only to stdio servers; Steward passes that key through
+/// (the SDK tests above).
+#[test]
+fn qwen_code_calls_through_steward_and_the_server_gets_qwens_roots_and_meta() {
+    let qwen = crate::common::peer("@qwen-code/qwen-code", "node_modules/.bin/qwen");
+    let env = Env::new();
+    let extra = env.root.path().join("extra");
+    let tmp = env.root.path().join("tmp");
+    std::fs::create_dir_all(&extra).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut steward = steward_mcp_argv(&env);
+    steward.extend(["--server".to_owned(), "cs".to_owned()]);
+    // One settings file for both, as a Qwen Code user has it: Steward's
+    // servers, and Steward registered with Qwen Code (Steward blocks that
+    // entry of its own; Qwen Code connects to it alone). Qwen Code defers
+    // MCP tools behind its tool search unless `alwaysLoadTools`.
+    env.write_home(
+        "settings.json",
+        &serde_json::to_string_pretty(&json!({
+            "mcpServers": {
+                "cs": crate::faithful::conformance_stdio(),
+                "steward": {"command": steward[0], "args": steward[1..], "alwaysLoadTools": true},
+            },
+            "security": {"auth": {"selectedType": "openai"}},
+            "model": {"name": "fake"},
+        }))
+        .unwrap(),
+    );
+    let c = env.start(&[]);
+    c.wait_for("cs Ready", |s| ready(s, "cs"));
+    let model = FakeModel::start(
+        &env,
+        &["test_input_required_result_list_roots", "test_echo_meta"],
+    );
+    let mut command = Command::new(qwen);
+    command
+        .args(["-p", "Call the two tools of the steward server."])
+        .args(["--allowed-mcp-server-names", "steward"])
+        .arg("--include-directories")
+        .arg(&extra)
+        .args(["--approval-mode", "yolo"])
+        .current_dir(&env.ws)
+        .env_clear()
+        .envs(env.steward_env())
+        .env("TMPDIR", &tmp)
+        .env("NO_COLOR", "1")
+        .env("QWEN_CODE_SUPPRESS_YOLO_WARNING", "1")
+        .env("OPENAI_API_KEY", "fake")
+        .env("OPENAI_BASE_URL", &model.url)
+        .env("OPENAI_MODEL", "fake");
+    let out = output_within(command, Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.trim() == "done",
+        "qwen -p: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    let results = model.tool_results();
+    assert_eq!(results.len(), 2, "{results:?}\n{stderr}");
+    let url = |dir: &Path| format!("file://{}", dir.display());
+    assert_eq!(
+        results[0],
+        format!("Roots: {}, {}", url(&env.ws), url(&extra)),
+        "the server got Qwen Code's roots"
+    );
+    let meta: Value = results[1]
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find_map(|v| v.get("meta").cloned())
+        .unwrap_or_else(|| panic!("no meta in {:?}", results[1]));
+    assert!(meta["progressToken"].is_number(), "{meta}");
+    let keys: Vec<&String> = meta.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        ["progressToken"],
+        "what headless Qwen Code sends: {meta}"
+    );
+    // Both calls were Qwen Code's, through Steward, and each ran once.
+    let calls = mcp(&c.status(), "cs").and_then(|s| s.status.calls).unwrap();
+    assert_eq!(calls.total, 2, "{calls:?}");
 }
