@@ -133,8 +133,8 @@ fn each_answers_its_own(c: &Controller, server: &str, a: &mut PyClient, b: &mut 
 /// wire does not, it waits until B's call is done (never a guess), and from
 /// then on calls of different agents to that server are serialized, so each
 /// later request has one agent to go to. (Had B's call asked too, neither
-/// call could end while its request waited: Steward would refuse both
-/// after its wait, saying it cannot tell whose they are.)
+/// call could end while its request waited: after its wait Steward refuses
+/// the request that came first, saying it cannot tell whose it is.)
 fn the_first_request_waits_for_one_agents_calls(
     c: &Controller,
     server: &str,
@@ -293,8 +293,10 @@ impl Drop for FakeModel {
 /// `roots/list` is answered by Qwen Code (it declares roots, never
 /// elicitation nor sampling) with every directory of its workspace — the
 /// one `--include-directories` adds too, which Steward alone would not
-/// know —; and the `_meta` it sends on a call reaches the server: headless,
-/// that is the progress token only (Steward's own there). Qwen Code sends
+/// know —; its model's elicitation-asking call fails with the protocol's
+/// error, as Qwen Code declared no elicitation; and the `_meta` it sends on
+/// a call reaches the server: headless, that is the progress token only
+/// (Steward's own there). Qwen Code sends
 /// `qwen-code/invocation` only inside an ACP session of a trusted parent
 /// process, and only to stdio servers; Steward passes that key through
 /// (the SDK tests above).
@@ -328,11 +330,15 @@ fn qwen_code_calls_through_steward_and_the_server_gets_qwens_roots_and_meta() {
     c.wait_for("cs Ready", |s| ready(s, "cs"));
     let model = FakeModel::start(
         &env,
-        &["test_input_required_result_list_roots", "test_echo_meta"],
+        &[
+            "test_input_required_result_list_roots",
+            "test_echo_meta",
+            "test_input_required_result_elicitation",
+        ],
     );
     let mut command = Command::new(qwen);
     command
-        .args(["-p", "Call the two tools of the steward server."])
+        .args(["-p", "Call the tools of the steward server."])
         .args(["--allowed-mcp-server-names", "steward"])
         .arg("--include-directories")
         .arg(&extra)
@@ -355,7 +361,7 @@ fn qwen_code_calls_through_steward_and_the_server_gets_qwens_roots_and_meta() {
         out.status
     );
     let results = model.tool_results();
-    assert_eq!(results.len(), 2, "{results:?}\n{stderr}");
+    assert_eq!(results.len(), 3, "{results:?}\n{stderr}");
     let url = |dir: &Path| format!("file://{}", dir.display());
     assert_eq!(
         results[0],
@@ -374,7 +380,15 @@ fn qwen_code_calls_through_steward_and_the_server_gets_qwens_roots_and_meta() {
         ["progressToken"],
         "what headless Qwen Code sends: {meta}"
     );
-    // Both calls were Qwen Code's, through Steward, and each ran once.
+    // Qwen Code declares no elicitation: the server's request during its
+    // call is refused (never sent to another agent), and the call fails
+    // with that.
+    assert!(
+        results[2].contains("did not declare elicitation"),
+        "{:?}",
+        results[2]
+    );
+    // Every call was Qwen Code's, through Steward, and each ran once.
     let calls = mcp(&c.status(), "cs").and_then(|s| s.status.calls).unwrap();
-    assert_eq!(calls.total, 2, "{calls:?}");
+    assert_eq!(calls.total, 3, "{calls:?}");
 }
