@@ -128,8 +128,8 @@ fn each_answers_its_own(c: &Controller, server: &str, a: &mut PyClient, b: &mut 
     }
 }
 
-/// A's call asks while B's, which asks nothing, is in flight: the request
-/// is A's. Over HTTP the stream it comes on says so; on stdio, where the
+/// A's call (`a`, answering as `name`) asks while B's, which asks nothing,
+/// is in flight: the request is A's. Over HTTP the stream it comes on says so; on stdio, where the
 /// wire does not, it waits until B's call is done (never a guess), and from
 /// then on calls of different agents to that server are serialized, so each
 /// later request has one agent to go to. (Had B's call asked too, neither
@@ -138,13 +138,13 @@ fn each_answers_its_own(c: &Controller, server: &str, a: &mut PyClient, b: &mut 
 fn the_first_request_waits_for_one_agents_calls(
     c: &Controller,
     server: &str,
-    a: &mut PyClient,
+    (a, name): (&mut PyClient, &str),
     b: &mut PyClient,
 ) {
     b.send(&call("test_sleep", json!({"ms": 1500})));
     wait_until("B's call reached the server", || in_flight(c, server) >= 1);
     let (asked, _) = a.call("test_input_required_result_elicitation", json!({}));
-    assert_eq!(text_of(&asked), "Hello, A!", "{server}");
+    assert_eq!(text_of(&asked), format!("Hello, {name}!"), "{server}");
     assert_eq!(answered(b, "B's call"), "xx", "{server}");
 }
 
@@ -156,7 +156,7 @@ fn two_sdks_on_one_server(a: (Sdk, Via), b: (Sdk, Via)) {
     for server in ["ch", "cs"] {
         let mut first = agent(&env, &url, a.0, a.1, server, "A");
         let mut second = agent(&env, &url, b.0, b.1, server, "B");
-        the_first_request_waits_for_one_agents_calls(&c, server, &mut first, &mut second);
+        the_first_request_waits_for_one_agents_calls(&c, server, (&mut first, "A"), &mut second);
         each_answers_its_own(&c, server, &mut first, &mut second);
         first.close();
         second.close();
@@ -391,4 +391,38 @@ fn qwen_code_calls_through_steward_and_the_server_gets_qwens_roots_and_meta() {
     // Every call was Qwen Code's, through Steward, and each ran once.
     let calls = mcp(&c.status(), "cs").and_then(|s| s.status.calls).unwrap();
     assert_eq!(calls.total, 3, "{calls:?}");
+}
+
+/// Three agents, one of each SDK, each asked something else during its
+/// call — the TypeScript agent sampling, the PyPI 1.x one roots, the PyPI
+/// 2.x one elicitation —, their calls overlapping: each answers its own.
+#[test]
+fn three_agents_of_three_sdks_on_one_server_each_answer_what_their_own_calls_ask() {
+    let env = Env::new();
+    let (c, url, _remote) = conformance_workspace(&env);
+    for server in ["ch", "cs"] {
+        let mut ts = agent(&env, &url, Sdk::TypeScript, Via::Http, server, "T");
+        let mut one = agent(&env, &url, Sdk::PyPi1, Via::Http, server, "O");
+        let mut two = agent(&env, &url, Sdk::PyPi2, Via::Http, server, "W");
+        the_first_request_waits_for_one_agents_calls(&c, server, (&mut two, "W"), &mut one);
+        let [elicitation, sampling, roots] = &ASKS;
+        ts.send(&call(sampling.tool, arguments(sampling, "T", 1000)));
+        wait_until("T's call reached the server", || in_flight(&c, server) >= 1);
+        one.send(&call(roots.tool, arguments(roots, "O", 300)));
+        let (answer, _) = two.call(elicitation.tool, arguments(elicitation, "W", 0));
+        assert_eq!(text_of(&answer), (elicitation.answer)("W"), "{server}");
+        assert_eq!(
+            answered(&mut ts, "T's sampling"),
+            (sampling.answer)("T"),
+            "{server}"
+        );
+        assert_eq!(
+            answered(&mut one, "O's roots"),
+            (roots.answer)("O"),
+            "{server}"
+        );
+        for agent in [ts, one, two] {
+            agent.close();
+        }
+    }
 }
