@@ -29,6 +29,9 @@ Each stdin line is one JSON command; each answer is one stdout line,
 
 The script ends when stdin closes; leaving the `async with` blocks closes the
 session the way an agent does (stdin close, or DELETE for HTTP).
+
+It runs under the SDK's 1.x (`.peers/venv-mcp1`) as under its 2.x
+(`.peers/venv`); where their APIs differ, `V1` says which is which.
 """
 
 import json
@@ -36,13 +39,24 @@ import os
 import subprocess
 import sys
 import threading
+from importlib.metadata import version
 
 import anyio
-import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+
+# The SDK's 1.x: the protocol's types are `mcp.types` (2.x: the `mcp_types`
+# package), notifications reach the message handler wrapped in a `RootModel`,
+# results keep the wire's camelCase field names, the session keeps no
+# `initialize_result`, and the HTTP transport yields a third item (the
+# session id getter).
+V1 = version("mcp").startswith("1.")
+if V1:
+    from mcp import types
+else:
+    import mcp_types as types
 
 
 def dump(model):
@@ -52,12 +66,16 @@ def dump(model):
 class Driver:
     def __init__(self, session):
         self.session = session
+        # What `initialize` returned (1.x keeps it nowhere else).
+        self.initialized = None
         self.seen = []
         # The params of the log lines and resource updates received.
         self.messages = []
         self.arrived = anyio.Event()
 
     async def on_message(self, message):
+        if V1 and isinstance(message, types.ServerNotification):
+            message = message.root
         if isinstance(message, Exception):
             self.seen.append(f"exception: {message}")
         else:
@@ -71,10 +89,10 @@ class Driver:
         items, cursor, pages = [], None, 0
         while True:
             params = {"cursor": cursor} if cursor else None
-            result = await getattr(self.session, method)(params=params)
+            result = dump(await getattr(self.session, method)(params=params))
             pages += 1
-            items.extend(dump(item) for item in getattr(result, field))
-            cursor = result.next_cursor
+            items.extend(result[field])
+            cursor = result.get("nextCursor")
             if not cursor:
                 return {"items": items, "pages": pages}
 
@@ -87,7 +105,7 @@ class Driver:
         if op == "list_resources":
             return await self.all_pages("list_resources", "resources")
         if op == "list_resource_templates":
-            return await self.all_pages("list_resource_templates", "resource_templates")
+            return await self.all_pages("list_resource_templates", "resourceTemplates")
         if op == "call_tool":
             progress = []
 
@@ -125,7 +143,7 @@ class Driver:
                     await self.arrived.wait()
             return list(self.seen)
         if op == "session":
-            result = self.session.initialize_result
+            result = self.initialized if V1 else self.session.initialize_result
             return dump(result) if result is not None else None
         raise ValueError(f"unknown op {op!r}")
 
@@ -192,7 +210,7 @@ async def serve(read, write, options):
         callbacks["list_roots_callback"] = rooter(roots.split(","))
     async with ClientSession(read, write, message_handler=handler, **callbacks) as session:
         driver = Driver(session)
-        await session.initialize()
+        driver.initialized = await session.initialize()
         print(json.dumps({"ok": "initialized"}), flush=True)
         stdin = anyio.wrap_file(sys.stdin)
         async for line in stdin:
@@ -220,7 +238,8 @@ async def main(argv):
     else:
         headers = dict(h.split(": ", 1) for h in argv[2:])
         async with create_mcp_http_client(headers=headers) as http:
-            async with streamable_http_client(argv[1], http_client=http) as (read, write):
+            async with streamable_http_client(argv[1], http_client=http) as streams:
+                read, write = streams[:2]  # 1.x: and the session id getter
                 await serve(read, write, options)
 
 

@@ -2,15 +2,27 @@
 // from the peers directory), driven line by line like mcp_client.py so that a
 // Rust test can act between steps.
 //
-//     node ts_client.mjs stdio COMMAND [ARG...]
+//     node ts_client.mjs [OPTION]... stdio COMMAND [ARG...]
+//     node ts_client.mjs [OPTION]... http URL [HEADER: VALUE]...
+//
+// The options mean what they mean to mcp_client.py: `--sampling` declares the
+// capability and answers every `sampling/createMessage` with "sampled by the
+// agent: <first message text>"; `--elicitation` declares it (form mode, what
+// this SDK declares by default) and accepts every form with
+// `{"name": "Agent"}`; `--name=NAME` makes the agent answer as NAME instead
+// of "the agent"/"Agent" (so that a test tells agents apart);
+// `--roots=URI,...` declares roots and answers `roots/list` with those URIs.
 //
 // Each stdin line is one JSON command; each answer is one stdout line,
 // `{"ok": ...}` or `{"error": "..."}`. Commands (`op`): `list_tools` (every
 // page: `{"items": [...], "pages": N}`), `call_tool` (`name`, `arguments`,
-// `progress`: `{"result": ..., "progress": [...]}`),
-// `session` (the server's name and instructions), `notifications` (every
-// server notification method received so far) and `wait_notification`
-// (`method`, `count`, `timeout` seconds: until `count` of `method` arrived).
+// `progress`, `meta`: the request's `_meta`;
+// `{"result": ..., "progress": [...]}`), `roots_changed` (sends
+// `notifications/roots/list_changed`), `session` (the server's name and
+// instructions), `notifications` (every server notification method received
+// so far) and `wait_notification` (`method`, `count`, `timeout` seconds:
+// until `count` of `method` arrived). The script ends when stdin closes; an
+// HTTP session is ended with DELETE first, as the PyPI SDK does.
 // The peers directory is $STEWARD_PEERS_DIR (set by .ci/run and the tests).
 
 import { createInterface } from "node:readline";
@@ -26,15 +38,73 @@ const sdk = (path) =>
   import(pathToFileURL(join(peers, "node_modules/@modelcontextprotocol/sdk/dist/esm", path)).href);
 const { Client } = await sdk("client/index.js");
 const { StdioClientTransport } = await sdk("client/stdio.js");
+const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
+const { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema } =
+  await sdk("types.js");
 
-const [mode, command, ...args] = process.argv.slice(2);
-if (mode !== "stdio" || !command) {
-  console.error("usage: node ts_client.mjs stdio COMMAND [ARG...]");
+const argv = process.argv.slice(2);
+const options = [];
+while (argv.length > 0 && argv[0].startsWith("--")) {
+  options.push(argv.shift());
+}
+// The value of `--name=VALUE` among the options, if given.
+const option = (name) =>
+  options.find((given) => given.startsWith(`--${name}=`))?.slice(name.length + 3);
+
+const [mode, target, ...rest] = argv;
+if (!["stdio", "http"].includes(mode) || !target) {
+  console.error("usage: node ts_client.mjs [OPTION]... stdio COMMAND [ARG...]");
+  console.error("       node ts_client.mjs [OPTION]... http URL [HEADER: VALUE]...");
   process.exit(2);
 }
 
-const transport = new StdioClientTransport({ command, args, env: process.env, stderr: "inherit" });
-const client = new Client({ name: "steward-ts-test", version: "1.0.0" });
+const name = option("name");
+const roots = option("roots")?.split(",");
+const capabilities = {};
+if (options.includes("--sampling")) capabilities.sampling = {};
+if (options.includes("--elicitation")) capabilities.elicitation = { form: {} };
+if (roots) capabilities.roots = { listChanged: true };
+
+let transport;
+if (mode === "stdio") {
+  transport = new StdioClientTransport({
+    command: target,
+    args: rest,
+    env: process.env,
+    stderr: "inherit",
+  });
+} else {
+  const headers = Object.fromEntries(
+    rest.map((h) => [h.slice(0, h.indexOf(": ")), h.slice(h.indexOf(": ") + 2)]),
+  );
+  transport = new StreamableHTTPClientTransport(new URL(target), { requestInit: { headers } });
+}
+const client = new Client({ name: "steward-ts-test", version: "1.0.0" }, { capabilities });
+if (capabilities.sampling) {
+  const who = name ?? "the agent";
+  client.setRequestHandler(CreateMessageRequestSchema, async (request) => {
+    // Content is one block, or (2025-11-25) a list of them.
+    const first = request.params.messages[0]?.content;
+    const block = Array.isArray(first) ? first[0] : first;
+    return {
+      role: "assistant",
+      content: { type: "text", text: `sampled by ${who}: ${block?.text ?? ""}` },
+      model: "test-model",
+    };
+  });
+}
+if (capabilities.elicitation) {
+  const answer = name ?? "Agent";
+  client.setRequestHandler(ElicitRequestSchema, async () => ({
+    action: "accept",
+    content: { name: answer },
+  }));
+}
+if (roots) {
+  client.setRequestHandler(ListRootsRequestSchema, async () => ({
+    roots: roots.map((uri) => ({ uri })),
+  }));
+}
 // Every notification the server sends, by method (no specific handler is
 // registered, so each reaches the fallback).
 const seen = [];
@@ -62,13 +132,18 @@ async function run(command) {
     }
     case "call_tool": {
       const progress = [];
+      const params = { name: command.name, arguments: command.arguments ?? {} };
+      if (command.meta) params._meta = command.meta;
       const result = await client.callTool(
-        { name: command.name, arguments: command.arguments ?? {} },
+        params,
         undefined,
         command.progress ? { onprogress: (p) => progress.push(p) } : {},
       );
       return { result, progress };
     }
+    case "roots_changed":
+      await client.sendRootsListChanged();
+      return true;
     case "notifications":
       return [...seen];
     case "wait_notification": {
@@ -111,5 +186,8 @@ for await (const line of lines) {
     answer = { error: `${error.name}: ${error.message}` };
   }
   console.log(JSON.stringify(answer));
+}
+if (mode === "http") {
+  await transport.terminateSession();
 }
 await client.close();

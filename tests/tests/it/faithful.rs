@@ -59,7 +59,7 @@ pub fn conformance_stdio() -> Value {
 
 /// A workspace with the conformance server over stdio (`cs`) and over HTTP
 /// (`ch`), served over HTTP too: the controller, the endpoint's URL.
-fn conformance_workspace(env: &Env) -> (Controller, String, HttpConformance) {
+pub(crate) fn conformance_workspace(env: &Env) -> (Controller, String, HttpConformance) {
     let remote = HttpConformance::start(env, "ch");
     env.user_mcp_servers(&[
         ("cs", conformance_stdio()),
@@ -82,12 +82,12 @@ fn agent(env: &Env, url: &str, server: &str, name: &str) -> PyClient {
     PyClient::http_with(env, &options, &format!("{url}/{server}"), &[])
 }
 
-fn call(tool: &str, arguments: Value) -> Value {
+pub(crate) fn call(tool: &str, arguments: Value) -> Value {
     json!({"op": "call_tool", "name": tool, "arguments": arguments})
 }
 
 /// The text of the answer to a `call_tool` sent with [`PyClient::send`].
-fn answered(client: &mut PyClient, what: &str) -> String {
+pub(crate) fn answered(client: &mut PyClient, what: &str) -> String {
     let answer = client
         .receive(what)
         .unwrap_or_else(|e| panic!("{what}: {e}\n{}", client.stderr_text()));
@@ -104,7 +104,7 @@ fn until(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 /// Calls in flight to `server` now.
-fn in_flight(c: &Controller, server: &str) -> u64 {
+pub(crate) fn in_flight(c: &Controller, server: &str) -> u64 {
     mcp(&c.status(), server)
         .and_then(|s| s.status.calls)
         .map_or(0, |calls| calls.in_flight)

@@ -34,6 +34,7 @@ mod conformance;
 mod demo_walkthrough;
 mod dev_reload;
 mod faithful;
+mod faithful_clients;
 mod gateway;
 mod gateway_http;
 mod gateway_real_clients;

@@ -1,8 +1,9 @@
 //! The real MCP clients agents use, run against Steward's agent endpoint:
-//! the PyPI `mcp` SDK (`ClientSession`, driven line by line through
-//! `tests/clients/mcp_client.py`), the MCP Inspector CLI and Qwen Code. All
-//! are installed at pinned versions by `.ci/run` under the peers directory;
-//! a missing one fails the test (never skips it).
+//! the PyPI `mcp` SDK (`ClientSession`, 2.x and 1.x, driven line by line
+//! through `tests/clients/mcp_client.py`), the TypeScript SDK (`Client`,
+//! through `tests/clients/ts_client.mjs`), the MCP Inspector CLI and Qwen
+//! Code. All are installed at pinned versions by `.ci/run` under the peers
+//! directory; a missing one fails the test (never skips it).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -21,6 +22,28 @@ pub const CLIENT_DEADLINE: Duration = Duration::from_secs(60);
 /// The Python of the peers' venv, where `.ci/run` installs `mcp`.
 pub fn python() -> PathBuf {
     peer("mcp (PyPI, in the peers venv)", "venv/bin/python")
+}
+
+/// The Python of the peers' second venv, where `.ci/run` installs the
+/// PyPI `mcp` SDK's last 1.x release.
+pub fn python1() -> PathBuf {
+    peer(
+        "mcp 1.x (PyPI, in the peers venv-mcp1)",
+        "venv-mcp1/bin/python",
+    )
+}
+
+/// A real SDK whose client [`PyClient`] drives: each takes the same driver
+/// options (`--sampling`, `--elicitation`, `--name=NAME`, `--roots=URI,...`)
+/// and the same line commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sdk {
+    /// The PyPI `mcp` SDK 2.x (`tests/clients/mcp_client.py` in the venv).
+    PyPi2,
+    /// The PyPI `mcp` SDK 1.x (the same script in venv-mcp1).
+    PyPi1,
+    /// The TypeScript SDK (`tests/clients/ts_client.mjs`).
+    TypeScript,
 }
 
 fn driver_script() -> PathBuf {
@@ -110,6 +133,40 @@ impl PyClient {
         let mut command = Command::new(node());
         command.arg(ts_driver_script()).arg("stdio").args(argv);
         Self::spawn_command(env, command, "tsclient")
+    }
+
+    /// A session of `sdk`'s client with driver `options`, to `target`:
+    /// `["stdio", COMMAND, ARG...]` (the client spawns it) or
+    /// `["http", URL, "Name: value"...]`.
+    pub fn of(sdk: Sdk, env: &Env, options: &[&str], target: &[String]) -> PyClient {
+        let mut command = match sdk {
+            Sdk::PyPi2 | Sdk::PyPi1 => {
+                let python = if sdk == Sdk::PyPi1 {
+                    python1()
+                } else {
+                    python()
+                };
+                let mut command = Command::new(python);
+                command.arg("-B").arg(driver_script());
+                command
+            }
+            Sdk::TypeScript => {
+                peer(
+                    "@modelcontextprotocol/sdk",
+                    "node_modules/@modelcontextprotocol/sdk/package.json",
+                );
+                let mut command = Command::new(node());
+                command.arg(ts_driver_script());
+                command
+            }
+        };
+        command.args(options).args(target);
+        let name = match sdk {
+            Sdk::PyPi2 => "pyclient",
+            Sdk::PyPi1 => "pyclient1",
+            Sdk::TypeScript => "tsclient",
+        };
+        Self::spawn_command(env, command, name)
     }
 
     fn spawn(env: &Env, args: &[String]) -> PyClient {
