@@ -19,6 +19,17 @@ use steward_tests::harness::{Controller, Env, mcp, ready, wait_until};
 use crate::faithful::{answered, call, conformance_workspace, in_flight};
 use crate::real_clients::{PyClient, Sdk, output_within, python, steward_mcp_argv, text_of};
 
+/// The protocol's own keys (`io.modelcontextprotocol/…`) of a `_meta`.
+fn protocol_keys(meta: &Value) -> Vec<&String> {
+    meta.as_object()
+        .map(|m| {
+            m.keys()
+                .filter(|k| k.starts_with("io.modelcontextprotocol/"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// How an agent reaches Steward's one-server view of a server.
 #[derive(Debug, Clone, Copy)]
 enum Via {
@@ -211,11 +222,16 @@ fn the_meta_each_sdk_sends_on_a_call_reaches_the_server_but_for_what_steward_own
             assert_eq!(seen["traceparent"], json!(traceparent), "{who}: {seen}");
             // The progress token is Steward's own (mapped back to the client's).
             assert!(seen["progressToken"].is_number(), "{who}: {seen}");
-            assert!(
-                seen.as_object()
-                    .unwrap()
-                    .keys()
-                    .all(|k| !k.starts_with("io.modelcontextprotocol/")),
+            // Of the protocol's keys, only what Steward says of this agent
+            // on the server's session: it declared nothing to answer.
+            assert_eq!(
+                protocol_keys(seen),
+                ["io.modelcontextprotocol/clientCapabilities"],
+                "{who}: {seen}"
+            );
+            assert_eq!(
+                seen["io.modelcontextprotocol/clientCapabilities"],
+                json!({"roots": {"listChanged": true}}),
                 "{who}: {seen}"
             );
             client.close();
@@ -374,17 +390,28 @@ fn qwen_code_calls_through_steward_and_the_server_gets_qwens_roots_and_meta() {
         .find_map(|v| v.get("meta").cloned())
         .unwrap_or_else(|| panic!("no meta in {:?}", results[1]));
     assert!(meta["progressToken"].is_number(), "{meta}");
+    // What headless Qwen Code sends is the progress token alone; the
+    // protocol's key is Steward's, saying what Qwen Code declared: roots
+    // (its own), no sampling, no elicitation.
     let keys: Vec<&String> = meta.as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
-        ["progressToken"],
-        "what headless Qwen Code sends: {meta}"
+        [
+            "io.modelcontextprotocol/clientCapabilities",
+            "progressToken"
+        ],
+        "{meta}"
     );
-    // Qwen Code declares no elicitation: the server's request during its
-    // call is refused (never sent to another agent), and the call fails
-    // with that.
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientCapabilities"],
+        json!({"roots": {"listChanged": true}}),
+        "{meta}"
+    );
+    // Qwen Code declares no elicitation, and the server hears so for its
+    // call: the server refuses it as it would directly (nothing is sent to
+    // another agent), and the call fails with that.
     assert!(
-        results[2].contains("did not declare elicitation"),
+        results[2].contains("did not declare the capability elicitation"),
         "{:?}",
         results[2]
     );
