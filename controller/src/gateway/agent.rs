@@ -22,6 +22,7 @@ use rmcp::model::{
     ClientCapabilities, ClientResult, CreateMessageRequestParams, ElicitRequestParams, ErrorCode,
     ErrorData, GetExtensions as _, LoggingLevel, ProgressNotificationParam, ProtocolVersion,
     RequestId, RequestMetaObject, ServerNotification, ServerRequest, TASKS_EXTENSION_ID,
+    TaskStatusNotification,
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleServer};
@@ -337,6 +338,20 @@ impl Caller for AgentCaller {
             let _ = peer.send_notification(notification).await;
         }
         .boxed()
+    }
+
+    fn task_status(
+        &self,
+        server: &str,
+        mut notification: TaskStatusNotification,
+    ) -> BoxFuture<'static, ()> {
+        // A 2026-07-28 agent has no session to hear it on: it polls.
+        if self.per_request.is_some() {
+            return async {}.boxed();
+        }
+        let task = &mut notification.params.task.task;
+        task.task_id = super::task_handles::exposed_id(server, &task.task_id);
+        self.notify(ServerNotification::TaskStatusNotification(notification))
     }
 }
 

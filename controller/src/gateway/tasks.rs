@@ -12,8 +12,10 @@
 //! - The agent sees task ids namespaced per server (`SERVER/ID`, see
 //!   [`super::task_handles`]); `tasks/*` go to the server the id names, whatever
 //!   else restarts meanwhile. A one-server view serves only its server's.
-//! - Status notifications are not relayed: a 2026-07-28 server sends them
-//!   on a `subscriptions/listen` stream of its own; agents poll.
+//! - A task's status notification (`notifications/tasks`) on the server's
+//!   session goes to the agent whose call made the task, on its session,
+//!   with the id it knows (the relay keeps who made which task); a
+//!   2026-07-28 agent, which has no session, polls.
 
 use rmcp::model::{
     CancelTaskParams, CancelTaskRequest, ClientRequest, ErrorData, GetTaskParams, GetTaskRequest,

@@ -162,3 +162,128 @@ fn a_task_is_routed_by_its_server_and_outlives_an_unrelated_reload() {
     let refused = modern(&url, "tasks/get", Some(&id), json!({"taskId": id}), false);
     assert_eq!(refused["error"]["code"], -32021, "{refused}");
 }
+
+/// An agent of the initialize lifecycle speaking JSON-RPC itself over
+/// `steward mcp` (stdio): what it writes, and every message it reads.
+struct RawAgent {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    read: std::sync::mpsc::Receiver<Value>,
+}
+
+impl RawAgent {
+    /// Started and initialized, declaring `capabilities`.
+    fn start(env: &Env, capabilities: Value) -> RawAgent {
+        use std::io::BufRead as _;
+        let argv = crate::real_clients::steward_mcp_argv(env);
+        let mut child = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .current_dir(&env.ws)
+            .env_clear()
+            .envs(env.steward_env())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start steward mcp");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, read) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Ok(message) = serde_json::from_str(&line)
+                    && tx.send(message).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        let stdin = child.stdin.take().unwrap();
+        let mut agent = RawAgent { child, stdin, read };
+        agent.send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
+        agent.until("the initialize answer", |m| m["id"] == 0);
+        agent.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        agent
+    }
+
+    fn send(&mut self, message: Value) {
+        use std::io::Write as _;
+        writeln!(self.stdin, "{message}").expect("write to steward mcp");
+    }
+
+    /// The first message read that `wanted` holds for (a minute at most);
+    /// the others are skipped.
+    fn until(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.read.recv_timeout(left) {
+                Ok(message) if wanted(&message) => return message,
+                Ok(_) => {}
+                Err(_) => panic!("no {what} within a minute"),
+            }
+        }
+    }
+
+    /// Every message read until now.
+    fn drained(&mut self) -> Vec<Value> {
+        self.read.try_iter().collect()
+    }
+}
+
+impl Drop for RawAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A task's status told on the server's session reaches the agent whose
+/// call made the task, under the id that agent knows, and no other agent.
+#[test]
+fn a_tasks_status_reaches_the_agent_whose_call_made_it() {
+    let env = Env::new();
+    env.user_mcp_servers(&[("cs", conformance_stdio())]);
+    let c = env.start(&[]);
+    c.wait_for("cs Ready", |s| ready(s, "cs"));
+    let takes_tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let mut maker = RawAgent::start(&env, takes_tasks.clone());
+    let mut other = RawAgent::start(&env, takes_tasks);
+    maker.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "cs__slow_compute", "arguments": {"seconds": 1, "label": "told"}}}),
+    );
+    let made = maker.until("the task handle", |m| m["id"] == 1);
+    let id = made["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    assert!(id.starts_with("cs/"), "{made}");
+    let done = maker.until("the completed status", |m| {
+        m["method"] == "notifications/tasks" && m["params"]["status"] == "completed"
+    });
+    assert_eq!(
+        done["params"]["taskId"], id,
+        "the id the agent knows: {done}"
+    );
+    assert_eq!(
+        done["params"]["result"]["content"][0]["text"], "computed told in 1s",
+        "{done}"
+    );
+    // The other agent, whose calls made no task, heard nothing of it: a
+    // call of its own, answered, shows its reader caught up.
+    other.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    other.until("its tools", |m| m["id"] == 2);
+    let heard: Vec<Value> = other
+        .drained()
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/tasks")
+        .collect();
+    assert!(heard.is_empty(), "{heard:?}");
+}

@@ -242,10 +242,26 @@ impl Client {
                 match id.and_then(|id| self.relay.completion(&id)) {
                     Some(caller) => {
                         let complete = ServerNotification::CustomNotification(n);
-                        tokio::spawn(async move { caller.notify(complete).await });
+                        self.relay
+                            .deliver(Box::pin(async move { caller.notify(complete).await }));
                     }
                     None => {
                         tracing::debug!(server = %self.name, "an elicitation completed that no agent was asked")
+                    }
+                }
+            }
+            // A task's status goes to the agent whose call made the task.
+            ServerNotification::TaskStatusNotification(n) => {
+                let (id, ended) = (&n.params.task.task.task_id, n.params.task.status());
+                match self.relay.task_owner(id, ended.is_terminal()) {
+                    Some(caller) => {
+                        let server = self.name.to_string();
+                        self.relay.deliver(Box::pin(async move {
+                            caller.task_status(&server, n).await
+                        }));
+                    }
+                    None => {
+                        tracing::debug!(server = %self.name, task = %id, "the status of a task no agent's call made")
                     }
                 }
             }

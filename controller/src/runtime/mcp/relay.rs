@@ -46,7 +46,7 @@ use rmcp::RoleClient;
 use rmcp::model::{
     ClientNotification, ClientRequest, ClientResult, ErrorData, JsonRpcMessage,
     ProgressNotificationParam, ProgressToken, RequestId, ServerNotification, ServerRequest,
-    ServerResult,
+    ServerResult, TaskStatusNotification,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -77,6 +77,16 @@ pub trait Caller: Send + Sync {
     /// completion of an elicitation it asked); awaited in order.
     fn notify(&self, notification: ServerNotification) -> BoxFuture<'static, ()> {
         let _ = notification;
+        Box::pin(async {})
+    }
+    /// The status of a task the server made for one of the caller's calls
+    /// (`server`'s own task id); awaited in order.
+    fn task_status(
+        &self,
+        server: &str,
+        notification: TaskStatusNotification,
+    ) -> BoxFuture<'static, ()> {
+        let _ = (server, notification);
         Box::pin(async {})
     }
     /// Whether the caller's client answers `roots/list` itself (else the
@@ -190,6 +200,46 @@ enum Refused {
 /// URL-mode elicitations whose completion may still come, by id (the
 /// oldest forgotten past this many).
 const ELICITATIONS_KEPT: usize = 256;
+/// Tasks whose status may still be told, by id (the oldest forgotten past
+/// this many).
+const TASKS_KEPT: usize = 1024;
+
+/// The callers something the server names by an id of its own goes to
+/// later (an elicitation's completion, a task's status), the oldest
+/// forgotten past `limit`.
+struct Owners {
+    limit: usize,
+    kept: Mutex<VecDeque<(String, Arc<dyn Caller>)>>,
+}
+
+impl Owners {
+    fn new(limit: usize) -> Owners {
+        Owners {
+            limit,
+            kept: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    fn keep(&self, id: String, caller: Arc<dyn Caller>) {
+        let mut kept = crate::support::sync::lock(&self.kept);
+        kept.retain(|(known, _)| *known != id);
+        if kept.len() >= self.limit {
+            kept.pop_front();
+        }
+        kept.push_back((id, caller));
+    }
+
+    /// The caller of `id`; `forget`: the last time it is asked for.
+    fn get(&self, id: &str, forget: bool) -> Option<Arc<dyn Caller>> {
+        let mut kept = crate::support::sync::lock(&self.kept);
+        let at = kept.iter().position(|(known, _)| known == id)?;
+        if forget {
+            kept.remove(at).map(|(_, caller)| caller)
+        } else {
+            Some(kept[at].1.clone())
+        }
+    }
+}
 
 /// Routes of one connection (see the module doc).
 pub struct Relay {
@@ -212,7 +262,13 @@ pub struct Relay {
     serialized: std::sync::atomic::AtomicBool,
     /// URL-mode elicitations forwarded, by elicitation id, with the caller
     /// their completion goes to.
-    elicitations: Mutex<VecDeque<(String, Arc<dyn Caller>)>>,
+    elicitations: Owners,
+    /// Tasks the server made for a call (SEP-2663), by the server's task
+    /// id, with the caller their status goes to.
+    tasks: Owners,
+    /// The queue of the task that delivers, in order, what goes to a
+    /// caller outside its calls (started by the first).
+    deliveries: OnceLock<mpsc::UnboundedSender<BoxFuture<'static, ()>>>,
     /// The queue of the task that delivers notices to their calls in order
     /// (started by the first).
     notices: OnceLock<mpsc::UnboundedSender<Notice>>,
@@ -257,7 +313,9 @@ impl Relay {
             last_heard: std::sync::atomic::AtomicU64::new(millis(tokio::time::Instant::now())),
             last_call: std::sync::atomic::AtomicU64::new(millis(tokio::time::Instant::now())),
             serialized: std::sync::atomic::AtomicBool::new(false),
-            elicitations: Mutex::new(VecDeque::new()),
+            elicitations: Owners::new(ELICITATIONS_KEPT),
+            tasks: Owners::new(TASKS_KEPT),
+            deliveries: OnceLock::new(),
             notices: OnceLock::new(),
             me: me.clone(),
         })
@@ -467,19 +525,33 @@ impl Relay {
     /// The URL-mode elicitation `id` was forwarded to `caller`: its
     /// completion goes there.
     pub fn expect_completion(&self, id: String, caller: Arc<dyn Caller>) {
-        let mut kept = crate::support::sync::lock(&self.elicitations);
-        kept.retain(|(known, _)| *known != id);
-        if kept.len() >= ELICITATIONS_KEPT {
-            kept.pop_front();
-        }
-        kept.push_back((id, caller));
+        self.elicitations.keep(id, caller);
     }
 
     /// The caller the completion of elicitation `id` goes to (once).
     pub fn completion(&self, id: &str) -> Option<Arc<dyn Caller>> {
-        let mut kept = crate::support::sync::lock(&self.elicitations);
-        let at = kept.iter().position(|(known, _)| known == id)?;
-        kept.remove(at).map(|(_, caller)| caller)
+        self.elicitations.get(id, true)
+    }
+
+    /// The caller whose call task `id` answered: its status goes there,
+    /// the last time when it `ended`.
+    pub fn task_owner(&self, id: &str, ended: bool) -> Option<Arc<dyn Caller>> {
+        self.tasks.get(id, ended)
+    }
+
+    /// Run `work` (what goes to a caller outside its calls) after what was
+    /// delivered before it.
+    pub fn deliver(&self, work: BoxFuture<'static, ()>) {
+        let queue = self.deliveries.get_or_init(|| {
+            let (queue, mut works) = mpsc::unbounded_channel::<BoxFuture<'static, ()>>();
+            tokio::spawn(async move {
+                while let Some(work) = works.recv().await {
+                    work.await;
+                }
+            });
+            queue
+        });
+        let _ = queue.send(work);
     }
 
     /// A notification for the call `tag` names (or, untagged, the call of
@@ -629,6 +701,8 @@ impl McpHandle {
     ) -> Result<ServerResult, CallError> {
         let started = tokio::time::Instant::now();
         let deadline = started + timeout;
+        // The task the server may make for the call reports to the caller.
+        let keeper = caller.clone();
         // Known before the request leaves: a server may ask its sampling
         // question before this task runs again after the send.
         let mut call = Some(InFlight {
@@ -692,6 +766,9 @@ impl McpHandle {
                     Ok(Ok(result)) => {
                         self.relay.heard();
                         self.relay.progress_relayed(id).await;
+                        if let ServerResult::CreateTaskResult(made) = &result {
+                            self.relay.tasks.keep(made.task.task_id.clone(), keeper);
+                        }
                         Ok(result)
                     }
                     // Refused while the token could not be refreshed for

@@ -14,13 +14,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
     CreateTaskResult, DetailedTask, ErrorData, GetTaskParams, GetTaskResult, InputRequest,
-    InputRequests, JsonObject, Task, TaskPayload, UpdateTaskParams,
+    InputRequests, JsonObject, ServerNotification, Task, TaskPayload, TaskStatusNotification,
+    TaskStatusNotificationParams, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
+use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -43,6 +44,9 @@ enum State {
 struct Entry {
     created_at: String,
     updated_at: String,
+    /// The session of the initialize lifecycle that made it: told of each
+    /// status (`notifications/tasks`).
+    watcher: Option<Peer<RoleServer>>,
     state: State,
     /// Answers to its input requests, by key, not yet taken by the task.
     answers: BTreeMap<String, Value>,
@@ -54,6 +58,8 @@ pub struct Tasks {
     entries: Mutex<HashMap<String, Entry>>,
     /// Wakes the running tasks when an answer or a cancellation comes.
     changed: Notify,
+    /// The queue of statuses to tell, in order (started by the first).
+    told: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<(Peer<RoleServer>, DetailedTask)>>,
     next: AtomicU64,
 }
 
@@ -245,7 +251,7 @@ impl Tasks {
         };
         if !declared(context) {
             // An optional task tool runs to its end for this client.
-            let id = self.create();
+            let id = self.create(None);
             let ended = job.run(self, &id).await;
             lock(&self.entries).remove(&id);
             return Some(match ended {
@@ -254,7 +260,8 @@ impl Tasks {
                 _ => Err(ErrorData::internal_error("the call ended unanswered", None)),
             });
         }
-        let id = self.create();
+        let watcher = (!asks::modern(context)).then(|| context.peer.clone());
+        let id = self.create(watcher);
         let task = self.task(&id).expect("just created").task;
         tokio::spawn({
             let tasks = self.clone();
@@ -269,12 +276,13 @@ impl Tasks {
 
     /// A new working task, stored before its handle goes out (a `tasks/get`
     /// right after finds it).
-    fn create(&self) -> String {
+    fn create(&self, watcher: Option<Peer<RoleServer>>) -> String {
         let id = format!("task-{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
         let stamp = now();
         let entry = Entry {
             created_at: stamp.clone(),
             updated_at: stamp,
+            watcher,
             state: State::Working,
             answers: BTreeMap::new(),
         };
@@ -285,16 +293,44 @@ impl Tasks {
     /// Move task `id` to `state`, unless it already ended (a cancelled
     /// task stays cancelled).
     fn set(&self, id: &str, state: State) {
-        let mut entries = lock(&self.entries);
-        if let Some(entry) = entries.get_mut(id)
-            && !matches!(
+        {
+            let mut entries = lock(&self.entries);
+            let Some(entry) = entries.get_mut(id) else {
+                return;
+            };
+            if matches!(
                 entry.state,
                 State::Completed(_) | State::Failed(_) | State::Cancelled
-            )
-        {
+            ) {
+                return;
+            }
             entry.state = state;
             entry.updated_at = now();
         }
+        self.tell(id);
+    }
+
+    /// Tell the session that made task `id` where it stands now.
+    fn tell(&self, id: &str) {
+        let watcher = lock(&self.entries).get(id).and_then(|e| e.watcher.clone());
+        let (Some(peer), Some(task)) = (watcher, self.task(id)) else {
+            return;
+        };
+        let queue = self.told.get_or_init(|| {
+            let (queue, mut statuses) =
+                tokio::sync::mpsc::unbounded_channel::<(Peer<RoleServer>, DetailedTask)>();
+            tokio::spawn(async move {
+                while let Some((peer, task)) = statuses.recv().await {
+                    let status =
+                        TaskStatusNotification::new(TaskStatusNotificationParams::new(task));
+                    let _ = peer
+                        .send_notification(ServerNotification::TaskStatusNotification(status))
+                        .await;
+                }
+            });
+            queue
+        });
+        let _ = queue.send((peer, task));
     }
 
     fn cancelled(&self, id: &str) -> bool {
