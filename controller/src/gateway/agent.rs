@@ -230,6 +230,10 @@ impl Caller for AgentCaller {
         Some(self.agent.id)
     }
 
+    fn task_holder(&self) -> Option<u64> {
+        self.per_request.is_none().then_some(self.agent.id)
+    }
+
     fn answers_roots(&self) -> bool {
         self.capabilities.roots.is_some() && (self.per_request.is_none() || self.asks.is_some())
     }

@@ -12,6 +12,9 @@
 //! - The agent sees task ids namespaced per server (`SERVER/ID`, see
 //!   [`super::task_handles`]); `tasks/*` go to the server the id names, whatever
 //!   else restarts meanwhile. A one-server view serves only its server's.
+//!   A task made for the call of an agent with a session is that agent's
+//!   alone (another agent hears of no such task); a request of 2026-07-28
+//!   has no session to hold one, so its tasks are anyone's who knows the id.
 //! - A task's status notification (`notifications/tasks`) on the server's
 //!   session goes to the agent whose call made the task, on its session,
 //!   with the id it knows (the relay keeps who made which task); a
@@ -94,6 +97,14 @@ impl Gateway {
             .upstream_of(server)
             .await
             .map_err(|why| ErrorData::invalid_params(format!("task {exposed:?}: {why}"), None))?;
+        // A task made for the call of an agent with a session is that
+        // agent's: another agent hears of no such task.
+        let held = up.handle.relay().task_owner(id);
+        if let Some(holder) = held.and_then(|maker| maker.task_holder())
+            && holder != origin.agent.id
+        {
+            return Err(unknown(&exposed));
+        }
         *request.task_id() = id.to_owned();
         let native = native(&origin.meta, &up);
         let request = request.into_request(upstream_meta(origin, native));

@@ -245,7 +245,8 @@ impl Drop for RawAgent {
 }
 
 /// A task's status told on the server's session reaches the agent whose
-/// call made the task, under the id that agent knows, and no other agent.
+/// call made the task, under the id that agent knows, and no other agent;
+/// the task is that agent's alone.
 #[test]
 fn a_tasks_status_reaches_the_agent_whose_call_made_it() {
     let env = Env::new();
@@ -276,14 +277,20 @@ fn a_tasks_status_reaches_the_agent_whose_call_made_it() {
         done["params"]["result"]["content"][0]["text"], "computed told in 1s",
         "{done}"
     );
-    // The other agent, whose calls made no task, heard nothing of it: a
-    // call of its own, answered, shows its reader caught up.
-    other.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
-    other.until("its tools", |m| m["id"] == 2);
+    // The other agent, whose calls made no task, heard nothing of it (a
+    // request of its own, answered, shows its reader caught up), and may
+    // not use it: for it there is no such task.
+    let get = |n: u64| json!({"jsonrpc": "2.0", "id": n, "method": "tasks/get", "params": {"taskId": id}});
+    other.send(get(2));
+    let refused = other.until("its tasks/get", |m| m["id"] == 2);
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
     let heard: Vec<Value> = other
         .drained()
         .into_iter()
         .filter(|m| m["method"] == "notifications/tasks")
         .collect();
     assert!(heard.is_empty(), "{heard:?}");
+    maker.send(get(3));
+    let own = maker.until("its tasks/get", |m| m["id"] == 3);
+    assert_eq!(own["result"]["status"], "completed", "{own}");
 }

@@ -252,8 +252,8 @@ impl Client {
             }
             // A task's status goes to the agent whose call made the task.
             ServerNotification::TaskStatusNotification(n) => {
-                let (id, ended) = (&n.params.task.task.task_id, n.params.task.status());
-                match self.relay.task_owner(id, ended.is_terminal()) {
+                let id = &n.params.task.task.task_id;
+                match self.relay.task_owner(id) {
                     Some(caller) => {
                         let server = self.name.to_string();
                         self.relay.deliver(Box::pin(async move {

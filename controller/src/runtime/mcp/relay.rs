@@ -62,6 +62,12 @@ pub trait Caller: Send + Sync {
     fn agent(&self) -> Option<u64> {
         None
     }
+    /// The agent a task the server makes for this call belongs to: one
+    /// with a session; `None` when no session can hold it (a request of
+    /// 2026-07-28 stands alone), and then anyone who knows the id may use it.
+    fn task_holder(&self) -> Option<u64> {
+        None
+    }
     /// A progress notification of the forwarded request (token already the
     /// caller's own). Awaited in order, so progress stays ordered.
     fn progress(&self, params: ProgressNotificationParam) -> BoxFuture<'static, ()>;
@@ -534,9 +540,10 @@ impl Relay {
     }
 
     /// The caller whose call task `id` answered: its status goes there,
-    /// the last time when it `ended`.
-    pub fn task_owner(&self, id: &str, ended: bool) -> Option<Arc<dyn Caller>> {
-        self.tasks.get(id, ended)
+    /// and it holds the task (kept after the task ends, while its result
+    /// may still be asked for; the oldest forgotten past [`TASKS_KEPT`]).
+    pub fn task_owner(&self, id: &str) -> Option<Arc<dyn Caller>> {
+        self.tasks.get(id, false)
     }
 
     /// Run `work` (what goes to a caller outside its calls) after what was
