@@ -68,6 +68,11 @@ pub struct CachedCatalog {
     pub resources: Vec<Resource>,
     #[serde(default)]
     pub resource_templates: Vec<ResourceTemplate>,
+    /// The server asked an agent something on a connection that cannot
+    /// say for which call: the next controller serializes the calls of
+    /// different agents to it from the start (see `runtime::mcp::relay`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub asks: bool,
 }
 
 impl CachedCatalog {
@@ -87,6 +92,7 @@ impl CachedCatalog {
             prompts: lists.prompts.clone(),
             resources: lists.resources.clone(),
             resource_templates: lists.templates.clone(),
+            asks: false,
         }
     }
 
@@ -109,6 +115,7 @@ impl CachedCatalog {
             && self.prompts == other.prompts
             && self.resources == other.resources
             && self.resource_templates == other.resource_templates
+            && self.asks == other.asks
     }
 }
 
@@ -209,6 +216,21 @@ impl CatalogCache {
         tracing::debug!(server, "catalog cached");
         self.save_soon();
         true
+    }
+
+    /// `server` asks its agents things on a connection that cannot say for
+    /// which call ([`CachedCatalog::asks`]): noted on its entry, written
+    /// soon.
+    pub fn note_asks(self: &Arc<Self>, server: &str) {
+        {
+            let mut inner = self.lock();
+            match inner.file.servers.get_mut(server) {
+                Some(entry) if !entry.asks => entry.asks = true,
+                _ => return,
+            }
+            self.disk.mark_dirty();
+        }
+        self.save_soon();
     }
 
     /// Forget `server` (it left the configuration). With `write`, soon;

@@ -617,7 +617,16 @@ impl Publish for Gateway {
     fn mcp_ready(&self, name: &str, handle: &McpHandle, lists: &McpLists, spec: &McpServerSpec) {
         lock(&self.offered).insert(name.to_owned(), Arc::new(lists.tools.clone()));
         self.remember_asking(name);
-        if lock(&self.asking).contains(name) {
+        // Known to ask from an earlier run of the controller, too.
+        if self
+            .cache
+            .get(name, &spec.config_hash)
+            .is_some_and(|entry| entry.asks)
+        {
+            lock(&self.asking).insert(name.to_owned());
+        }
+        let asks = lock(&self.asking).contains(name);
+        if asks {
             handle.relay().serialize_agents();
         }
         let admitted = self.pins.admit(name, lists, spec);
@@ -628,8 +637,9 @@ impl Publish for Gateway {
         // What the server offers, before filters and pins: the next
         // controller screens it through the filters and pins of its day.
         let server_info = handle.peer.peer_info().and_then(|i| i.server_info.clone());
-        let entry =
+        let mut entry =
             CachedCatalog::new(&spec.config_hash, lists, handle.instructions(), server_info);
+        entry.asks = asks;
         self.cache.store(name, entry);
     }
 
@@ -748,14 +758,16 @@ impl Decoration for Gateway {
 
 impl Gateway {
     /// Whether the live connection of `name` serializes the calls of
-    /// different agents: remembered for its next connections.
+    /// different agents: remembered for its next connections, and in the
+    /// catalog cache for the next controller's.
     fn remember_asking(&self, name: &str) {
         if self
             .registry
             .live(name)
             .is_some_and(|up| up.handle.relay().serialized())
+            && lock(&self.asking).insert(name.to_owned())
         {
-            lock(&self.asking).insert(name.to_owned());
+            self.cache.note_asks(name);
         }
     }
 }

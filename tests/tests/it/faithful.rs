@@ -522,3 +522,63 @@ fn a_server_is_told_per_request_what_the_asking_agent_declared() {
         );
     }
 }
+
+/// A stdio server that asked an agent something in an earlier run of the
+/// controller serializes the calls of different agents from the start of
+/// the next: two agents whose calls both ask at once are each asked their
+/// own. (Untold, both calls would be in flight when the server asks, the
+/// requests could not be told apart, and they would be refused after
+/// waiting for calls that cannot end.)
+#[test]
+fn a_server_that_asked_in_an_earlier_run_is_serialized_from_the_start() {
+    let env = Env::new();
+    env.user_mcp_servers(&[("cs", conformance_stdio())]);
+    let start = || {
+        let c = env.start(&["--mcp-listen", "127.0.0.1:0"]);
+        let s = c.wait_for("cs Ready", |s| ready(s, "cs"));
+        let url = http_url(&s);
+        (c, url)
+    };
+    {
+        // The first run learns it: A's call asks while B's is in flight.
+        let (c, url) = start();
+        let mut a = agent(&env, &url, "cs", "A");
+        let mut b = agent(&env, &url, "cs", "B");
+        b.send(&call("test_sleep", json!({"ms": 1500})));
+        wait_until("B's call reached the server", || in_flight(&c, "cs") >= 1);
+        let (first, _) = a.call("test_input_required_result_elicitation", json!({}));
+        assert_eq!(text_of(&first), "Hello, A!");
+        assert_eq!(answered(&mut b, "B's call"), "xx");
+    }
+    let cache = std::fs::read_to_string(walk(env.root.path()).expect("a catalog cache"))
+        .unwrap_or_default();
+    assert!(cache.contains("\"asks\":true"), "{cache}");
+    let (c, url) = start();
+    let mut a = agent(&env, &url, "cs", "A");
+    let mut b = agent(&env, &url, "cs", "B");
+    for client in [&mut a, &mut b] {
+        client.send(&call(
+            "test_input_required_result_elicitation",
+            json!({"delayMs": 500}),
+        ));
+    }
+    assert_eq!(answered(&mut a, "A's call"), "Hello, A!");
+    assert_eq!(answered(&mut b, "B's call"), "Hello, B!");
+    drop(c);
+}
+
+/// The first `catalogCache.json` under `dir`.
+fn walk(dir: &std::path::Path) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.map_while(Result::ok) {
+        let path = entry.path();
+        if path.file_name().is_some_and(|n| n == "catalogCache.json") {
+            return Some(path);
+        }
+        if path.is_dir()
+            && let Some(found) = walk(&path)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
