@@ -11,7 +11,10 @@
 // this SDK declares by default) and accepts every form with
 // `{"name": "Agent"}`; `--name=NAME` makes the agent answer as NAME instead
 // of "the agent"/"Agent" (so that a test tells agents apart);
-// `--roots=URI,...` declares roots and answers `roots/list` with those URIs.
+// `--roots=URI,...` declares roots and answers `roots/list` with those URIs;
+// `--open-pages=COMMAND` declares URL-mode elicitation too and answers a
+// URL-mode request by running `COMMAND URL` (the user's browser) and
+// accepting.
 //
 // Each stdin line is one JSON command; each answer is one stdout line,
 // `{"ok": ...}` or `{"error": "..."}`. Commands (`op`): `list_tools` (every
@@ -25,6 +28,7 @@
 // HTTP session is ended with DELETE first, as the PyPI SDK does.
 // The peers directory is $STEWARD_PEERS_DIR (set by .ci/run and the tests).
 
+import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { join } from "node:path";
@@ -62,7 +66,9 @@ const name = option("name");
 const roots = option("roots")?.split(",");
 const capabilities = {};
 if (options.includes("--sampling")) capabilities.sampling = {};
+const openPages = option("open-pages");
 if (options.includes("--elicitation")) capabilities.elicitation = { form: {} };
+if (openPages) capabilities.elicitation = { form: {}, url: {} };
 if (roots) capabilities.roots = { listChanged: true };
 
 let transport;
@@ -95,10 +101,17 @@ if (capabilities.sampling) {
 }
 if (capabilities.elicitation) {
   const answer = name ?? "Agent";
-  client.setRequestHandler(ElicitRequestSchema, async () => ({
-    action: "accept",
-    content: { name: answer },
-  }));
+  client.setRequestHandler(ElicitRequestSchema, async (request) => {
+    if (request.params.mode === "url" && openPages) {
+      // The page opens on its own; the answer says the user went there.
+      const opened = spawn("sh", ["-c", `${openPages} "$1"`, "sh", request.params.url], {
+        stdio: ["ignore", "ignore", "inherit"],
+      });
+      opened.on("error", (error) => console.error(`open-pages: ${error}`));
+      return { action: "accept" };
+    }
+    return { action: "accept", content: { name: answer } };
+  });
 }
 if (roots) {
   client.setRequestHandler(ListRootsRequestSchema, async () => ({

@@ -28,7 +28,7 @@ use steward_tests::harness::{Controller, Env, base_env, bin, mcp, ready, wait_un
 use crate::common::{conformance_suite, peer, peers_dir};
 use crate::gateway::{Agent, attach, call, runtime, text};
 use crate::metrics::{http_get, metrics_addr};
-use crate::real_clients::{PyClient, steward_mcp_argv};
+use crate::real_clients::{PyClient, Sdk, steward_mcp_argv};
 use crate::secret_refs::{
     Keyring, assert_absent, environ, files_under, otlp_receiver, scrape, set_secret,
 };
@@ -1135,18 +1135,34 @@ fn a_refresh_that_fails_for_a_while_is_tried_again_and_needs_no_sign_in() {
 
 #[test]
 fn the_pypi_mcp_client_signs_the_user_in_through_url_elicitation() {
+    a_real_sdk_client_signs_the_user_in_through_url_elicitation(Sdk::PyPi2);
+}
+
+#[test]
+fn the_typescript_sdk_client_signs_the_user_in_through_url_elicitation() {
+    a_real_sdk_client_signs_the_user_in_through_url_elicitation(Sdk::TypeScript);
+}
+
+/// A real agent SDK's client (which declares URL-mode elicitation when
+/// given a way to open pages) through `steward mcp`, as an agent runs it,
+/// while the server waits for a sign-in: its user opens the page and signs
+/// in as carol, and the call goes on.
+fn a_real_sdk_client_signs_the_user_in_through_url_elicitation(sdk: Sdk) {
     let env = Env::new();
     let (_oidc, c) = alice_signed_in(&env, 3600);
     let out = env.steward(&["auth", "logout", "oidc"]);
     assert!(out.status.success(), "{out:?}");
     c.wait_for("oidc needs a sign-in again", |s| auth_required(s, "oidc"));
-    // A real agent SDK (PyPI mcp, which declares URL-mode elicitation when
-    // it has an elicitation callback) through `steward mcp`, as an agent
-    // runs it; its user opens the page and signs in as carol.
     let open_pages = format!("--open-pages={}", browser("carol"));
-    let mut agent = PyClient::stdio_with(&env, &[&open_pages], &steward_mcp_argv(&env));
+    let mut target = vec!["stdio".to_owned()];
+    target.extend(steward_mcp_argv(&env));
+    let mut agent = match sdk {
+        Sdk::TypeScript => PyClient::of(sdk, &env, &[&open_pages], &target),
+        _ => PyClient::stdio_with(&env, &[&open_pages], &steward_mcp_argv(&env)),
+    };
     let (result, _) = agent.call("oidc__whoami", json!({}));
-    assert_eq!(result["isError"], false, "{result}");
-    assert_eq!(result["content"][0]["text"], "carol", "{result}");
+    // (The TypeScript SDK leaves out an `isError` that is false.)
+    assert_ne!(result["isError"], true, "{sdk:?}: {result}");
+    assert_eq!(result["content"][0]["text"], "carol", "{sdk:?}: {result}");
     c.wait_for("oidc Ready as carol", |s| ready(s, "oidc"));
 }
