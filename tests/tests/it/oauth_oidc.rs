@@ -950,6 +950,17 @@ fn scopes_of(record: &Value) -> Vec<String> {
 
 #[test]
 fn a_call_that_needs_more_scope_steps_up_through_the_agent_and_runs_once() {
+    steps_up_through_the_agent(|oidc| json!({"httpUrl": oidc.mcp}));
+}
+
+#[test]
+fn a_legacy_sse_call_that_needs_more_scope_steps_up_through_the_agent_too() {
+    steps_up_through_the_agent(|oidc| json!({"url": format!("{}/sse", oidc.mcp)}));
+}
+
+/// A call refused with 403 `insufficient_scope` mid-session, on the
+/// server's entry `entry` (streamable HTTP or legacy HTTP+SSE).
+fn steps_up_through_the_agent(entry: impl Fn(&Oidc) -> Value) {
     let env = Env::new();
     // `admin` needs `mcp:admin` besides `mcp:read`; the server's 403 names
     // `mcp:admin` alone, and refuses any request whose token lacks
@@ -959,7 +970,7 @@ fn a_call_that_needs_more_scope_steps_up_through_the_agent_and_runs_once() {
         3600,
         &[("STEP_UP_TOOL", "admin"), ("STEP_UP_SCOPE", "mcp:admin")],
     );
-    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
+    env.user_mcp_servers(&[("oidc", entry(&oidc))]);
     let c = start(&env);
     c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
     let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));

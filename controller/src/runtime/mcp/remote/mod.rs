@@ -280,9 +280,14 @@ pub fn sign_in_need(error: &(dyn std::error::Error + 'static)) -> Option<SignInN
             Some(RemoteTransportError::Sse(e)) => Some(e),
             _ => error.downcast_ref::<SseError>(),
         };
-        if matches!(sse, Some(SseError::PostStatus(status)) if *status == reqwest::StatusCode::UNAUTHORIZED)
-        {
-            return Some(SignInNeed::SignIn);
+        match sse {
+            Some(SseError::PostStatus(status)) if *status == reqwest::StatusCode::UNAUTHORIZED => {
+                return Some(SignInNeed::SignIn);
+            }
+            Some(SseError::InsufficientScope(scope)) => {
+                return Some(SignInNeed::MoreScope(scope.clone()));
+            }
+            _ => {}
         }
         let streamable = match error.downcast_ref::<RemoteTransportError>() {
             Some(RemoteTransportError::Streamable(e)) => Some(e),

@@ -61,6 +61,9 @@ pub enum SseError {
     Post(#[source] reqwest::Error),
     #[error("a posted message got HTTP {0}")]
     PostStatus(StatusCode),
+    /// HTTP 403 `insufficient_scope`, with the scope the server named.
+    #[error("a posted message got HTTP 403: the token lacks scope")]
+    InsufficientScope(Option<String>),
     #[error("encode a message")]
     Encode(#[source] serde_json::Error),
 }
@@ -176,6 +179,24 @@ fn endpoint_url(base: &Url, data: &str) -> Result<Url, SseError> {
     Ok(endpoint)
 }
 
+/// The `WWW-Authenticate` challenge of a `403 insufficient_scope`.
+fn insufficient_scope(response: &reqwest::Response) -> Option<String> {
+    if response.status() != StatusCode::FORBIDDEN {
+        return None;
+    }
+    let challenge = response.headers().get(WWW_AUTHENTICATE)?.to_str().ok()?;
+    challenge
+        .contains("insufficient_scope")
+        .then(|| challenge.to_owned())
+}
+
+/// The `scope` parameter of a Bearer challenge.
+fn scope_of(challenge: &str) -> Option<String> {
+    let (_, rest) = challenge.split_once("scope=\"")?;
+    let (scope, _) = rest.split_once('"')?;
+    Some(scope.to_owned())
+}
+
 /// How a message is posted: where, with which headers.
 struct Post {
     client: reqwest::Client,
@@ -257,6 +278,13 @@ impl Transport<RoleClient> for SseTransport {
                     response = post.send(&body, Some(&token), &watch).await?;
                 }
             }
+            // Refused for lack of scope: once more with a token signed in
+            // since, else the scope asked for is kept for the next sign-in.
+            if let (Some(challenge), Some(source)) = (insufficient_scope(&response), &source)
+                && let Some(token) = source.forbidden(bearer.as_deref(), &challenge).await
+            {
+                response = post.send(&body, Some(&token), &watch).await?;
+            }
             match response.status() {
                 status if status.is_success() => {
                     // Read the (short) body so the connection can be reused.
@@ -278,6 +306,12 @@ impl Transport<RoleClient> for SseTransport {
                     }
                     watch.lost(Loss::Unauthorized);
                     Err(SseError::PostStatus(StatusCode::UNAUTHORIZED))
+                }
+                // Not run; the session goes on. The call asks for a
+                // sign-in with more scope (through the agent when it can).
+                StatusCode::FORBIDDEN if let Some(challenge) = insufficient_scope(&response) => {
+                    watch.forbidden();
+                    Err(SseError::InsufficientScope(scope_of(&challenge)))
                 }
                 status => Err(SseError::PostStatus(status)),
             }
@@ -326,6 +360,16 @@ impl Transport<RoleClient> for SseTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_scope_a_challenge_names_is_read() {
+        let challenge = r#"Bearer error="insufficient_scope", scope="mcp:admin files:write", resource_metadata="http://x/.well-known/oauth-protected-resource""#;
+        assert_eq!(
+            scope_of(challenge).as_deref(),
+            Some("mcp:admin files:write")
+        );
+        assert_eq!(scope_of(r#"Bearer error="insufficient_scope""#), None);
+    }
 
     #[test]
     fn the_endpoint_resolves_against_the_stream_and_stays_on_its_origin() {
