@@ -89,7 +89,7 @@ pub fn modern(meta: &RequestMetaObject) -> bool {
 /// declared none with the workspace).
 pub fn told(declared: &ClientCapabilities) -> ClientCapabilities {
     let mut told = ClientCapabilities::default();
-    told.roots = session_capabilities().roots;
+    told.roots.clone_from(&session_capabilities().roots);
     told.sampling.clone_from(&declared.sampling);
     told.elicitation.clone_from(&declared.elicitation);
     if declared.supports_tasks() {

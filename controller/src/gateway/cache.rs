@@ -181,6 +181,16 @@ impl CatalogCache {
     }
 
     /// What `server` offered the last time it ran under `config_hash`.
+    /// Whether `server`, under `config_hash`, is known to ask its agents
+    /// things ([`CachedCatalog::asks`]); read without copying its catalog.
+    pub fn asks(&self, server: &str, config_hash: &str) -> bool {
+        self.lock()
+            .file
+            .servers
+            .get(server)
+            .is_some_and(|c| c.config_hash == config_hash && c.asks)
+    }
+
     pub fn get(&self, server: &str, config_hash: &str) -> Option<CachedCatalog> {
         self.last(server).filter(|c| c.config_hash == config_hash)
     }

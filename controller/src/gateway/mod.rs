@@ -618,11 +618,7 @@ impl Publish for Gateway {
         lock(&self.offered).insert(name.to_owned(), Arc::new(lists.tools.clone()));
         self.remember_asking(name);
         // Known to ask from an earlier run of the controller, too.
-        if self
-            .cache
-            .get(name, &spec.config_hash)
-            .is_some_and(|entry| entry.asks)
-        {
+        if self.cache.asks(name, &spec.config_hash) {
             lock(&self.asking).insert(name.to_owned());
         }
         let asks = lock(&self.asking).contains(name);

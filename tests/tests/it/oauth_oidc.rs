@@ -378,9 +378,7 @@ fn post_form(url: &str, form: &[(&str, &str)]) -> u16 {
 fn the_device_flow_signs_in_with_a_code_entered_elsewhere() {
     let env = Env::new();
     let oidc = Oidc::start(&env, 3600);
-    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
-    let c = start(&env);
-    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let c = waiting_for_sign_in(&env, json!({"httpUrl": oidc.mcp}));
     let stderr = env.root.path().join("device.stderr");
     let mut signing = Reaped(
         env.command(&["auth", "login", "oidc", "--device"])
@@ -525,9 +523,7 @@ fn gather(
 fn paste_signs_in_from_a_terminal_with_the_address_the_browser_was_sent_to() {
     let env = Env::new();
     let oidc = Oidc::start(&env, 3600);
-    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
-    let c = start(&env);
-    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let c = waiting_for_sign_in(&env, json!({"httpUrl": oidc.mcp}));
     // A user who never pastes: the command ends at its --timeout.
     let mut idle = Reaped(
         env.command(&["auth", "login", "oidc", "--paste", "--timeout", "1s"])
@@ -662,6 +658,7 @@ fn tokens_and_the_client_secret_show_nowhere_but_the_stores() {
         log.clone(),
     );
     c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    // Its output is checked for leaks below.
     let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
     assert!(ok, "{out}{err}");
     c.wait_for("oidc Ready", |s| ready(s, "oidc"));
@@ -730,13 +727,26 @@ fn tokens_and_the_client_secret_show_nowhere_but_the_stores() {
 /// entry, a controller, and alice signed in with `auth login`: oidc Ready.
 fn alice_signed_in(env: &Env, ttl: u64) -> (Oidc, Controller) {
     let oidc = Oidc::start(env, ttl);
-    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
+    let c = waiting_for_sign_in(env, json!({"httpUrl": oidc.mcp}));
+    alice_signs_in(env, &c);
+    (oidc, c)
+}
+
+/// A controller whose one server, `oidc`, is `entry`, waiting for a
+/// sign-in.
+fn waiting_for_sign_in(env: &Env, entry: Value) -> Controller {
+    env.user_mcp_servers(&[("oidc", entry)]);
     let c = start(env);
     c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    c
+}
+
+/// alice signs in (`auth login` with a browser that approves as her), and
+/// `oidc` is Ready.
+fn alice_signs_in(env: &Env, c: &Controller) {
     let (ok, out, err) = login(env, &["oidc"], &browser("alice"));
     assert!(ok, "{out}{err}");
     c.wait_for("oidc Ready", |s| ready(s, "oidc"));
-    (oidc, c)
 }
 
 /// An agent that declares URL-mode elicitation: asked to open a page, the
@@ -832,13 +842,9 @@ impl ClientHandler for PageOpener {
 fn an_agent_that_opens_pages_signs_the_user_in_and_the_call_goes_on() {
     let env = Env::new();
     let oidc = Oidc::start(&env, 3600);
-    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
-    let c = start(&env);
-    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let c = waiting_for_sign_in(&env, json!({"httpUrl": oidc.mcp}));
     // Signed in once (its tools are known), then out: it waits again.
-    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
-    assert!(ok, "{out}{err}");
-    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    alice_signs_in(&env, &c);
     let out = env.steward(&["auth", "logout", "oidc"]);
     assert!(out.status.success(), "{out:?}");
     c.wait_for("oidc needs a sign-in again", |s| auth_required(s, "oidc"));
@@ -877,9 +883,7 @@ fn with_a_secret_service_on_the_session_bus_tokens_are_kept_in_the_keyring() {
     let keyring = Keyring::start(&env);
     env.set_var("DBUS_SESSION_BUS_ADDRESS", &keyring.address);
     let oidc = Oidc::start(&env, 3600);
-    env.user_mcp_servers(&[("oidc", json!({"httpUrl": oidc.mcp}))]);
-    let c = start(&env);
-    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
+    let c = waiting_for_sign_in(&env, json!({"httpUrl": oidc.mcp}));
     let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
     assert!(ok, "{out}{err}");
     assert!(
@@ -970,12 +974,8 @@ fn steps_up_through_the_agent(entry: impl Fn(&Oidc) -> Value) {
         3600,
         &[("STEP_UP_TOOL", "admin"), ("STEP_UP_SCOPE", "mcp:admin")],
     );
-    env.user_mcp_servers(&[("oidc", entry(&oidc))]);
-    let c = start(&env);
-    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
-    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
-    assert!(ok, "{out}{err}");
-    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    let c = waiting_for_sign_in(&env, entry(&oidc));
+    alice_signs_in(&env, &c);
     let first = scopes_of(&stored_tokens(&env)[0]);
     assert!(
         first.contains(&"mcp:read".to_owned()) && !first.contains(&"mcp:admin".to_owned()),
@@ -1037,12 +1037,8 @@ fn a_legacy_sse_call_refused_mid_session_says_it_did_not_run() {
     let env = Env::new();
     // A `url` (HTTP+SSE) entry; access tokens live 8 s.
     let oidc = Oidc::start(&env, 8);
-    env.user_mcp_servers(&[("oidc", json!({"url": format!("{}/sse", oidc.mcp)}))]);
-    let c = start(&env);
-    c.wait_for("oidc needs a sign-in", |s| auth_required(s, "oidc"));
-    let (ok, out, err) = login(&env, &["oidc"], &browser("alice"));
-    assert!(ok, "{out}{err}");
-    c.wait_for("oidc Ready", |s| ready(s, "oidc"));
+    let c = waiting_for_sign_in(&env, json!({"url": format!("{}/sse", oidc.mcp)}));
+    alice_signs_in(&env, &c);
     assert_eq!(whoami(&env, "oidc__whoami"), (true, "alice".to_owned()));
     let ran = || runs(&oidc).len();
     assert_eq!(ran(), 1);

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use steward_tests::harness::{Env, fake_tools, mcp, ready};
+use steward_tests::harness::{Env, fake_tools, mcp, poll, ready};
 
 use crate::faithful::conformance_stdio;
 use crate::one_server::post_with;
@@ -59,17 +59,17 @@ fn get(url: &str, id: &str) -> Value {
 
 /// Poll `tasks/get` of `id` until it ends (a minute at most).
 fn ended(url: &str, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    poll(Duration::from_secs(60), Duration::from_millis(200), || {
         let answer = get(url, id);
+        assert!(answer.get("error").is_none(), "{answer}");
         let status = answer["result"]["status"].as_str().unwrap_or_default();
         if ["completed", "failed", "cancelled"].contains(&status) {
-            return answer["result"].clone();
+            Ok(answer["result"].clone())
+        } else {
+            Err(answer)
         }
-        assert!(answer.get("error").is_none(), "{answer}");
-        assert!(Instant::now() < deadline, "task {id} did not end: {answer}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    })
+    .unwrap_or_else(|answer| panic!("task {id} did not end: {answer}"))
 }
 
 #[test]

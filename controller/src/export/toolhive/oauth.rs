@@ -443,32 +443,30 @@ mod tests {
             anonymous: true,
             ..options()
         };
-        assert!(refused(endpoints.clone(), None, &anonymous).contains("--anonymous"));
-        assert!(
-            refused(json!({ "clientId": "c" }), None, &options())
-                .contains("`steward auth login gh`")
-        );
-        assert!(
-            refused(
+        assert!(refused(endpoints, None, &anonymous).contains("--anonymous"));
+        // What each entry lacks, and what the refusal says.
+        let cases = [
+            (json!({ "clientId": "c" }), "`steward auth login gh`"),
+            (
                 json!({ "clientId": "c", "authorizationUrl": "http://a.example.com/a",
-                            "tokenUrl": "https://a.example.com/t" }),
-                None,
-                &options()
-            )
-            .contains("is not https")
-        );
-        assert!(
-            refused(
+                        "tokenUrl": "https://a.example.com/t" }),
+                "is not https",
+            ),
+            (
                 json!({ "clientId": "c", "authorizationUrl": "https://127.0.0.1/a",
-                            "tokenUrl": "https://127.0.0.1/t" }),
-                None,
-                &options()
-            )
-            .contains("is not a public address")
-        );
-        let no_registration = json!({ "authorizationUrl": "https://a.example.com/a",
-                                      "tokenUrl": "https://a.example.com/t" });
-        assert!(refused(no_registration, None, &options()).contains("Client ID Metadata Document"));
+                        "tokenUrl": "https://127.0.0.1/t" }),
+                "is not a public address",
+            ),
+            (
+                json!({ "authorizationUrl": "https://a.example.com/a",
+                        "tokenUrl": "https://a.example.com/t" }),
+                "Client ID Metadata Document",
+            ),
+        ];
+        for (oauth, says) in cases {
+            let why = refused(oauth.clone(), None, &options());
+            assert!(why.contains(says), "{oauth}: {why}");
+        }
         // Switched off: not an OAuth entry.
         let spec = spec(json!({ "enabled": false }));
         assert!(map(&spec, None, &options()).0.unwrap().is_none());

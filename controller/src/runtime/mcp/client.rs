@@ -310,7 +310,7 @@ impl Client {
     /// may answer (see the module doc).
     pub(super) fn info() -> ClientConfig {
         ClientConfig::new(
-            session_capabilities(),
+            session_capabilities().clone(),
             Implementation::new("steward", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
@@ -320,13 +320,17 @@ impl Client {
 /// What Steward declares for a session with a server: what some agent may
 /// answer (see the module doc). A request that needs more (an agent's tasks
 /// extension) says so in its own `_meta`.
-pub fn session_capabilities() -> ClientCapabilities {
-    serde_json::from_value(serde_json::json!({
-        "roots": {"listChanged": true},
-        "sampling": {"tools": {}, "context": {}},
-        "elicitation": {"form": {}, "url": {}},
-    }))
-    .expect("the client capabilities parse")
+pub fn session_capabilities() -> &'static ClientCapabilities {
+    // Read on every forwarded request (`gateway::agent::told`): parsed once.
+    static DECLARED: std::sync::OnceLock<ClientCapabilities> = std::sync::OnceLock::new();
+    DECLARED.get_or_init(|| {
+        serde_json::from_value(serde_json::json!({
+            "roots": {"listChanged": true},
+            "sampling": {"tools": {}, "context": {}},
+            "elicitation": {"form": {}, "url": {}},
+        }))
+        .expect("the client capabilities parse")
+    })
 }
 
 impl Handler for Client {
