@@ -9,7 +9,8 @@
 // capability and answers every `sampling/createMessage` with "sampled by the
 // agent: <first message text>"; `--elicitation` declares it (form mode, what
 // this SDK declares by default) and accepts every form with
-// `{"name": "Agent"}`; `--name=NAME` makes the agent answer as NAME instead
+// `{"name": "Agent"}` plus "Agent" for each other required string property of
+// the requested schema; `--name=NAME` makes the agent answer as NAME instead
 // of "the agent"/"Agent" (so that a test tells agents apart);
 // `--roots=URI,...` declares roots and answers `roots/list` with those URIs;
 // `--open-pages=COMMAND` declares URL-mode elicitation too and answers a
@@ -24,8 +25,33 @@
 // `notifications/roots/list_changed`), `session` (the server's name and
 // instructions), `notifications` (every server notification method received
 // so far) and `wait_notification` (`method`, `count`, `timeout` seconds:
-// until `count` of `method` arrived). The script ends when stdin closes; an
-// HTTP session is ended with DELETE first, as the PyPI SDK does.
+// until `count` of `method` arrived).
+//
+// The 2025-11-25 tasks (experimental in this SDK, `client.experimental.tasks`;
+// the client needs no capability of its own for them, the server must declare
+// `tasks.requests.tools.call`): `call_tool_stream` (`name`, `arguments`,
+// `ttl`: the task's TTL in ms, which makes the call task-augmented even for a
+// tool the SDK does not know as one; `until`: a message type to stop after,
+// e.g. "taskCreated" to leave the task running) calls the tool through
+// `callToolStream` and answers `{"messages": [...]}`, each message
+// `{"type": "taskCreated", "taskId", "status"}`,
+// `{"type": "taskStatus", "taskId", "status", "statusMessage"}`,
+// `{"type": "result", "result": <the CallToolResult>}` or
+// `{"type": "error", "error": "<message>"}`. The SDK makes the call a task
+// only for a tool whose listed `execution.taskSupport` is "optional" or
+// "required", so the command lists the tools first if it has not seen this
+// one yet. It then polls `tasks/get` (every `pollInterval`) until the task
+// ends, and gets the result with `tasks/result`; at `input_required` it calls
+// `tasks/result` at once, which carries the server's requests (elicitation,
+// sampling) and blocks until the result. (The SDK repeats the call's `task`
+// in the params of those `tasks/get` and `tasks/result`.) `list_tasks` (every page:
+// `{"tasks": [...]}`), `get_task` (`taskId`: the task), `cancel_task`
+// (`taskId`: the cancelled task) and `task_result` (`taskId`: the
+// CallToolResult) send `tasks/list`, `tasks/get`, `tasks/cancel` and
+// `tasks/result`.
+//
+// The script ends when stdin closes; an HTTP session is ended with DELETE
+// first, as the PyPI SDK does.
 // The peers directory is $STEWARD_PEERS_DIR (set by .ci/run and the tests).
 
 import { spawn } from "node:child_process";
@@ -43,8 +69,12 @@ const sdk = (path) =>
 const { Client } = await sdk("client/index.js");
 const { StdioClientTransport } = await sdk("client/stdio.js");
 const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
-const { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema } =
-  await sdk("types.js");
+const {
+  CallToolResultSchema,
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ListRootsRequestSchema,
+} = await sdk("types.js");
 
 const argv = process.argv.slice(2);
 const options = [];
@@ -110,7 +140,14 @@ if (capabilities.elicitation) {
       opened.on("error", (error) => console.error(`open-pages: ${error}`));
       return { action: "accept" };
     }
-    return { action: "accept", content: { name: answer } };
+    // `name`, and the answer for every other required string property (a
+    // server that asks something else gets an answer all the same).
+    const content = { name: answer };
+    const schema = request.params.requestedSchema;
+    for (const property of schema?.required ?? []) {
+      if (schema.properties?.[property]?.type === "string") content[property] = answer;
+    }
+    return { action: "accept", content };
   });
 }
 if (roots) {
@@ -129,20 +166,50 @@ client.fallbackNotificationHandler = async (notification) => {
 await client.connect(transport);
 console.log(JSON.stringify({ ok: "initialized" }));
 
+// The names of the tools listed so far.
+const listed = new Set();
+// Every page of `tools/list`. The SDK keeps what it knows of the tools (output
+// schemas, task support) from the last page only, so it is given them all.
+async function listTools() {
+  const items = [];
+  let cursor;
+  let pages = 0;
+  do {
+    const page = await client.listTools(cursor ? { cursor } : {});
+    items.push(...page.tools);
+    cursor = page.nextCursor;
+    pages += 1;
+  } while (cursor);
+  client.cacheToolMetadata(items);
+  for (const tool of items) listed.add(tool.name);
+  return { items, pages };
+}
+
+// A message of `callToolStream`, as `call_tool_stream` answers it.
+function summary(message) {
+  switch (message.type) {
+    case "taskCreated":
+      return { type: message.type, taskId: message.task.taskId, status: message.task.status };
+    case "taskStatus":
+      return {
+        type: message.type,
+        taskId: message.task.taskId,
+        status: message.task.status,
+        statusMessage: message.task.statusMessage ?? null,
+      };
+    case "result":
+      return { type: message.type, result: message.result };
+    case "error":
+      return { type: message.type, error: message.error?.message ?? String(message.error) };
+    default:
+      return message;
+  }
+}
+
 async function run(command) {
   switch (command.op) {
-    case "list_tools": {
-      const items = [];
-      let cursor;
-      let pages = 0;
-      do {
-        const page = await client.listTools(cursor ? { cursor } : {});
-        items.push(...page.tools);
-        cursor = page.nextCursor;
-        pages += 1;
-      } while (cursor);
-      return { items, pages };
-    }
+    case "list_tools":
+      return await listTools();
     case "call_tool": {
       const progress = [];
       const params = { name: command.name, arguments: command.arguments ?? {} };
@@ -154,6 +221,38 @@ async function run(command) {
       );
       return { result, progress };
     }
+    case "call_tool_stream": {
+      if (!listed.has(command.name)) await listTools();
+      const params = { name: command.name, arguments: command.arguments ?? {} };
+      const options = command.ttl === undefined ? {} : { task: { ttl: command.ttl } };
+      const messages = [];
+      const stream = client.experimental.tasks.callToolStream(
+        params,
+        CallToolResultSchema,
+        options,
+      );
+      for await (const message of stream) {
+        messages.push(summary(message));
+        if (message.type === command.until) break;
+      }
+      return { messages };
+    }
+    case "list_tasks": {
+      const tasks = [];
+      let cursor;
+      do {
+        const page = await client.experimental.tasks.listTasks(cursor);
+        tasks.push(...page.tasks);
+        cursor = page.nextCursor;
+      } while (cursor);
+      return { tasks };
+    }
+    case "get_task":
+      return await client.experimental.tasks.getTask(command.taskId);
+    case "cancel_task":
+      return await client.experimental.tasks.cancelTask(command.taskId);
+    case "task_result":
+      return await client.experimental.tasks.getTaskResult(command.taskId, CallToolResultSchema);
     case "roots_changed":
       await client.sendRootsListChanged();
       return true;

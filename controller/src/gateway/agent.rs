@@ -357,6 +357,23 @@ impl Caller for AgentCaller {
         task.task_id = super::task_handles::exposed_id(server, &task.task_id);
         self.notify(ServerNotification::TaskStatusNotification(notification))
     }
+
+    fn legacy_task_status(
+        &self,
+        server: &str,
+        mut notification: rmcp::model::CustomNotification,
+    ) -> BoxFuture<'static, ()> {
+        if let Some(id) = notification
+            .params
+            .as_mut()
+            .and_then(|p| p.get_mut("taskId"))
+            .filter(|id| id.is_string())
+        {
+            let own = id.as_str().unwrap_or_default().to_owned();
+            *id = super::task_handles::exposed_id(server, &own).into();
+        }
+        self.notify(ServerNotification::CustomNotification(notification))
+    }
 }
 
 fn agent_error(error: rmcp::service::ServiceError) -> ErrorData {

@@ -323,6 +323,13 @@ impl Gateway {
                 Err(_) => CallResult::Error,
                 Ok(_) => CallResult::Ok,
             });
+            // A task of 2025-11-25, which rmcp does not type.
+            if let Ok(result) = &answer
+                && let Some(made) = super::task_handles::created(server, result)
+            {
+                guard.succeeded();
+                return Ok(made);
+            }
             return match answer {
                 Ok(result) => match as_call_tool_result(result) {
                     Some(mut response) => {
@@ -425,6 +432,7 @@ pub async fn forward(
     idle: Option<std::time::Duration>,
 ) -> Result<ServerResult, CallError> {
     hoist_meta(&mut request);
+    let request = super::task_handles::to_upstream(request);
     let caller = Arc::new(AgentCaller::new(
         origin.agent.clone(),
         origin.peer.clone(),

@@ -24,7 +24,8 @@
 //!   (capabilities per agent, routing of what a server sends for a call);
 //!   [`logging`]: log levels per agent; [`subscriptions`]: resource
 //!   subscriptions per agent, resource links; [`task_handles`]: task
-//!   ids per server; [`tasks`]: `tasks/*`, routed by them; [`bridge`]:
+//!   ids per server; [`tasks`]: `tasks/*`, routed by them
+//!   ([`legacy_tasks`]: those of 2025-11-25); [`bridge`]:
 //!   requests of
 //!   2026-07-28 agents to servers of the initialize lifecycle
 //!   (`input_required`); [`reads`]: `prompts/get` and `resources/read`.
@@ -72,6 +73,7 @@ use crate::runtime::mcp::{Broadcast, McpHandle, McpLists};
 use crate::support::sync::lock;
 
 pub mod agent;
+pub mod agent_wire;
 pub mod bridge;
 pub mod broadcaster;
 pub mod cache;
@@ -83,6 +85,7 @@ pub mod finder;
 pub mod handover;
 pub mod http_sessions;
 pub mod instructions;
+pub mod legacy_tasks;
 pub mod logging;
 pub mod lsp;
 pub mod lsp_tool;

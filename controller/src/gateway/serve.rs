@@ -34,6 +34,7 @@ use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
+use super::agent_wire::{self, Egress, Ingress};
 use super::http_sessions::HttpSessions;
 use super::profile::Profile;
 use super::resume::{
@@ -237,7 +238,18 @@ async fn route(
     let asked = session_id(request.headers());
     // A session made while this request is handled sees its view from the
     // start (a request of 2026-07-28 has no session of its own).
-    let mut response = VIEW.scope(profile, service.handle(request)).await;
+    // What rmcp's types would drop rides private keys through it.
+    let request = match with_wire_body(request).await {
+        Ok(request) => request,
+        Err(response) => return response,
+    };
+    let mut response = VIEW
+        .scope(profile, service.handle(request))
+        .await
+        .map(|body| {
+            body.map_frame(|frame| frame.map_data(agent_wire::response_frame))
+                .boxed()
+        });
     // rmcp answers a session's DELETE with 202; the MCP SDKs expect 200 or
     // 204 (the Python SDK logs "Session termination failed: 202" on every
     // clean close), as the reference servers answer.
@@ -257,6 +269,33 @@ async fn route(
     }
     let open = live.open(id);
     response.map(|body| Tracked { body, _open: open }.boxed())
+}
+
+/// `request` with its body as rmcp can read it whole
+/// ([`agent_wire::request_body`]); a body that cannot be read is refused.
+async fn with_wire_body(
+    request: http::Request<Incoming>,
+) -> Result<http::Request<Full<Bytes>>, Response> {
+    let (parts, body) = request.into_parts();
+    let body = match body.collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(e) => {
+            return Err(plain(
+                http::StatusCode::BAD_REQUEST,
+                &format!("bad request: reading the body: {e}\n"),
+            ));
+        }
+    };
+    let version = parts
+        .headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    let body = if parts.method == http::Method::POST {
+        agent_wire::request_body(body, version)
+    } else {
+        body
+    };
+    Ok(http::Request::from_parts(parts, Full::new(body)))
 }
 
 fn session_id(headers: &http::HeaderMap) -> Option<String> {
@@ -453,6 +492,11 @@ where
             }
             input.extend_from_slice(&resume.pending);
             let read = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(input), read);
+            let legacy = resume
+                .initialize
+                .as_ref()
+                .is_some_and(|init| agent_wire::legacy(init.protocol_version.as_str()));
+            let (read, write) = (Ingress::new(read, legacy), Egress::new(write));
             let initialized = resume.initialize.is_some();
             let running = rmcp::service::serve_directly_with_ct(
                 session,
@@ -465,7 +509,10 @@ where
             tracing::info!("an agent's session resumed from the last controller");
             Some(running)
         }
-        None => match session.serve_with_ct((read, write), cancel).await {
+        None => match session
+            .serve_with_ct((Ingress::new(read, false), Egress::new(write)), cancel)
+            .await
+        {
             Ok(running) => Some(running),
             Err(e) => {
                 tracing::warn!(error = %e, "an agent client failed to initialize");

@@ -17,13 +17,14 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientRequest, CompleteRequest,
-    CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequestParams, GetPromptResponse,
-    GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams, InitializeResult,
-    InputResponses, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Reference, ResourceContents, ServerCapabilities,
-    ServerConfig, ServerResult, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams, UpdateTaskParams,
+    CompleteRequestParams, CompleteResult, CustomRequest, CustomResult, ErrorCode, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
+    InitializeRequestParams, InitializeResult, InputResponses, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Reference, ResourceContents, ServerCapabilities, ServerConfig, ServerResult,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler};
@@ -36,8 +37,11 @@ use super::profile::Profile;
 use super::registry::Union;
 use super::subscriptions::{self, Holder};
 use super::tasks::{self, TaskRequest};
-use super::{Gateway, Ticket, code, finder, instructions, lsp_tool, view};
+use super::{
+    Gateway, Ticket, agent_wire, code, finder, instructions, legacy_tasks, lsp_tool, view,
+};
 use crate::observe::metrics::Via;
+use crate::runtime::mcp::wire;
 use crate::support::sync::lock;
 
 /// One client (see the module doc).
@@ -409,7 +413,50 @@ impl ServerHandler for Session {
             tracing::info!("an HTTP session resumed from the last controller");
         }
         context.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        let mut result = self.negotiate_initialize(&request)?;
+        // An agent of 2025-11-25 hears of the experimental tasks, which
+        // pass through (a one-server view says what its server says).
+        if self.one().is_none() && result.protocol_version == ProtocolVersion::V_2025_11_25 {
+            result
+                .capabilities
+                .experimental
+                .get_or_insert_default()
+                .insert(wire::TASKS.to_owned(), legacy_tasks::capability());
+        }
+        Ok(result)
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        // The experimental tasks are 2025-11-25's: a request of 2026-07-28
+        // (which removed `tasks/result` and `tasks/list`) knows no such
+        // methods, and neither does a session of it.
+        let legacy = !agent::modern(&context.meta)
+            && context
+                .peer
+                .peer_info()
+                .is_none_or(|info| agent_wire::legacy(info.protocol_version.as_str()));
+        if !legacy || !legacy_tasks::METHODS.contains(&request.method.as_str()) {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                request.method,
+                None,
+            ));
+        }
+        self.admitted(&context.extensions)?;
+        let origin = Origin::of(&context, Via::Direct, &self.agent);
+        self.gateway
+            .legacy_task_request(
+                &request.method,
+                request.params,
+                self.profile().naming(),
+                &origin,
+            )
+            .await
+            .map(CustomResult)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

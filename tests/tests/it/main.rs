@@ -42,6 +42,7 @@ mod gateway_views;
 mod honest_status;
 mod kubectl;
 mod lazy_start;
+mod legacy_tasks;
 mod lsp_controller;
 mod lsp_faults;
 mod lsp_more;

@@ -342,7 +342,7 @@ fn a_remote_server_that_restarted_is_ready_again_within_seconds() {
 }
 
 /// A free TCP port on 127.0.0.1 (for a peer that takes its port from `PORT`).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -351,7 +351,7 @@ fn free_port() -> u16 {
 }
 
 /// A real peer server listening on a port (killed on drop).
-struct PeerServer(Child);
+pub(crate) struct PeerServer(Child);
 
 impl Drop for PeerServer {
     fn drop(&mut self) {
@@ -360,7 +360,7 @@ impl Drop for PeerServer {
     }
 }
 
-fn everything(mode: &str, port: u16, env: &Env) -> PeerServer {
+pub(crate) fn everything(mode: &str, port: u16, env: &Env) -> PeerServer {
     let bin = peer(
         "@modelcontextprotocol/server-everything",
         "node_modules/.bin/mcp-server-everything",

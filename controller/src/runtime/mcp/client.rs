@@ -250,6 +250,29 @@ impl Client {
                     }
                 }
             }
+            // A task's status goes to the agent whose call made the task
+            // (one of 2025-11-25 too).
+            ServerNotification::CustomNotification(n)
+                if n.method == "notifications/tasks/status" =>
+            {
+                let id = n
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("taskId"))
+                    .and_then(|id| id.as_str())
+                    .map(str::to_owned);
+                match id.and_then(|id| self.relay.task_owner(&id)) {
+                    Some(caller) => {
+                        let server = self.name.to_string();
+                        self.relay.deliver(Box::pin(async move {
+                            caller.legacy_task_status(&server, n).await
+                        }));
+                    }
+                    None => {
+                        tracing::debug!(server = %self.name, "the status of a task no agent's call made")
+                    }
+                }
+            }
             // A task's status goes to the agent whose call made the task.
             ServerNotification::TaskStatusNotification(n) => {
                 let id = &n.params.task.task.task_id;

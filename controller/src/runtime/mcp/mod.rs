@@ -72,6 +72,7 @@ mod stdout;
 #[cfg(test)]
 mod testing;
 mod watch;
+pub mod wire;
 
 use std::fmt;
 use std::sync::Arc;

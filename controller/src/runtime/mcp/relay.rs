@@ -95,6 +95,16 @@ pub trait Caller: Send + Sync {
         let _ = (server, notification);
         Box::pin(async {})
     }
+    /// The status of a task of 2025-11-25 (`notifications/tasks/status`)
+    /// the server made for one of the caller's calls; awaited in order.
+    fn legacy_task_status(
+        &self,
+        server: &str,
+        notification: rmcp::model::CustomNotification,
+    ) -> BoxFuture<'static, ()> {
+        let _ = (server, notification);
+        Box::pin(async {})
+    }
     /// Whether the caller's client answers `roots/list` itself (else the
     /// connection answers with the workspace root).
     fn answers_roots(&self) -> bool {
@@ -773,8 +783,8 @@ impl McpHandle {
                     Ok(Ok(result)) => {
                         self.relay.heard();
                         self.relay.progress_relayed(id).await;
-                        if let ServerResult::CreateTaskResult(made) = &result {
-                            self.relay.tasks.keep(made.task.task_id.clone(), keeper);
+                        if let Some(task) = made_task(&result) {
+                            self.relay.tasks.keep(task, keeper);
                         }
                         Ok(result)
                     }
@@ -911,5 +921,18 @@ fn upstream_error(error: UpstreamError) -> CallError {
             CallError::SignIn(need)
         }
         other => CallError::Other(other.to_string()),
+    }
+}
+
+/// The id of the task a call's answer made: a task handle of 2026-07-28,
+/// or the `{task}` of 2025-11-25 (which rmcp does not type).
+fn made_task(result: &ServerResult) -> Option<String> {
+    match result {
+        ServerResult::CreateTaskResult(made) => Some(made.task.task_id.clone()),
+        ServerResult::CustomResult(rmcp::model::CustomResult(raw)) => raw
+            .pointer("/task/taskId")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned),
+        _ => None,
     }
 }

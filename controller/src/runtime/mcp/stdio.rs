@@ -171,7 +171,9 @@ where
                 }
                 continue;
             }
-            let error = match serde_json::from_slice(line) {
+            // What rmcp's types would drop, moved where they keep it.
+            let typed = super::wire::typed_line(line);
+            let error = match serde_json::from_slice(typed.as_deref().unwrap_or(line)) {
                 Ok(message) => return Some(message),
                 Err(error) => error,
             };

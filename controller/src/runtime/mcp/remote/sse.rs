@@ -328,7 +328,8 @@ impl Transport<RoleClient> for SseTransport {
                         continue;
                     }
                     let Some(data) = event.data else { continue };
-                    match serde_json::from_str(&data) {
+                    let typed = crate::runtime::mcp::wire::typed_line(data.as_bytes());
+                    match serde_json::from_slice(typed.as_deref().unwrap_or(data.as_bytes())) {
                         Ok(message) => return Some(message),
                         Err(error) => {
                             // Content is not logged: it may carry results.

@@ -248,19 +248,40 @@ fn loss_of(error: &StreamableHttpError<reqwest::Error>) -> Option<Loss> {
     }
 }
 
-/// `response`, its events tagged when it is the event stream of request
-/// `id` (see the module doc).
+/// `response`, its events typed ([`typed_event`]) and tagged when it is
+/// the event stream of request `id` (see the module doc).
 fn tagged(
     response: Result<StreamableHttpPostResponse>,
     id: Option<Value>,
 ) -> Result<StreamableHttpPostResponse> {
-    match (response, id) {
-        (Ok(StreamableHttpPostResponse::Sse(stream, session)), Some(tag)) => {
-            let stream = stream.map(move |event| event.map(|sse| tag_event(sse, &tag)));
+    match response {
+        Ok(StreamableHttpPostResponse::Sse(stream, session)) => {
+            let stream = stream.map(move |event| {
+                event.map(|sse| {
+                    let sse = typed_event(sse);
+                    match &id {
+                        Some(tag) => tag_event(sse, tag),
+                        None => sse,
+                    }
+                })
+            });
             Ok(StreamableHttpPostResponse::Sse(stream.boxed(), session))
         }
-        (other, _) => other,
+        other => other,
     }
+}
+
+/// `sse` with what rmcp's types would drop moved where they keep it
+/// ([`wire`](crate::runtime::mcp::wire)).
+fn typed_event(mut sse: Sse) -> Sse {
+    if let Some(typed) = sse
+        .data
+        .as_deref()
+        .and_then(|data| crate::runtime::mcp::wire::typed_line(data.as_bytes()))
+    {
+        sse.data = String::from_utf8(typed).ok();
+    }
+    sse
 }
 
 /// The id of `message`, as a tag, when it is a request.
