@@ -74,8 +74,9 @@ pub fn from_agent(line: &[u8], legacy_agent: &mut bool) -> Option<Vec<u8>> {
 pub struct Ingress<R> {
     inner: R,
     legacy: bool,
-    /// Read, not yet a whole line.
+    /// Read, not yet a whole line (no newline in its first `scanned`).
     partial: Vec<u8>,
+    scanned: usize,
     /// Lines ready for the reader, from `at`.
     ready: Vec<u8>,
     at: usize,
@@ -90,6 +91,7 @@ impl<R> Ingress<R> {
             inner,
             legacy,
             partial: Vec::new(),
+            scanned: 0,
             ready: Vec::new(),
             at: 0,
             eof: false,
@@ -97,17 +99,21 @@ impl<R> Ingress<R> {
     }
 
     fn take_lines(&mut self) {
-        while let Some(end) = memchr::memchr(b'\n', &self.partial) {
-            let line: Vec<u8> = self.partial.drain(..=end).collect();
-            let body = &line[..end];
-            match from_agent(body, &mut self.legacy) {
+        let mut start = 0;
+        while let Some(at) = memchr::memchr(b'\n', &self.partial[self.scanned..]) {
+            let end = self.scanned + at;
+            match from_agent(&self.partial[start..end], &mut self.legacy) {
                 Some(moved) => {
                     self.ready.extend_from_slice(&moved);
                     self.ready.push(b'\n');
                 }
-                None => self.ready.extend_from_slice(&line),
+                None => self.ready.extend_from_slice(&self.partial[start..=end]),
             }
+            start = end + 1;
+            self.scanned = start;
         }
+        self.partial.drain(..start);
+        self.scanned = self.partial.len();
     }
 }
 
@@ -132,6 +138,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Ingress<R> {
             if this.eof {
                 // A last line without its newline goes as it is.
                 this.ready.append(&mut this.partial);
+                this.scanned = 0;
                 if this.ready.is_empty() {
                     return Poll::Ready(Ok(()));
                 }
@@ -154,7 +161,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for Ingress<R> {
 /// [`wire::wire_line`].
 pub struct Egress<W> {
     inner: W,
+    /// Written, not yet a whole line (no newline in its first `scanned`).
     partial: Vec<u8>,
+    scanned: usize,
     /// Lines to write, from `at`.
     pending: Vec<u8>,
     at: usize,
@@ -165,6 +174,7 @@ impl<W> Egress<W> {
         Egress {
             inner,
             partial: Vec::new(),
+            scanned: 0,
             pending: Vec::new(),
             at: 0,
         }
@@ -197,16 +207,21 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Egress<W> {
         // worth waits here.
         ready!(this.poll_drain(cx))?;
         this.partial.extend_from_slice(buf);
-        while let Some(end) = memchr::memchr(b'\n', &this.partial) {
-            let line: Vec<u8> = this.partial.drain(..=end).collect();
-            match wire::wire_line(&line[..end]) {
+        let mut start = 0;
+        while let Some(at) = memchr::memchr(b'\n', &this.partial[this.scanned..]) {
+            let end = this.scanned + at;
+            match wire::wire_line(&this.partial[start..end]) {
                 Some(moved) => {
                     this.pending.extend_from_slice(&moved);
                     this.pending.push(b'\n');
                 }
-                None => this.pending.extend_from_slice(&line),
+                None => this.pending.extend_from_slice(&this.partial[start..=end]),
             }
+            start = end + 1;
+            this.scanned = start;
         }
+        this.partial.drain(..start);
+        this.scanned = this.partial.len();
         // Started now; the rest goes with the next write or flush.
         if let Poll::Ready(Err(e)) = this.poll_drain(cx) {
             return Poll::Ready(Err(e));
@@ -222,6 +237,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Egress<W> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         let rest = std::mem::take(&mut this.partial);
+        this.scanned = 0;
         this.pending.extend_from_slice(&rest);
         ready!(this.poll_drain(cx))?;
         Pin::new(&mut this.inner).poll_shutdown(cx)
@@ -295,6 +311,22 @@ mod tests {
         let get: Value = serde_json::from_str(lines[2]).unwrap();
         assert_eq!(get["method"], legacy_tasks::GET);
         assert_eq!(lines[3], r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+
+        // A line longer than one read is whole when it is moved.
+        let long = format!(
+            "{}\n",
+            serde_json::json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                "params": {"name": "r", "arguments": {"text": "x".repeat(20_000)}, "task": {}}})
+        );
+        let mut read = Ingress::new(long.as_bytes(), true);
+        let mut got = String::new();
+        read.read_to_string(&mut got).await.unwrap();
+        let call: Value = serde_json::from_str(got.trim_end()).unwrap();
+        assert_eq!(call["params"]["_meta"][wire::TASK], serde_json::json!({}));
+        assert_eq!(
+            call["params"]["arguments"]["text"].as_str().unwrap().len(),
+            20_000
+        );
 
         // A 2026-07-28 agent's tasks/get is the extension's, and so is one
         // that declares the extension in its own `_meta`.

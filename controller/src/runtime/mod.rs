@@ -8,6 +8,7 @@ pub(crate) mod procfs;
 pub mod reaper;
 pub mod sandbox;
 pub mod secrets;
+pub(crate) mod sock_diag;
 pub mod start;
 
 pub use self::start::StartError;

@@ -49,7 +49,10 @@ pub fn tcp_peer_is_own_server(local: std::net::SocketAddr, peer: std::net::Socke
     if !peer.ip().is_loopback() {
         return false;
     }
-    let Some(inode) = procfs::tcp_socket_inode(peer, local) else {
+    // The kernel's exact lookup; `/proc/net/tcp` where netlink is refused.
+    let found = crate::runtime::sock_diag::tcp_socket_inode(peer, local)
+        .unwrap_or_else(|_| procfs::tcp_socket_inode(peer, local));
+    let Some(inode) = found else {
         return false;
     };
     procfs::holds_socket(&procfs::descendants(std::process::id() as i32), inode)
