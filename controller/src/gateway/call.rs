@@ -204,6 +204,16 @@ impl Gateway {
             })
     }
 
+    /// How long a call may go without an answer or progress
+    /// (`mcp.toolIdleTimeoutMs`).
+    pub fn tool_idle(&self) -> Option<std::time::Duration> {
+        self.store
+            .snapshot()
+            .desired
+            .policy
+            .tool_idle_timeout(self.config.tool_idle_env)
+    }
+
     /// [`Self::forward_tool`], with the arguments checked by `precheck`
     /// against the definition of the tool it resolves to.
     pub async fn forward_checked(
@@ -308,12 +318,7 @@ impl Gateway {
             params.meta = upstream_meta(origin, native(&origin.meta, &up));
             trace::pass_on(&tracing::Span::current(), &origin.meta, &mut params.meta);
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            let idle = gateway
-                .store
-                .snapshot()
-                .desired
-                .policy
-                .tool_idle_timeout(gateway.config.tool_idle_env);
+            let idle = gateway.tool_idle();
             let answer = forward(&up, request, origin, caller_token.clone(), idle).await;
             let server = &up.server;
             call.ended(match &answer {

@@ -26,7 +26,8 @@ use serde_json::{Value, json};
 use super::Gateway;
 use super::call::{Origin, call_error, forward, upstream_meta};
 use super::profile::Naming;
-use super::task_handles::{exposed_id, owner};
+use super::task_handles::exposed_id;
+use super::tasks::holds;
 use crate::runtime::mcp::wire;
 
 /// `tasks/get` of an agent of 2025-11-25, as its transport renames it.
@@ -40,15 +41,6 @@ pub const METHODS: [&str; 4] = [GET, CANCEL, "tasks/result", "tasks/list"];
 pub fn capability() -> JsonObject {
     let tasks = json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}});
     tasks.as_object().cloned().unwrap_or_default()
-}
-
-fn unknown(exposed: &str) -> ErrorData {
-    ErrorData::invalid_params(
-        format!(
-            "unknown task {exposed:?} (Steward's task ids are SERVER/ID, as tools/call gave them)"
-        ),
-        None,
-    )
 }
 
 impl Gateway {
@@ -74,31 +66,10 @@ impl Gateway {
             .and_then(Value::as_str)
             .ok_or_else(|| ErrorData::invalid_params(format!("{method} needs a taskId"), None))?
             .to_owned();
-        let servers: Vec<String> = match naming {
-            Naming::Own(server) => vec![server.to_owned()],
-            Naming::Prefixed(_) => self.store.snapshot().desired.mcp.keys().cloned().collect(),
-        };
-        let Some((server, id)) = owner(&exposed, servers.iter().map(String::as_str)) else {
-            return Err(unknown(&exposed));
-        };
-        let up = self
-            .upstream_of(server)
-            .await
-            .map_err(|why| ErrorData::invalid_params(format!("task {exposed:?}: {why}"), None))?;
-        if !self.holds(&up, id, origin) {
-            return Err(unknown(&exposed));
-        }
+        let (up, id) = self.task_upstream(&exposed, naming, origin).await?;
         params["taskId"] = id.into();
         let answer = self.send_legacy(&up, method, params, origin).await?;
         Ok(renamed(answer, &up.server, true))
-    }
-
-    /// Whether the agent of `origin` may use `server`'s task `id`: it is
-    /// not another agent's.
-    fn holds(&self, up: &super::registry::Upstream, id: &str, origin: &Origin) -> bool {
-        let held = up.handle.relay().task_owner(id);
-        held.and_then(|maker| maker.task_holder())
-            .is_none_or(|holder| holder == origin.agent.id)
     }
 
     async fn send_legacy(
@@ -117,12 +88,7 @@ impl Gateway {
         }
         let progress = origin.meta.get_progress_token();
         // `tasks/result` waits for the task: as long as a call may.
-        let idle = self
-            .store
-            .snapshot()
-            .desired
-            .policy
-            .tool_idle_timeout(self.config.tool_idle_env);
+        let idle = self.tool_idle();
         let answer = forward(
             up,
             ClientRequest::CustomRequest(request),
@@ -166,7 +132,7 @@ impl Gateway {
                 let Some(id) = task.get("taskId").and_then(Value::as_str) else {
                     continue;
                 };
-                if self.holds(&up, id, origin) {
+                if holds(&up, id, origin) {
                     tasks.push(renamed(task, &up.server, false));
                 }
             }

@@ -25,12 +25,15 @@ use rmcp::model::{
     GetTaskResult, RequestMetaObject, ServerResult, UpdateTaskParams, UpdateTaskRequest,
 };
 
+use std::sync::Arc;
+
 use super::Gateway;
 use super::call::{Origin, call_error, forward, native, unexpected, upstream_meta};
 use super::profile::Naming;
+use super::registry::Upstream;
 use super::task_handles::owner;
 
-fn unknown(exposed: &str) -> ErrorData {
+pub fn unknown(exposed: &str) -> ErrorData {
     ErrorData::invalid_params(
         format!(
             "unknown task {exposed:?} (Steward's task ids are SERVER/ID, as tools/call gave them)"
@@ -84,28 +87,8 @@ impl Gateway {
         origin: &Origin,
     ) -> Result<ServerResult, ErrorData> {
         let exposed = request.task_id().clone();
-        // Its server: in a one-server view only that one; else any server
-        // of the configuration.
-        let servers: Vec<String> = match naming {
-            Naming::Own(server) => vec![server.to_owned()],
-            Naming::Prefixed(_) => self.store.snapshot().desired.mcp.keys().cloned().collect(),
-        };
-        let Some((server, id)) = owner(&exposed, servers.iter().map(String::as_str)) else {
-            return Err(unknown(&exposed));
-        };
-        let up = self
-            .upstream_of(server)
-            .await
-            .map_err(|why| ErrorData::invalid_params(format!("task {exposed:?}: {why}"), None))?;
-        // A task made for the call of an agent with a session is that
-        // agent's: another agent hears of no such task.
-        let held = up.handle.relay().task_owner(id);
-        if let Some(holder) = held.and_then(|maker| maker.task_holder())
-            && holder != origin.agent.id
-        {
-            return Err(unknown(&exposed));
-        }
-        *request.task_id() = id.to_owned();
+        let (up, id) = self.task_upstream(&exposed, naming, origin).await?;
+        *request.task_id() = id;
         let native = native(&origin.meta, &up);
         let request = request.into_request(upstream_meta(origin, native));
         let progress = origin.meta.get_progress_token();
@@ -119,6 +102,43 @@ impl Gateway {
             Err(e) => Err(call_error(&up.server, e)),
         }
     }
+
+    /// The live connection of the server task id `exposed` names (of the
+    /// servers `naming` sees, waiting while it (re)starts) and the server's
+    /// own id. A task made for the call of an agent with a session is that
+    /// agent's: to another agent there is no such task.
+    pub async fn task_upstream(
+        &self,
+        exposed: &str,
+        naming: Naming<'_>,
+        origin: &Origin,
+    ) -> Result<(Arc<Upstream>, String), ErrorData> {
+        // Its server: in a one-server view only that one; else any server
+        // of the configuration.
+        let servers: Vec<String> = match naming {
+            Naming::Own(server) => vec![server.to_owned()],
+            Naming::Prefixed(_) => self.store.snapshot().desired.mcp.keys().cloned().collect(),
+        };
+        let Some((server, id)) = owner(exposed, servers.iter().map(String::as_str)) else {
+            return Err(unknown(exposed));
+        };
+        let up = self
+            .upstream_of(server)
+            .await
+            .map_err(|why| ErrorData::invalid_params(format!("task {exposed:?}: {why}"), None))?;
+        if !holds(&up, id, origin) {
+            return Err(unknown(exposed));
+        }
+        Ok((up, id.to_owned()))
+    }
+}
+
+/// Whether the agent of `origin` may use `up`'s task `id`: it is not
+/// another agent's.
+pub fn holds(up: &Upstream, id: &str, origin: &Origin) -> bool {
+    let held = up.handle.relay().task_owner(id);
+    held.and_then(|maker| maker.task_holder())
+        .is_none_or(|holder| holder == origin.agent.id)
 }
 
 /// `tasks/get`'s answer, from what [`Gateway::task_request`] answered.

@@ -6,11 +6,13 @@
 //! (`callToolStream`: `tools/call` with `task`, `tasks/get` polls,
 //! `tasks/result`, on which the server elicits) in front of it, over
 //! Steward's HTTP endpoint and over `steward mcp`. Task ids reach the agent
-//! as `SERVER/ID`; a task is its maker's alone, and so are the server's
-//! `notifications/tasks/status` of it. A missing peer fails.
+//! as `SERVER/ID`, through the union and the one-server view; a task is
+//! its maker's alone, and so are the server's `notifications/tasks/status`
+//! of it; it outlives the reload of an unrelated server. A missing peer
+//! fails.
 
 use serde_json::{Value, json};
-use steward_tests::harness::{Env, ready};
+use steward_tests::harness::{Env, fake_tools, mcp, ready};
 
 use crate::mcp_remote::{everything as everything_http, free_port};
 use crate::real_clients::{
@@ -47,12 +49,11 @@ fn result_of(server: &str, messages: &[Value]) -> Value {
 /// An agent (TypeScript SDK, answering elicitations as `name`) of the
 /// union: research through `server`'s tool, with and without the server
 /// asking, and the task methods on a task left running.
-fn researches(agent: &mut PyClient, other: &mut PyClient, server: &str) {
-    let tool = format!("{server}__{TOOL}");
+fn researches(agent: &mut PyClient, other: &mut PyClient, server: &str, tool: &str) {
     let listed = agent.list("list_tools");
     let definition = listed
         .iter()
-        .find(|t| t["name"] == tool.as_str())
+        .find(|t| t["name"] == tool)
         .unwrap_or_else(|| panic!("{tool} listed"));
     assert_eq!(
         definition["execution"],
@@ -60,7 +61,7 @@ fn researches(agent: &mut PyClient, other: &mut PyClient, server: &str) {
         "{definition}"
     );
 
-    let plain = stream(agent, &tool, json!({"topic": "rust"}), None);
+    let plain = stream(agent, tool, json!({"topic": "rust"}), None);
     let report = text_of(&result_of(server, &plain));
     assert!(report.contains("rust"), "{report}");
     assert!(
@@ -71,7 +72,7 @@ fn researches(agent: &mut PyClient, other: &mut PyClient, server: &str) {
     // The server asks for a clarification on the stream of tasks/result.
     let asked = stream(
         agent,
-        &tool,
+        tool,
         json!({"topic": "python", "ambiguous": true}),
         None,
     );
@@ -83,7 +84,7 @@ fn researches(agent: &mut PyClient, other: &mut PyClient, server: &str) {
     );
 
     // A task left running: got, listed, another agent's to see not, cancelled.
-    let made = stream(agent, &tool, json!({"topic": "go"}), Some("taskCreated"));
+    let made = stream(agent, tool, json!({"topic": "go"}), Some("taskCreated"));
     let id = made[0]["taskId"].as_str().unwrap().to_owned();
     let got = agent.run(json!({"op": "get_task", "taskId": id}));
     assert_eq!(got["taskId"], id.as_str(), "{got}");
@@ -113,31 +114,34 @@ fn a_real_servers_tasks_of_2025_11_25_pass_through_steward_to_a_real_client() {
     let env = Env::new();
     let port = free_port();
     let _remote = everything_http("streamableHttp", port, &env);
-    env.user_mcp_servers(&[
-        ("ev", everything()),
-        (
-            "evh",
-            json!({"httpUrl": format!("http://127.0.0.1:{port}/mcp")}),
-        ),
-    ]);
+    let other = |tools: &[&str]| env.fake_mcp("other", fake_tools(tools));
+    let servers = |other_tools: &[&str]| {
+        [
+            ("ev", everything()),
+            (
+                "evh",
+                json!({"httpUrl": format!("http://127.0.0.1:{port}/mcp")}),
+            ),
+            ("other", other(other_tools)),
+        ]
+    };
+    env.user_mcp_servers(&servers(&["o1"]));
     let c = env.start(&["--mcp-listen", "127.0.0.1:0"]);
-    let s = c.wait_for_within("ev and evh Ready", CLIENT_DEADLINE, |s| {
-        ready(s, "ev") && ready(s, "evh")
+    let s = c.wait_for_within("ev, evh and other Ready", CLIENT_DEADLINE, |s| {
+        ready(s, "ev") && ready(s, "evh") && ready(s, "other")
     });
     let url = http_url(&s);
     let options = ["--elicitation", "--name=A"];
-    let mut over_http = PyClient::of(
-        Sdk::TypeScript,
-        &env,
-        &options,
-        &["http".into(), url.clone()],
-    );
+    let http =
+        |target: String| PyClient::of(Sdk::TypeScript, &env, &options, &["http".into(), target]);
+    let mut over_http = http(url.clone());
     let mut over_stdio = {
         let mut target = vec!["stdio".to_owned()];
         target.extend(steward_mcp_argv(&env));
         PyClient::of(Sdk::TypeScript, &env, &options, &target)
     };
-    researches(&mut over_http, &mut over_stdio, "ev");
+    let union_tool = |server: &str| format!("{server}__{TOOL}");
+    researches(&mut over_http, &mut over_stdio, "ev", &union_tool("ev"));
     // The server's status notifications reach the maker of the task only.
     over_http.run(json!({"op": "wait_notification", "method": "notifications/tasks/status"}));
     let heard = over_stdio.run(json!({"op": "notifications"}));
@@ -145,8 +149,37 @@ fn a_real_servers_tasks_of_2025_11_25_pass_through_steward_to_a_real_client() {
         !heard.to_string().contains("notifications/tasks/status"),
         "{heard}"
     );
-    researches(&mut over_http, &mut over_stdio, "evh");
-    researches(&mut over_stdio, &mut over_http, "ev");
+    researches(&mut over_http, &mut over_stdio, "evh", &union_tool("evh"));
+    researches(&mut over_stdio, &mut over_http, "ev", &union_tool("ev"));
+    // The one-server view says the server's own `tasks` capability.
+    let mut viewing = http(format!("{url}/evh"));
+    researches(&mut viewing, &mut over_http, "evh", TOOL);
+
+    // A task outlives the reload of an unrelated server.
+    let made = stream(
+        &mut over_http,
+        &union_tool("ev"),
+        json!({"topic": "zig"}),
+        Some("taskCreated"),
+    );
+    let id = made[0]["taskId"].as_str().unwrap().to_owned();
+    env.user_mcp_servers(&servers(&["o1", "o2"]));
+    c.wait_for("other reloaded with o2", |s| {
+        mcp(s, "other").is_some_and(|o| {
+            o.status
+                .tools
+                .as_ref()
+                .is_some_and(|t| t.iter().any(|t| t == "o2"))
+        })
+    });
+    let result = over_http.run(json!({"op": "task_result", "taskId": id}));
+    assert!(text_of(&result).contains("zig"), "{result}");
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str(),
+        "{result}"
+    );
+    viewing.close();
     over_http.close();
     over_stdio.close();
 }

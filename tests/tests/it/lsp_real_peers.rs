@@ -393,8 +393,15 @@ fn editing_clangd_args_restarts_only_clangd_and_replays_its_document() {
         })
         .collect();
     env.write(".lsp.json", &lsp_json(&edited));
-    let s = c.wait_for_within("clangd restarted", PEER_DEADLINE, |s| {
-        lsp_ready(s, "clangd") && pid(s, "clangd").is_some_and(|p| p != old_clangd)
+    // The edit's reload summary too: the restart may show in a status
+    // published before the summary of the reload that made it.
+    let s = c.wait_for_within("clangd restarted by the edit", PEER_DEADLINE, |s| {
+        lsp_ready(s, "clangd")
+            && pid(s, "clangd").is_some_and(|p| p != old_clangd)
+            && s.controller
+                .last_reload
+                .as_ref()
+                .is_some_and(|r| r.trigger != "start")
     });
     for (name, p) in &before {
         if *name != "clangd" {
