@@ -770,6 +770,13 @@ pub fn mcp<'a>(
     })
 }
 
+/// Whether MCP server `server` lists tool `tool` in `status`.
+pub fn lists_tool(status: &WorkspaceStatus, server: &str, tool: &str) -> bool {
+    mcp(status, server)
+        .and_then(|m| m.status.tools.as_ref())
+        .is_some_and(|tools| tools.iter().any(|t| t == tool))
+}
+
 /// The item named `name` of kind LspServer.
 pub fn lsp<'a>(
     status: &'a WorkspaceStatus,

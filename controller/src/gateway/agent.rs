@@ -367,10 +367,9 @@ impl Caller for AgentCaller {
             .params
             .as_mut()
             .and_then(|p| p.get_mut("taskId"))
-            .filter(|id| id.is_string())
+            && let Some(own) = id.as_str()
         {
-            let own = id.as_str().unwrap_or_default().to_owned();
-            *id = super::task_handles::exposed_id(server, &own).into();
+            *id = super::task_handles::exposed_id(server, own).into();
         }
         self.notify(ServerNotification::CustomNotification(notification))
     }

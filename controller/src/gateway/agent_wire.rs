@@ -70,13 +70,53 @@ pub fn from_agent(line: &[u8], legacy_agent: &mut bool) -> Option<Vec<u8>> {
     moved.then(|| serde_json::to_vec(&message).ok())?
 }
 
+/// A byte stream cut into lines: each whole line goes on mapped.
+#[derive(Default)]
+struct Lines {
+    /// Not yet a whole line (no newline in its first `scanned` bytes).
+    partial: Vec<u8>,
+    scanned: usize,
+}
+
+impl Lines {
+    /// Takes `bytes`; each line they complete goes to `out` as `map`
+    /// makes it (`None`: as it is), its newline kept.
+    fn push(
+        &mut self,
+        bytes: &[u8],
+        out: &mut Vec<u8>,
+        mut map: impl FnMut(&[u8]) -> Option<Vec<u8>>,
+    ) {
+        self.partial.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(at) = memchr::memchr(b'\n', &self.partial[self.scanned..]) {
+            let end = self.scanned + at;
+            match map(&self.partial[start..end]) {
+                Some(moved) => {
+                    out.extend_from_slice(&moved);
+                    out.push(b'\n');
+                }
+                None => out.extend_from_slice(&self.partial[start..=end]),
+            }
+            start = end + 1;
+            self.scanned = start;
+        }
+        self.partial.drain(..start);
+        self.scanned = self.partial.len();
+    }
+
+    /// What is left, not a whole line.
+    fn rest(&mut self) -> Vec<u8> {
+        self.scanned = 0;
+        std::mem::take(&mut self.partial)
+    }
+}
+
 /// An agent's stdio as rmcp reads it: each line through [`from_agent`].
 pub struct Ingress<R> {
     inner: R,
     legacy: bool,
-    /// Read, not yet a whole line (no newline in its first `scanned`).
-    partial: Vec<u8>,
-    scanned: usize,
+    lines: Lines,
     /// Lines ready for the reader, from `at`.
     ready: Vec<u8>,
     at: usize,
@@ -90,30 +130,11 @@ impl<R> Ingress<R> {
         Ingress {
             inner,
             legacy,
-            partial: Vec::new(),
-            scanned: 0,
+            lines: Lines::default(),
             ready: Vec::new(),
             at: 0,
             eof: false,
         }
-    }
-
-    fn take_lines(&mut self) {
-        let mut start = 0;
-        while let Some(at) = memchr::memchr(b'\n', &self.partial[self.scanned..]) {
-            let end = self.scanned + at;
-            match from_agent(&self.partial[start..end], &mut self.legacy) {
-                Some(moved) => {
-                    self.ready.extend_from_slice(&moved);
-                    self.ready.push(b'\n');
-                }
-                None => self.ready.extend_from_slice(&self.partial[start..=end]),
-            }
-            start = end + 1;
-            self.scanned = start;
-        }
-        self.partial.drain(..start);
-        self.scanned = self.partial.len();
     }
 }
 
@@ -137,8 +158,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Ingress<R> {
             }
             if this.eof {
                 // A last line without its newline goes as it is.
-                this.ready.append(&mut this.partial);
-                this.scanned = 0;
+                this.ready.extend(this.lines.rest());
                 if this.ready.is_empty() {
                     return Poll::Ready(Ok(()));
                 }
@@ -150,8 +170,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for Ingress<R> {
             if read.filled().is_empty() {
                 this.eof = true;
             } else {
-                this.partial.extend_from_slice(read.filled());
-                this.take_lines();
+                let legacy = &mut this.legacy;
+                this.lines.push(read.filled(), &mut this.ready, |line| {
+                    from_agent(line, legacy)
+                });
             }
         }
     }
@@ -161,9 +183,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Ingress<R> {
 /// [`wire::wire_line`].
 pub struct Egress<W> {
     inner: W,
-    /// Written, not yet a whole line (no newline in its first `scanned`).
-    partial: Vec<u8>,
-    scanned: usize,
+    lines: Lines,
     /// Lines to write, from `at`.
     pending: Vec<u8>,
     at: usize,
@@ -173,8 +193,7 @@ impl<W> Egress<W> {
     pub fn new(inner: W) -> Self {
         Egress {
             inner,
-            partial: Vec::new(),
-            scanned: 0,
+            lines: Lines::default(),
             pending: Vec::new(),
             at: 0,
         }
@@ -206,22 +225,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Egress<W> {
         // What was taken before is written first: at most one write's
         // worth waits here.
         ready!(this.poll_drain(cx))?;
-        this.partial.extend_from_slice(buf);
-        let mut start = 0;
-        while let Some(at) = memchr::memchr(b'\n', &this.partial[this.scanned..]) {
-            let end = this.scanned + at;
-            match wire::wire_line(&this.partial[start..end]) {
-                Some(moved) => {
-                    this.pending.extend_from_slice(&moved);
-                    this.pending.push(b'\n');
-                }
-                None => this.pending.extend_from_slice(&this.partial[start..=end]),
-            }
-            start = end + 1;
-            this.scanned = start;
-        }
-        this.partial.drain(..start);
-        this.scanned = this.partial.len();
+        this.lines.push(buf, &mut this.pending, wire::wire_line);
         // Started now; the rest goes with the next write or flush.
         if let Poll::Ready(Err(e)) = this.poll_drain(cx) {
             return Poll::Ready(Err(e));
@@ -236,8 +240,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Egress<W> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        let rest = std::mem::take(&mut this.partial);
-        this.scanned = 0;
+        let rest = this.lines.rest();
         this.pending.extend_from_slice(&rest);
         ready!(this.poll_drain(cx))?;
         Pin::new(&mut this.inner).poll_shutdown(cx)

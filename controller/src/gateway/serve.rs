@@ -145,11 +145,6 @@ impl HttpEndpoint {
             let live = live.clone();
             let cancel = cancel.clone();
             let gateway = gateway.clone();
-            // A call's answer is a few small writes (head, event): none
-            // waits for the client's delayed ACK.
-            if let Err(e) = stream.set_nodelay(true) {
-                tracing::debug!(%peer, error = %e, "set TCP_NODELAY");
-            }
             tokio::spawn(async move {
                 // A server Steward runs never reaches the endpoint (it could
                 // call other servers' tools outside its sandbox).

@@ -7,7 +7,7 @@
 //! server behind is the conformance test server of the tests crate, over
 //! stdio and over HTTP, and `server-everything` (a real third-party server).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -17,6 +17,20 @@ use steward_tests::harness::{Controller, Env, bin, mcp, poll, ready, wait_until}
 use crate::real_clients::{
     CLIENT_DEADLINE, PyClient, everything, http_url, steward_mcp_argv, text_of,
 };
+
+/// `command` (quiet) started, and the port it writes to `port_file` once
+/// it listens.
+pub(crate) fn listening(mut command: Command, port_file: &Path, what: &str) -> (Child, String) {
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
+    wait_until(&format!("{what} listens"), || port_file.exists());
+    let port = std::fs::read_to_string(port_file).unwrap();
+    (child, port.trim().to_owned())
+}
 
 /// The conformance test server over HTTP (its own process, ended with
 /// the test).
@@ -28,19 +42,12 @@ pub struct HttpConformance {
 impl HttpConformance {
     pub fn start(env: &Env, name: &str) -> HttpConformance {
         let port_file = env.root.path().join(format!("{name}.port"));
-        let child = Command::new(bin("conformance-server"))
-            .arg("--http")
-            .arg(&port_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the conformance server");
-        wait_until("the conformance server listens", || port_file.exists());
-        let port = std::fs::read_to_string(&port_file).unwrap();
+        let mut command = Command::new(bin("conformance-server"));
+        command.arg("--http").arg(&port_file);
+        let (child, port) = listening(command, &port_file, "the conformance server");
         HttpConformance {
             child,
-            url: format!("http://127.0.0.1:{}/mcp", port.trim()),
+            url: format!("http://127.0.0.1:{port}/mcp"),
         }
     }
 }

@@ -10,13 +10,13 @@
 //! its roots and its `_meta`. A missing peer fails the test.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use steward_tests::harness::{Controller, Env, mcp, ready, wait_until};
 
-use crate::faithful::{answered, call, conformance_workspace, in_flight};
+use crate::faithful::{answered, call, conformance_workspace, in_flight, listening};
 use crate::real_clients::{PyClient, Sdk, output_within, python, steward_mcp_argv, text_of};
 
 /// The protocol's own keys (`io.modelcontextprotocol/…`) of a `_meta`.
@@ -252,22 +252,17 @@ impl FakeModel {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/fake_model.py");
         let port_file = env.root.path().join("model.port");
         let log = env.root.path().join("model.jsonl");
-        let child = Command::new(python())
+        let mut command = Command::new(python());
+        command
             .arg("-B")
             .arg(script)
             .arg(&port_file)
             .arg(&log)
-            .arg(tools.join(","))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the fake model");
-        wait_until("the fake model listens", || port_file.exists());
-        let port = std::fs::read_to_string(&port_file).unwrap();
+            .arg(tools.join(","));
+        let (child, port) = listening(command, &port_file, "the fake model");
         FakeModel {
             child,
-            url: format!("http://127.0.0.1:{}/v1", port.trim()),
+            url: format!("http://127.0.0.1:{port}/v1"),
             log,
         }
     }

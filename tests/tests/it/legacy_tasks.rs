@@ -12,7 +12,7 @@
 //! fails.
 
 use serde_json::{Value, json};
-use steward_tests::harness::{Env, fake_tools, mcp, ready};
+use steward_tests::harness::{Env, fake_tools, lists_tool, ready};
 
 use crate::mcp_remote::{everything as everything_http, free_port};
 use crate::real_clients::{
@@ -164,14 +164,7 @@ fn a_real_servers_tasks_of_2025_11_25_pass_through_steward_to_a_real_client() {
     );
     let id = made[0]["taskId"].as_str().unwrap().to_owned();
     env.user_mcp_servers(&servers(&["o1", "o2"]));
-    c.wait_for("other reloaded with o2", |s| {
-        mcp(s, "other").is_some_and(|o| {
-            o.status
-                .tools
-                .as_ref()
-                .is_some_and(|t| t.iter().any(|t| t == "o2"))
-        })
-    });
+    c.wait_for("other reloaded with o2", |s| lists_tool(s, "other", "o2"));
     let result = over_http.run(json!({"op": "task_result", "taskId": id}));
     assert!(text_of(&result).contains("zig"), "{result}");
     assert_eq!(

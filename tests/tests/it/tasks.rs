@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use steward_tests::harness::{Env, fake_tools, mcp, poll, ready};
+use steward_tests::harness::{Env, fake_tools, lists_tool, mcp, poll, ready};
 
 use crate::faithful::conformance_stdio;
 use crate::one_server::post_with;
@@ -113,14 +113,7 @@ fn a_task_is_routed_by_its_server_and_outlives_an_unrelated_reload() {
         ("ch", json!({"httpUrl": remote.url})),
         ("other", other(&["o1", "o2"])),
     ]);
-    c.wait_for("other reloaded with o2", |s| {
-        mcp(s, "other").is_some_and(|o| {
-            o.status
-                .tools
-                .as_ref()
-                .is_some_and(|t| t.iter().any(|t| t == "o2"))
-        })
-    });
+    c.wait_for("other reloaded with o2", |s| lists_tool(s, "other", "o2"));
     let working = get(&url, &id);
     assert_eq!(working["result"]["taskId"], id, "{working}");
     let done = ended(&url, &id);

@@ -233,13 +233,7 @@ impl Client {
             ServerNotification::CustomNotification(n)
                 if n.method == "notifications/elicitation/complete" =>
             {
-                let id = n
-                    .params
-                    .as_ref()
-                    .and_then(|p| p.get("elicitationId"))
-                    .and_then(|id| id.as_str())
-                    .map(str::to_owned);
-                match id.and_then(|id| self.relay.completion(&id)) {
+                match string_param(&n, "elicitationId").and_then(|id| self.relay.completion(id)) {
                     Some(caller) => {
                         let complete = ServerNotification::CustomNotification(n);
                         self.relay
@@ -255,13 +249,7 @@ impl Client {
             ServerNotification::CustomNotification(n)
                 if n.method == "notifications/tasks/status" =>
             {
-                let id = n
-                    .params
-                    .as_ref()
-                    .and_then(|p| p.get("taskId"))
-                    .and_then(|id| id.as_str())
-                    .map(str::to_owned);
-                match id.and_then(|id| self.relay.task_owner(&id)) {
+                match string_param(&n, "taskId").and_then(|id| self.relay.task_owner(id)) {
                     Some(caller) => {
                         let server = self.name.to_string();
                         self.relay.deliver(Box::pin(async move {
@@ -368,4 +356,12 @@ impl Handler for Client {
     ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
         Box::pin(async move { self.answer_request(id, request).await })
     }
+}
+
+/// The string parameter `key` of a notification rmcp does not type.
+fn string_param<'a>(
+    notification: &'a rmcp::model::CustomNotification,
+    key: &str,
+) -> Option<&'a str> {
+    notification.params.as_ref()?.get(key)?.as_str()
 }
